@@ -1,0 +1,53 @@
+# The README's two commands are `make run` and `make test`; everything else supports them.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PORT ?= 8080
+STAMP_PY := $(VENV)/.installed
+STAMP_NPM := node_modules/.installed
+
+.PHONY: setup run test lint unit integration infra synth bench clean
+
+setup: $(STAMP_PY) $(STAMP_NPM)
+
+$(STAMP_PY): requirements.txt requirements-dev.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q --no-deps -e .
+	touch $@
+
+$(STAMP_NPM): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: setup
+	$(VENV)/bin/ipmeta serve --port $(PORT) --load-default-dataset
+
+test: setup lint
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(PY) -m pytest tests/unit
+
+integration: setup
+	$(PY) -m pytest tests/integration
+
+infra: setup
+	$(PY) -m pytest tests/infra
+
+synth: setup
+	npx cdk synth --quiet
+
+bench: setup
+	$(PY) -m bench.lookup
+	$(PY) -m bench.load
+
+clean:
+	rm -rf cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,144 @@
+"""The key schema: the one module that knows how items are keyed.
+
+The lookup, the loader, the CDK table construct and the tests all import it.
+If two places computed a bucket, one of them would be wrong.
+
+Table layout (one table, ``pk`` String + ``sk`` Number):
+
+==========================  ==========================  ===========================
+item                        pk                          sk
+==========================  ==========================  ===========================
+range piece                 ``v{version}#{family}#{b}`` offset of the piece's first
+                                                        address within bucket ``b``
+active-version pointer      ``meta#pointer``            0
+version metadata            ``meta#version#{version}``  0
+version counter             ``meta#version-counter``    0
+==========================  ==========================  ===========================
+
+**Buckets.** IPv4 uses the /8 (first octet): 256 partition keys at most, and the
+largest bucket of the ASN file (``@ip-location-db/asn``) holds 5.4% of its
+412k ranges; 6 ranges cross a /8 and are split.
+
+IPv6 uses the /24 (the first six hex digits), chosen from the 103,197 IPv6
+ranges of the same file:
+
+====== ========= ============== ================= ================
+prefix buckets   largest share  ranges that split extra items
+====== ========= ============== ================= ================
+/16        61        17.0%            0                 0
+/20       682        14.8%            3                17
+/24     9,305         5.0%           57               581 (0.6%)
+/28    45,638         4.4%          272             >10,800
+/32   303,778         1.0%       12,902            >250,000
+====== ========= ============== ================= ================
+
+/24 is the narrowest prefix whose largest bucket holds no more than IPv4's
+largest /8 (5%), while splitting costs under 1% extra items. Wider prefixes
+concentrate one RIR block (2001::/16 holds 17%) in one key; narrower ones
+multiply the items of every large allocation. The price is bounded: a range
+spanning a whole /8 of IPv6 would become 65,536 items.
+
+**Sort key.** A DynamoDB Number holds at most 38 significant digits, and
+2**128-1 has 39. The sort key is therefore the address's *offset within its
+bucket*: below 2**24 for IPv4 and below 2**104 (32 digits) for IPv6, so every
+address of both families fits, ``ffff:ffff:...:ffff`` included.
+
+**Items.** A range piece stores ``start`` and ``end`` (inclusive, IP text) of
+the range as the dataset defines it, not cut at the bucket edge, plus a
+``data`` map of every metadata column. The lookup needs no second read: the
+Query finds the piece starting at or before the address, and the address is
+inside the range iff it is ``<= end`` (the piece cannot extend past its bucket,
+and the address is in the bucket that was queried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ipmeta.ips import Address, Family
+
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+#: DynamoDB attribute types of the key attributes: the CDK table uses these.
+PARTITION_KEY_TYPE = "S"
+SORT_KEY_TYPE = "N"
+
+ATTR_START = "start"
+ATTR_END = "end"
+ATTR_DATA = "data"
+
+ADDRESS_BITS: dict[int, int] = {4: 32, 6: 128}
+BUCKET_PREFIX_BITS: dict[int, int] = {4: 8, 6: 24}
+
+META_SORT_KEY = 0
+POINTER_PK = "meta#pointer"
+VERSION_COUNTER_PK = "meta#version-counter"
+_VERSION_META_PREFIX = "meta#version#"
+
+
+def _offset_bits(family: int) -> int:
+    return ADDRESS_BITS[family] - BUCKET_PREFIX_BITS[family]
+
+
+def bucket_of(address: Address) -> int:
+    """The bucket number: the address's top ``BUCKET_PREFIX_BITS`` bits."""
+    return address.value >> _offset_bits(address.family)
+
+
+def bucket_label(family: int, bucket: int) -> str:
+    """How a bucket is spelled in a partition key: decimal octet for v4, hex for v6."""
+    if family == 4:
+        return str(bucket)
+    return format(bucket, f"0{BUCKET_PREFIX_BITS[6] // 4}x")
+
+
+def bucket_bounds(family: int, bucket: int) -> tuple[int, int]:
+    """First and last address (as integers) of a bucket."""
+    bits = _offset_bits(family)
+    first = bucket << bits
+    return first, first + (1 << bits) - 1
+
+
+def encode_sort_key(address: Address) -> int:
+    """The address's offset within its bucket: always fits a DynamoDB Number."""
+    return address.value & ((1 << _offset_bits(address.family)) - 1)
+
+
+def decode_sort_key(family: int, bucket: int, sort_key: int) -> int:
+    return (bucket << _offset_bits(family)) | sort_key
+
+
+def format_version(version: int) -> str:
+    return f"v{version}"
+
+
+def partition_key(version: int, family: int, bucket: int) -> str:
+    return f"{format_version(version)}#{family}#{bucket_label(family, bucket)}"
+
+
+def lookup_key(version: int, address: Address) -> tuple[str, int]:
+    """The (pk, sk) a lookup of ``address`` queries with ``sk <= offset``."""
+    return partition_key(version, address.family, bucket_of(address)), encode_sort_key(address)
+
+
+def version_meta_pk(version: int) -> str:
+    return f"{_VERSION_META_PREFIX}{version}"
+
+
+@dataclass(frozen=True, slots=True)
+class BucketPiece:
+    """The part of a range that lies inside one bucket."""
+
+    family: Family
+    bucket: int
+    first: int
+    last: int
+
+
+def split_at_buckets(family: Family, start: int, end: int) -> Iterator[BucketPiece]:
+    """Cut ``start..end`` at bucket boundaries, so each bucket stands alone."""
+    bits = _offset_bits(family)
+    for bucket in range(start >> bits, (end >> bits) + 1):
+        first, last = bucket_bounds(family, bucket)
+        yield BucketPiece(family, bucket, max(start, first), min(end, last))
