@@ -6,13 +6,13 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
+from ipmeta.errors import InvalidIpAddress
+
+__all__ = ["Address", "Family", "InvalidIpAddress", "format_address", "parse_address_field", "parse_ip"]
+
 Family = Literal[4, 6]
 
 MAX_BY_FAMILY: dict[int, int] = {4: 2**32 - 1, 6: 2**128 - 1}
-
-
-class InvalidIpAddress(ValueError):
-    """The text is not an IPv4 or IPv6 address."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,4 +83,4 @@ def range_cidrs(family: int, start: int, end: int) -> list[str]:
         first, last = ipaddress.IPv4Address(start), ipaddress.IPv4Address(end)
     else:
         first, last = ipaddress.IPv6Address(start), ipaddress.IPv6Address(end)
-    return [str(network) for network in ipaddress.summarize_address_range(first, last)]  # type: ignore[arg-type]
+    return [str(network) for network in ipaddress.summarize_address_range(first, last)]

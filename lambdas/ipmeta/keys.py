@@ -11,7 +11,7 @@ item                        pk                          sk
 range piece                 ``v{version}#{family}#{b}`` offset of the piece's first
                                                         address within bucket ``b``
 active-version pointer      ``meta#pointer``            0
-version metadata            ``meta#version#{version}``  0
+version metadata            ``meta#versions``           version number
 version counter             ``meta#version-counter``    0
 ==========================  ==========================  ===========================
 
@@ -55,14 +55,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from ipmeta.ips import Address, Family
 
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 #: DynamoDB attribute types of the key attributes: the CDK table uses these.
-PARTITION_KEY_TYPE = "S"
-SORT_KEY_TYPE = "N"
+PARTITION_KEY_TYPE: Final = "S"
+SORT_KEY_TYPE: Final = "N"
 
 ATTR_START = "start"
 ATTR_END = "end"
@@ -74,7 +75,8 @@ BUCKET_PREFIX_BITS: dict[int, int] = {4: 8, 6: 24}
 META_SORT_KEY = 0
 POINTER_PK = "meta#pointer"
 VERSION_COUNTER_PK = "meta#version-counter"
-_VERSION_META_PREFIX = "meta#version#"
+#: One partition holds every version's metadata, so listing versions is one Query.
+VERSIONS_PK = "meta#versions"
 
 
 def _offset_bits(family: int) -> int:
@@ -120,10 +122,6 @@ def partition_key(version: int, family: int, bucket: int) -> str:
 def lookup_key(version: int, address: Address) -> tuple[str, int]:
     """The (pk, sk) a lookup of ``address`` queries with ``sk <= offset``."""
     return partition_key(version, address.family, bucket_of(address)), encode_sort_key(address)
-
-
-def version_meta_pk(version: int) -> str:
-    return f"{_VERSION_META_PREFIX}{version}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ class Settings:
             ),
         )
 
+
 #: CloudWatch namespace of the metrics the lookup and the loader publish.
 METRICS_NAMESPACE = "ipmeta"
 #: Published (value 1) by the loader each time a version is activated; the

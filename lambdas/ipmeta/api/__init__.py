@@ -1,0 +1,1 @@
+"""The lookup API: powertools resolver, routes and the Lambda handler."""

@@ -1,0 +1,301 @@
+"""Data access: the only module that builds DynamoDB requests.
+
+It speaks the key schema of ``ipmeta.keys`` and turns ``ClientError`` into
+domain errors. Writes retry throttling and UnprocessedItems itself (exponential
+backoff, full jitter) so the loader can count retries and throttles.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from ipmeta import keys
+from ipmeta.errors import ActivationConflict
+from ipmeta.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, WriteRequestTypeDef
+
+#: DynamoDB's limit on the requests of one BatchWriteItem call.
+BATCH_WRITE_LIMIT = 25
+THROTTLING_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+Item = dict[str, Any]
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB Numbers come back as Decimal; JSON wants int (or float)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _plain(inner) for key, inner in value.items()}
+    if isinstance(value, list | set):
+        return [_plain(inner) for inner in value]
+    return value
+
+
+def serialize_item(item: Mapping[str, Any]) -> dict[str, AttributeValueTypeDef]:
+    return {name: _serializer.serialize(value) for name, value in item.items()}
+
+
+def deserialize_item(raw: Mapping[str, Any]) -> Item:
+    return {name: _plain(_deserializer.deserialize(value)) for name, value in raw.items()}
+
+
+@dataclass
+class WriteStats:
+    """What the writes cost: retried requests and throttled calls (thread-safe)."""
+
+    requests: int = 0
+    retries: int = 0
+    throttles: int = 0
+    items: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, requests: int = 0, retries: int = 0, throttles: int = 0, items: int = 0) -> None:
+        with self._lock:
+            self.requests += requests
+            self.retries += retries
+            self.throttles += throttles
+            self.items += items
+
+
+def backoff_delay(attempt: int, *, base: float = 0.05, cap: float = 5.0) -> float:
+    """Exponential backoff with full jitter (AWS Architecture Blog's recommendation)."""
+    return random.uniform(0, min(cap, base * 2**attempt))
+
+
+def make_client(settings: Settings, *, max_pool_connections: int = 32) -> DynamoDBClient:
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 3},
+        max_pool_connections=max_pool_connections,
+        connect_timeout=2,
+        read_timeout=10,
+        tcp_keepalive=True,
+    )
+    session = boto3.session.Session()
+    # dynalite accepts any credentials; a fresh machine has none configured.
+    local_secret = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
+    return session.client(
+        "dynamodb",
+        endpoint_url=settings.dynamodb_endpoint,
+        region_name=session.region_name or "us-east-1",
+        config=config,
+        aws_access_key_id=local_secret,
+        aws_secret_access_key=local_secret,
+    )
+
+
+class Store:
+    """One DynamoDB table laid out as ``ipmeta.keys`` describes."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.table_name = table_name
+        self._sleep = sleep
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> Store:
+        return cls(make_client(settings, max_pool_connections=max_pool_connections), settings.table_name)
+
+    # -- lookups -----------------------------------------------------------------
+
+    def find_range_piece(self, partition_key: str, sort_key: int) -> Item | None:
+        """The piece starting at or before ``sort_key`` in one bucket: one Query.
+
+        Limit counts items read before any filter, so this Query must never carry
+        a FilterExpression: containment is decided by the caller from ``end``.
+        """
+        response = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="#pk = :pk AND #sk <= :sk",
+            ExpressionAttributeNames={"#pk": keys.PARTITION_KEY, "#sk": keys.SORT_KEY},
+            ExpressionAttributeValues={":pk": {"S": partition_key}, ":sk": {"N": str(sort_key)}},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        items = response.get("Items", [])
+        return deserialize_item(items[0]) if items else None
+
+    # -- the active-version pointer and version metadata --------------------------
+
+    def read_active_version(self, *, consistent: bool = False) -> int | None:
+        item = self._get(keys.POINTER_PK, keys.META_SORT_KEY, consistent=consistent)
+        return int(item["version"]) if item else None
+
+    def activate_version(self, version: int, *, expected_current: int | None) -> None:
+        """Point lookups at ``version``, only if the pointer still names ``expected_current``."""
+        condition = "attribute_not_exists(#pk)" if expected_current is None else "#version = :expected"
+        values: dict[str, AttributeValueTypeDef] = {}
+        if expected_current is not None:
+            values[":expected"] = {"N": str(expected_current)}
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=serialize_item(
+                    {
+                        keys.PARTITION_KEY: keys.POINTER_PK,
+                        keys.SORT_KEY: keys.META_SORT_KEY,
+                        "version": version,
+                        "previous": expected_current if expected_current is not None else 0,
+                        "activated_at": int(time.time()),
+                    }
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#pk": keys.PARTITION_KEY}
+                if expected_current is None
+                else {"#version": "version"},
+                **({"ExpressionAttributeValues": values} if values else {}),  # type: ignore[arg-type]
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise ActivationConflict(
+                    f"the active version changed since this load started (expected "
+                    f"{keys.format_version(expected_current) if expected_current else 'none'}); "
+                    "another load activated first"
+                ) from error
+            raise
+
+    def allocate_version(self) -> int:
+        """A new, never-used version number (atomic counter)."""
+        response = self.client.update_item(
+            TableName=self.table_name,
+            Key={keys.PARTITION_KEY: {"S": keys.VERSION_COUNTER_PK}, keys.SORT_KEY: {"N": "0"}},
+            UpdateExpression="ADD #n :one",
+            ExpressionAttributeNames={"#n": "last"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(response["Attributes"]["last"]["N"])
+
+    def put_version_meta(self, version: int, meta: Mapping[str, Any]) -> None:
+        item = {**meta, keys.PARTITION_KEY: keys.VERSIONS_PK, keys.SORT_KEY: version, "version": version}
+        self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
+
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> Item | None:
+        return self._get(keys.VERSIONS_PK, version, consistent=consistent)
+
+    def list_version_metas(self) -> list[Item]:
+        return list(self._query_partition(keys.VERSIONS_PK, consistent=True))
+
+    # -- range items ----------------------------------------------------------------
+
+    def batch_write(self, items: Sequence[Mapping[str, Any]], stats: WriteStats | None = None) -> None:
+        """Put up to 25 items with one BatchWriteItem, retrying what DynamoDB hands back."""
+        if len(items) > BATCH_WRITE_LIMIT:
+            raise ValueError(f"BatchWriteItem takes at most {BATCH_WRITE_LIMIT} items, got {len(items)}")
+        stats = stats if stats is not None else WriteStats()
+        pending: list[WriteRequestTypeDef] = [
+            {"PutRequest": {"Item": serialize_item(item)}} for item in items
+        ]
+        attempt = 0
+        while pending:
+            stats.add(requests=1)
+            try:
+                response = self.client.batch_write_item(RequestItems={self.table_name: pending})
+            except ClientError as error:
+                if error.response["Error"]["Code"] not in THROTTLING_CODES:
+                    raise
+                stats.add(throttles=1, retries=1)
+            else:
+                written = len(pending)
+                unprocessed = response.get("UnprocessedItems", {}).get(self.table_name, [])
+                pending = [{"PutRequest": {"Item": request["PutRequest"]["Item"]}} for request in unprocessed]
+                stats.add(items=written - len(pending))
+                if not pending:
+                    return
+                stats.add(retries=1)
+            attempt += 1
+            self._sleep(backoff_delay(attempt))
+
+    def count_partition(self, partition_key: str) -> int:
+        count = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY},
+            "ExpressionAttributeValues": {":pk": {"S": partition_key}},
+            "Select": "COUNT",
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.client.query(**kwargs)
+            count += response["Count"]
+            if "LastEvaluatedKey" not in response:
+                return count
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # -- table lifecycle (local runs; in AWS the CDK stack owns the table) -----------
+
+    def create_table_if_missing(self) -> bool:
+        """Create the table from the key schema; False if it already existed."""
+        try:
+            self.client.create_table(
+                TableName=self.table_name,
+                KeySchema=[
+                    {"AttributeName": keys.PARTITION_KEY, "KeyType": "HASH"},
+                    {"AttributeName": keys.SORT_KEY, "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": keys.PARTITION_KEY, "AttributeType": keys.PARTITION_KEY_TYPE},
+                    {"AttributeName": keys.SORT_KEY, "AttributeType": keys.SORT_KEY_TYPE},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ResourceInUseException":
+                raise
+            return False
+        self.client.get_waiter("table_exists").wait(
+            TableName=self.table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        return True
+
+    # -- internals --------------------------------------------------------------------
+
+    def _get(self, partition_key: str, sort_key: int, *, consistent: bool) -> Item | None:
+        response = self.client.get_item(
+            TableName=self.table_name,
+            Key={keys.PARTITION_KEY: {"S": partition_key}, keys.SORT_KEY: {"N": str(sort_key)}},
+            ConsistentRead=consistent,
+        )
+        raw = response.get("Item")
+        return deserialize_item(raw) if raw else None
+
+    def _query_partition(self, partition_key: str, *, consistent: bool) -> Iterator[Item]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY},
+            "ExpressionAttributeValues": {":pk": {"S": partition_key}},
+            "ConsistentRead": consistent,
+        }
+        while True:
+            response = self.client.query(**kwargs)
+            for raw in response.get("Items", []):
+                yield deserialize_item(raw)
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
