@@ -50,8 +50,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _dynamo_value(value: Any) -> Any:
+    """boto3 refuses floats (they round); DynamoDB Numbers are decimals."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {key: _dynamo_value(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_dynamo_value(inner) for inner in value]
+    return value
+
+
 def serialize_item(item: Mapping[str, Any]) -> dict[str, AttributeValueTypeDef]:
-    return {name: _serializer.serialize(value) for name, value in item.items()}
+    return {name: _serializer.serialize(_dynamo_value(value)) for name, value in item.items()}
 
 
 def deserialize_item(raw: Mapping[str, Any]) -> Item:
@@ -74,6 +85,18 @@ class WriteStats:
             self.retries += retries
             self.throttles += throttles
             self.items += items
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "requests": self.requests,
+                "retries": self.retries,
+                "throttles": self.throttles,
+                "items": self.items,
+            }
+
+    def merge(self, other: WriteStats) -> None:
+        self.add(requests=other.requests, retries=other.retries, throttles=other.throttles, items=other.items)
 
 
 def backoff_delay(attempt: int, *, base: float = 0.05, cap: float = 5.0) -> float:

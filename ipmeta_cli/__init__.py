@@ -1,0 +1,1 @@
+"""The `ipmeta` command: local DynamoDB, the local API server, loads and lookups."""
