@@ -1,0 +1,106 @@
+"""Integration fixtures: a real dynalite (in memory) for the whole session.
+
+Each test gets its own table (``table_settings``), so tests never see each
+other's data, while paying dynalite's start-up once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipmeta.api import dependencies
+from ipmeta.lookup import ActiveVersionCache
+from ipmeta.settings import Settings
+from ipmeta.store import Store, make_client
+from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
+from ipmeta_cli.server import LocalApiServer
+from loader import driver, tasks
+from loader.staging import LocalStaging
+
+_table_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def dynalite_endpoint() -> Iterator[str]:
+    if shutil.which("node") is None or not DYNALITE_CLI.exists():
+        pytest.fail("integration tests need node and `npm ci` (dynalite); run `make setup`")
+    with Dynalite() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def table_settings(dynalite_endpoint: str) -> Settings:
+    settings = Settings(
+        table_name=f"ipmeta-test-{next(_table_numbers)}",
+        dynamodb_endpoint=dynalite_endpoint,
+        pointer_cache_seconds=0.0,
+    )
+    Store.from_settings(settings).create_table_if_missing()
+    return settings
+
+
+@pytest.fixture
+def store(table_settings: Settings) -> Store:
+    return Store.from_settings(table_settings)
+
+
+@dataclass
+class RequestCounter:
+    """Counts the HTTP requests that leave botocore for DynamoDB (retries included)."""
+
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, request: Any, **_: Any) -> None:
+        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
+        with self._lock:
+            self.calls.append((operation, json.loads(request.body)))
+
+    def operations(self) -> list[str]:
+        with self._lock:
+            return [name for name, _ in self.calls]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+
+@pytest.fixture
+def counted_store(table_settings: Settings) -> tuple[Store, RequestCounter]:
+    """A store whose client reports every request it sends (after retries are decided)."""
+    client = make_client(table_settings)
+    counter = RequestCounter()
+    client.meta.events.register("before-send.dynamodb", counter)
+    return Store(client, table_settings.table_name), counter
+
+
+def load_csv(
+    store: Store, paths: list[Path], tmp_path: Path, columns: list[str] | None = None
+) -> driver.LoadResult:
+    return driver.run_load(
+        paths, tasks.LoadOptions(columns=columns), store, LocalStaging(tmp_path / "staging")
+    )
+
+
+@pytest.fixture
+def api_server(store: Store) -> Iterator[LocalApiServer]:
+    """The real HTTP server around the real Lambda handler, on the test's table."""
+    from ipmeta.api.handler import handler
+
+    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+    server = LocalApiServer("127.0.0.1", 0, handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    dependencies.install(None)

@@ -1,0 +1,141 @@
+"""The lookup API through the real HTTP server, on a fixture CSV loaded into dynalite."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipmeta.api import dependencies
+from ipmeta.lookup import ActiveVersionCache
+from ipmeta.store import Store
+from ipmeta_cli.server import LocalApiServer
+from tests.integration.conftest import RequestCounter, load_csv
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
+
+
+def get(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(server.url + path, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture
+def loaded(store: Store, api_server: LocalApiServer, tmp_path: Path) -> LocalApiServer:
+    load_csv(store, [FIXTURE], tmp_path)
+    return api_server
+
+
+def test_answers_a_range_with_its_metadata_and_cidrs(loaded: LocalApiServer) -> None:
+    status, body = get(loaded, "/v1/ip/1.0.5.9")
+    assert status == 200
+    assert body == {
+        "ip": "1.0.5.9",
+        "range": {"start": "1.0.4.0", "end": "1.0.7.255", "cidrs": ["1.0.4.0/22"]},
+        "data": {"asn": 38803, "organization": "Gtelecom Pty Ltd", "country": "AU"},
+        "dataset": {"version": "v1"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("ip", "asn"),
+    [
+        ("0.0.0.0", 64504),
+        ("255.255.255.255", 64503),
+        ("::", 64506),
+        ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 64505),
+        ("ffff:ffff:ffff:ffff::", 64505),
+        ("2001:200::1", 2500),
+        ("::ffff:1.0.0.1", 13335),  # IPv4-mapped IPv6 answers as IPv4
+    ],
+)
+def test_both_ends_of_both_address_spaces(loaded: LocalApiServer, ip: str, asn: int) -> None:
+    status, body = get(loaded, f"/v1/ip/{ip}")
+    assert status == 200, body
+    assert body["data"]["asn"] == asn
+
+
+def test_a_range_split_at_a_bucket_boundary_answers_on_both_sides(loaded: LocalApiServer) -> None:
+    # 9.255.255.0-10.0.0.255 crosses into 10/8; 10.0.0.128-191 overrides part of it (later row wins).
+    below = get(loaded, "/v1/ip/9.255.255.7")[1]
+    above = get(loaded, "/v1/ip/10.0.0.5")[1]
+    assert below["data"]["asn"] == above["data"]["asn"] == 64500
+    assert below["range"] == {
+        "start": "9.255.255.0",
+        "end": "10.0.0.127",
+        "cidrs": ["9.255.255.0/24", "10.0.0.0/25"],
+    }
+    assert get(loaded, "/v1/ip/10.0.0.150")[1]["data"]["asn"] == 64502
+    assert get(loaded, "/v1/ip/10.0.0.200")[1]["data"]["asn"] == 64500
+
+
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "1.0.1.0",  # the gap between two ranges of bucket 1: not the previous range
+        "1.0.8.0",  # just after a range
+        "10.0.2.0",  # after the last range of its bucket
+        "0.0.1.0",  # after the first range of bucket 0
+        "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",  # just before a v6 range
+        "9.0.0.1",  # before the first range of its bucket
+        "200.1.1.1",  # a bucket with no ranges at all
+    ],
+)
+def test_gaps_answer_404(loaded: LocalApiServer, ip: str) -> None:
+    status, body = get(loaded, f"/v1/ip/{ip}")
+    assert status == 404
+    assert body["code"] == "IP_ADDRESS_NOT_FOUND"
+
+
+@pytest.mark.parametrize("ip", ["999.1.1.1", "1.2.3", "01.2.3.4", "abc", "1.2.3.4%eth0", "fe80::1%25eth0"])
+def test_invalid_addresses_answer_400(loaded: LocalApiServer, ip: str) -> None:
+    status, body = get(loaded, f"/v1/ip/{ip}")
+    assert status == 400
+    assert body["code"] == "IP_ADDRESS_INVALID"
+
+
+def test_no_dataset_answers_503(api_server: LocalApiServer) -> None:
+    status, body = get(api_server, "/v1/ip/1.1.1.1")
+    assert status == 503
+    assert body["code"] == "NO_DATASET"
+
+
+def test_one_query_per_lookup_and_a_cached_pointer(
+    counted_store: tuple[Store, RequestCounter], tmp_path: Path
+) -> None:
+    """Given a loaded dataset and a pointer cache, when 20 IPs are looked up over HTTP,
+    then DynamoDB sees one pointer read and exactly one Limit=1 Query per lookup."""
+    from ipmeta.api.handler import handler
+
+    store, counter = counted_store
+    load_csv(store, [FIXTURE], tmp_path)
+    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(60.0)))
+    server = LocalApiServer("127.0.0.1", 0, handler)
+    import threading
+
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        counter.reset()
+        ips = ["1.0.0.1", "1.0.1.0", "2001:200::1", "255.255.255.255", "10.0.0.150"] * 4
+        for ip in ips:
+            get(server, f"/v1/ip/{ip}")
+        operations = counter.operations()
+        assert operations.count("GetItem") == 1
+        assert operations.count("Query") == len(ips)
+        assert len(operations) == len(ips) + 1
+        for name, params in counter.calls:
+            if name == "Query":
+                assert params["Limit"] == 1
+                assert params["ScanIndexForward"] is False
+                assert "FilterExpression" not in params
+    finally:
+        server.shutdown()
+        server.server_close()
+        dependencies.install(None)
