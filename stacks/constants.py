@@ -1,0 +1,86 @@
+"""Names shared by the stack, its tests and the deploy docs.
+
+The environment variable names and the metric names belong to the runtime
+(``ipmeta.settings``); they are re-exported here so the stack sets exactly what
+the code reads. The runtime never imports this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from ipmeta.settings import (
+    ENV_CHUNK_PREFIX,
+    ENV_POINTER_CACHE_SECONDS,
+    ENV_SOURCE_BUCKET,
+    ENV_TABLE_NAME,
+    METRIC_DATASET_ACTIVATED,
+    METRICS_NAMESPACE,
+)
+
+__all__ = [
+    "ENV_CHUNK_PREFIX",
+    "ENV_POINTER_CACHE_SECONDS",
+    "ENV_SOURCE_BUCKET",
+    "ENV_TABLE_NAME",
+    "METRICS_NAMESPACE",
+    "METRIC_DATASET_ACTIVATED",
+]
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+LAMBDAS_DIR: Final = REPO_ROOT / "lambdas"
+CORE_PACKAGE_DIR: Final = LAMBDAS_DIR / "ipmeta"
+LOADER_DIR: Final = REPO_ROOT / "loader"
+
+# --- Construct ids -----------------------------------------------------------
+STACK_ID: Final = "Ipmeta"
+TABLE_ID: Final = "Table"
+API_ID: Final = "LookupApi"
+LOADER_WORKFLOW_ID: Final = "LoaderWorkflow"
+SCHEDULE_ID: Final = "Reloads"
+MONITORING_ID: Final = "Monitoring"
+
+# --- Stack outputs -----------------------------------------------------------
+OUTPUT_API_URL: Final = "ApiUrl"
+OUTPUT_API_KEY_ID: Final = "ApiKeyId"
+OUTPUT_TABLE_NAME: Final = "TableName"
+OUTPUT_BUCKET_NAME: Final = "SourceBucketName"
+OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
+OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
+
+# --- Lambda runtime ----------------------------------------------------------
+LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
+LOADER_MODULE: Final = "loader.handlers"
+LOADER_TASKS: Final = ("prepare", "write_chunk", "activate", "cleanup", "abort")
+FETCH_SOURCE_TASK: Final = "fetch_source"
+
+#: Powertools for AWS Lambda (Python): the pip pin in requirements.txt and the
+#: public layer built from that release must stay the same version (a test
+#: checks the pin). The layer number is NOT derivable from the pip version and
+#: could not be confirmed from the published docs available while this was
+#: written. Evidence: issue aws-powertools/powertools-lambda-python#7689 ties
+#: 3.23.0 to layer 27; a public pin ties 3.31.1 to layer 36 (python314-arm64);
+#: one layer is published per release (3.24.0 .. 3.31.1 account for 27 -> 36).
+#: Counting 3.32.0 .. 3.37.0 gives 42. Verify before the first deploy with
+#: ``aws lambda get-layer-version-by-arn --arn <POWERTOOLS_LAYER_ARN in us-east-1>``
+#: (the Description ends with the Powertools version).
+POWERTOOLS_VERSION: Final = "3.37.0"
+POWERTOOLS_LAYER_VERSION: Final = 42
+POWERTOOLS_LAYER_ACCOUNT: Final = "017000801446"
+POWERTOOLS_LAYER_NAME: Final = "AWSLambdaPowertoolsPythonV3-python313-arm64"
+
+LOOKUP_SERVICE_NAME: Final = "ipmeta-lookup"
+#: The loader's Powertools Metrics carry ``service=<this>`` as their dimension,
+#: so the data-age alarm must name it to find DatasetActivated.
+LOADER_SERVICE_NAME: Final = "ipmeta-loader"
+POWERTOOLS_SERVICE_NAME_ENV: Final = "POWERTOOLS_SERVICE_NAME"
+POWERTOOLS_METRICS_NAMESPACE_ENV: Final = "POWERTOOLS_METRICS_NAMESPACE"
+
+# --- Source bucket layout ----------------------------------------------------
+#: Chunk files of a load live under ``<CHUNK_PREFIX>/<load_id>/``.
+CHUNK_PREFIX: Final = "chunks"
+DATASETS_PREFIX: Final = "datasets"
+
+API_STAGE_NAME: Final = "api"
+API_VERSION_PATH: Final = "v1"

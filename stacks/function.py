@@ -1,0 +1,155 @@
+"""The one way this stack builds a Python Lambda function.
+
+Every function gets its own role and its own log group, and the role may only
+write to that log group: no ``AWSLambdaBasicExecutionRole`` managed policy, so
+each function's permissions are exactly what its construct grants.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import (
+    AssetHashType,
+    Aws,
+    BundlingOptions,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    RemovalPolicy,
+    Stack,
+)
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.constants import (
+    CORE_PACKAGE_DIR,
+    LAMBDAS_DIR,
+    LOADER_DIR,
+    POWERTOOLS_LAYER_ACCOUNT,
+    POWERTOOLS_LAYER_NAME,
+    POWERTOOLS_LAYER_VERSION,
+)
+from stacks.nag import acknowledge
+
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+ARCHITECTURE = lambda_.Architecture.ARM_64
+_ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.pytest_cache", "**/.mypy_cache"]
+_LAYER_ID = "PowertoolsLayer"
+
+
+def powertools_layer_arn() -> str:
+    return (
+        f"arn:aws:lambda:{Aws.REGION}:{POWERTOOLS_LAYER_ACCOUNT}:layer:"
+        f"{POWERTOOLS_LAYER_NAME}:{POWERTOOLS_LAYER_VERSION}"
+    )
+
+
+def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
+    """The public Powertools layer, imported once per stack."""
+    stack = Stack.of(scope)
+    existing = stack.node.try_find_child(_LAYER_ID)
+    if existing is not None:
+        return existing  # type: ignore[return-value]
+    return lambda_.LayerVersion.from_layer_version_arn(stack, _LAYER_ID, powertools_layer_arn())
+
+
+def lookup_code() -> lambda_.Code:
+    return lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=_ASSET_EXCLUDES)
+
+
+@jsii.implements(ILocalBundling)
+class _LoaderSources:
+    """Copies ``loader/`` and the core package side by side, with no docker.
+
+    The loader imports ``ipmeta``, which lives under ``lambdas/`` in the
+    repository but must sit at the root of the loader's asset.
+    """
+
+    sources: tuple[tuple[Path, str], ...] = ((LOADER_DIR, "loader"), (CORE_PACKAGE_DIR, "ipmeta"))
+
+    def try_bundle(self, output_dir: str, *_options: Any, **_keywords: Any) -> bool:
+        for source, name in self.sources:
+            shutil.copytree(
+                source,
+                Path(output_dir) / name,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                dirs_exist_ok=True,
+            )
+        return True
+
+
+def loader_code() -> lambda_.Code:
+    return lambda_.Code.from_asset(
+        str(LOADER_DIR),
+        # The output holds the core package too, so hash what ships, not loader/.
+        asset_hash_type=AssetHashType.OUTPUT,
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry("unused"),
+            local=_LoaderSources(),
+        ),
+    )
+
+
+class PythonFunction(Construct):
+    """An arm64 Python 3.13 function with the Powertools layer and its own logs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        handler: str,
+        description: str,
+        environment: Mapping[str, str],
+        memory_mb: int,
+        timeout: Duration,
+        log_retention: logs.RetentionDays,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=log_retention,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{description} (Lambda execution role)",
+        )
+        self.log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=code,
+            handler=handler,
+            description=description,
+            environment=dict(environment),
+            memory_size=memory_mb,
+            timeout=timeout,
+            role=self.role,
+            log_group=self.log_group,
+            layers=[powertools_layer(self)],
+        )
+        # Grants land in the role's default policy after the function exists in
+        # the tree; depending on the whole role makes CloudFormation attach them
+        # before the function can first run.
+        self.function.node.add_dependency(self.role)
+        acknowledge(
+            self.function,
+            "L1",
+            "Pinned to python3.13: the Powertools layer is built per Python version "
+            f"({POWERTOOLS_LAYER_NAME}) and the code is tested on 3.13; the runtime, "
+            "the layer name and CI move to a new Python together.",
+        )

@@ -1,0 +1,174 @@
+"""Alarms on everything that can go wrong, all sent to one SNS topic."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.config import IpmetaConfig
+from stacks.constants import LOADER_SERVICE_NAME, METRIC_DATASET_ACTIVATED, METRICS_NAMESPACE
+
+PERIOD: Final = Duration.minutes(5)
+API_5XX_THRESHOLD: Final = 5
+LAMBDA_ERRORS_THRESHOLD: Final = 5
+LAMBDA_THROTTLES_THRESHOLD: Final = 1
+#: Any throttled read is a lookup that slowed down or failed.
+READ_THROTTLES_THRESHOLD: Final = 1
+#: Writes are throttled by design while a big load ramps up; WriteChunk retries.
+WRITE_THROTTLES_THRESHOLD: Final = 1000
+
+_READ_OPERATIONS: Final = (dynamodb.Operation.GET_ITEM, dynamodb.Operation.QUERY)
+_WRITE_OPERATIONS: Final = (
+    dynamodb.Operation.BATCH_WRITE_ITEM,
+    dynamodb.Operation.PUT_ITEM,
+    dynamodb.Operation.UPDATE_ITEM,
+    dynamodb.Operation.DELETE_ITEM,
+)
+
+
+def dataset_activated_metric() -> cloudwatch.Metric:
+    """What the loader publishes (value 1) each time it activates a version."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=METRIC_DATASET_ACTIVATED,
+        # Powertools Metrics adds the service name as the only default dimension.
+        dimensions_map={"service": LOADER_SERVICE_NAME},
+        statistic=cloudwatch.Stats.SUM,
+        period=Duration.hours(1),
+    )
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: IpmetaConfig,
+        api: apigateway.RestApi,
+        functions: Mapping[str, lambda_.IFunction],
+        table: dynamodb.ITableV2,
+        state_machine: sfn.StateMachine,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self.topic = sns.Topic(self, "AlarmTopic", display_name="ipmeta alarms", enforce_ssl=True)
+        if config.alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+        self.alarms: list[cloudwatch.Alarm] = []
+        self._alarm_on_api(api)
+        for name, function in functions.items():
+            self._alarm_on_function(name, function)
+        self._alarm_on_table(table)
+        self._alarm_on_state_machine(state_machine)
+        self._alarm_on_data_age()
+        for alarm in self.alarms:
+            alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
+            alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+
+    def _add(
+        self,
+        construct_id: str,
+        description: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        *,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        ),
+        evaluation_periods: int = 1,
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> None:
+        self.alarms.append(
+            cloudwatch.Alarm(
+                self,
+                construct_id,
+                alarm_description=description,
+                metric=metric,
+                threshold=threshold,
+                comparison_operator=comparison,
+                evaluation_periods=evaluation_periods,
+                datapoints_to_alarm=evaluation_periods,
+                treat_missing_data=missing,
+            )
+        )
+
+    def _alarm_on_api(self, api: apigateway.RestApi) -> None:
+        self._add(
+            "Api5xx",
+            "The lookup API returned 5xx responses",
+            api.metric_server_error(period=PERIOD, statistic=cloudwatch.Stats.SUM),
+            API_5XX_THRESHOLD,
+        )
+
+    def _alarm_on_function(self, name: str, function: lambda_.IFunction) -> None:
+        label = "".join(part.capitalize() for part in name.split("_"))
+        self._add(
+            f"{label}Errors",
+            f"The {name} function raised errors",
+            function.metric_errors(period=PERIOD, statistic=cloudwatch.Stats.SUM),
+            LAMBDA_ERRORS_THRESHOLD,
+        )
+        self._add(
+            f"{label}Throttles",
+            f"The {name} function was throttled",
+            function.metric_throttles(period=PERIOD, statistic=cloudwatch.Stats.SUM),
+            LAMBDA_THROTTLES_THRESHOLD,
+        )
+
+    def _alarm_on_table(self, table: dynamodb.ITableV2) -> None:
+        assert isinstance(table, dynamodb.TableV2)
+        self._add(
+            "TableReadThrottles",
+            "DynamoDB throttled lookup reads",
+            table.metric_throttled_requests_for_operations(operations=list(_READ_OPERATIONS), period=PERIOD),
+            READ_THROTTLES_THRESHOLD,
+        )
+        self._add(
+            "TableWriteThrottles",
+            "DynamoDB throttled loader writes far beyond what retries absorb",
+            table.metric_throttled_requests_for_operations(operations=list(_WRITE_OPERATIONS), period=PERIOD),
+            WRITE_THROTTLES_THRESHOLD,
+        )
+
+    def _alarm_on_state_machine(self, state_machine: sfn.StateMachine) -> None:
+        self._add(
+            "LoadsFailed",
+            "A load execution failed, timed out or was aborted",
+            cloudwatch.MathExpression(
+                expression="failed + timedOut + aborted",
+                using_metrics={
+                    "failed": state_machine.metric_failed(statistic=cloudwatch.Stats.SUM),
+                    "timedOut": state_machine.metric_timed_out(statistic=cloudwatch.Stats.SUM),
+                    "aborted": state_machine.metric_aborted(statistic=cloudwatch.Stats.SUM),
+                },
+                period=PERIOD,
+            ),
+            1,
+        )
+
+    def _alarm_on_data_age(self) -> None:
+        hours = self._config.data_max_age_hours
+        # One hourly datapoint per hour of allowed age: the alarm fires when
+        # none of the last `hours` hours saw an activation. No data at all
+        # (nothing ever loaded, or the loader stopped publishing) also alarms.
+        self._add(
+            "DataTooOld",
+            f"No dataset version was activated in the last {hours} hours",
+            dataset_activated_metric(),
+            1,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=hours,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+        )
