@@ -1,26 +1,39 @@
-"""`ipmeta load`: CSV files become one new dataset version."""
+"""`ipmeta load`: CSV files (paths or s3:// URIs) become one new dataset version."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import logging
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ipmeta.settings import Settings
 from ipmeta_cli.backend import add_backend_arguments, backend
 
+REPORTS_DIR = "reports"
+
 
 def load_files(
-    settings: Settings, sources: Sequence[Path], columns: Sequence[str] | None, data_dir: Path
+    settings: Settings,
+    sources: Sequence[str | Path],
+    columns: Sequence[str] | None,
+    data_dir: Path,
+    *,
+    options: Any = None,
+    resume: str | None = None,
+    parallel_chunks: int | None = None,
 ) -> dict[str, Any]:
+    """Run a load on the local driver; returns the outcome with its report (also saved as JSON)."""
     from tqdm import tqdm
 
     from ipmeta.store import Store
     from loader import driver, tasks
     from loader.staging import LocalStaging
 
+    load_options = options if options is not None else tasks.LoadOptions(columns=columns)
     store = Store.from_settings(settings)
     bar = tqdm(total=0, unit="items", desc="writing", disable=None)
 
@@ -28,38 +41,121 @@ def load_files(
         bar.update(count)
 
     def prepared(result: tasks.Prepared) -> None:
-        bar.reset(total=result.items if result.status == "prepared" else 0)
+        bar.reset(total=result.items if result.status == tasks.PREPARED else 0)
+        if result.done:
+            bar.set_description(f"writing ({len(result.done)} chunks already done)")
 
-    result = driver.run_load(
-        sources,
-        tasks.LoadOptions(columns=columns),
-        store,
-        LocalStaging(data_dir / "staging"),
-        on_items_written=advance,
-        on_prepared=prepared,
-    )
-    bar.close()
+    try:
+        result = driver.run_load(
+            sources,
+            load_options,
+            store,
+            LocalStaging(data_dir / "staging"),
+            on_items_written=advance,
+            on_prepared=prepared,
+            resume=resume,
+            parallel_chunks=parallel_chunks or driver.DEFAULT_PARALLEL_CHUNKS,
+        )
+    finally:
+        bar.close()
+    report = {"status": result.status, **result.report}
+    report_path = data_dir / REPORTS_DIR / f"{result.load_id or 'dry-run'}.json"
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
     return {
         "status": result.status,
-        "version": f"v{result.version}",
+        "version": result.load_id or None,
         "items": result.items,
         "seconds": result.seconds,
         "write": result.write,
-        "report": result.report,
+        "report": report,
+        "report_path": str(report_path),
     }
 
 
+def summarize(outcome: Mapping[str, Any]) -> str:
+    """The report a person reads; the full JSON is in the saved file."""
+    report = outcome["report"]
+    lines = [f"load {outcome['version'] or '(dry run)'}: {outcome['status']}"]
+    if "rows_read" in report:
+        lines.append(
+            f"  rows read {report['rows_read']:,}, rejected {report['rows_rejected']:,}; "
+            f"overlaps resolved {report['overlaps_resolved']:,} ({report['overlap_policy']}); "
+            f"splits {report['splits']:,}"
+        )
+        lines.append(
+            f"  items {report['items']:,} in {report['buckets']:,} buckets; hottest "
+            f"{report['hottest_bucket']} holds {report['hottest_bucket_share']:.1%}"
+        )
+        lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
+    if "items_written" in report and outcome["status"] == "activated":
+        lines.append(
+            f"  written {report['items_written']:,} items in {report['duration_seconds']}s "
+            f"({report['items_per_second']:,.0f} items/s); retries {report['retries']}, "
+            f"throttles {report['throttles']}"
+        )
+    lines.append(f"  report: {outcome['report_path']}")
+    return "\n".join(lines)
+
+
+def _types(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    pairs = [entry.split("=", 1) for entry in text.split(",") if entry.strip()]
+    if any(len(pair) != 2 for pair in pairs):
+        raise argparse.ArgumentTypeError(f"--types expects column=int|str,..., got {text!r}")
+    return {name.strip().lower(): kind.strip().lower() for name, kind in pairs}
+
+
 def command_load(args: argparse.Namespace) -> int:
-    columns = [column.strip() for column in args.columns.split(",")] if args.columns else None
+    from loader import tasks
+
+    if not args.files and not args.resume:
+        print("ipmeta load: give FILE... or --resume LOAD_ID", file=sys.stderr)
+        return 2
+    # The change event is a log line locally; show it.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("loader.events").setLevel(logging.INFO)
+    options = tasks.LoadOptions(
+        columns=[column.strip() for column in args.columns.split(",")] if args.columns else None,
+        types=_types(args.types),
+        overlaps=args.overlaps,
+        max_errors=args.max_errors,
+        dry_run=args.dry_run,
+        chunk_size=args.chunk_size,
+    )
     with backend(args) as settings:
-        outcome = load_files(settings, [Path(name) for name in args.files], columns, Path(args.data_dir))
-    print(json.dumps(outcome, indent=2))
+        outcome = load_files(
+            settings,
+            args.files,
+            options.columns,
+            Path(args.data_dir),
+            options=options,
+            resume=args.resume,
+            parallel_chunks=args.parallel_chunks,
+        )
+    if args.json:
+        print(json.dumps(outcome["report"], indent=2))
+    else:
+        print(summarize(outcome))
     return 0
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    load = commands.add_parser("load", help="load CSV files as one new dataset version")
+    from loader import driver, normalize, tasks
+
+    load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
     add_backend_arguments(load)
-    load.add_argument("files", nargs="+")
+    load.add_argument("files", nargs="*", help="CSV files, .csv.gz, or s3://bucket/key")
     load.add_argument("--columns", help="column names for files without a header row, e.g. start,end,asn,org")
+    load.add_argument("--types", help="declared metadata types, e.g. asn=int,name=str (default: inferred)")
+    load.add_argument("--overlaps", choices=normalize.OVERLAP_POLICIES, default="last-wins")
+    load.add_argument(
+        "--max-errors", type=int, default=0, help="skip up to N bad rows (listed in the report)"
+    )
+    load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
+    load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
+    load.add_argument("--chunk-size", type=int, default=tasks.DEFAULT_CHUNK_SIZE)
+    load.add_argument("--parallel-chunks", type=int, default=driver.DEFAULT_PARALLEL_CHUNKS)
+    load.add_argument("--json", action="store_true", help="print the whole JSON report")
     load.set_defaults(run=command_load)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ipmeta_cli import loading, lookups
+from ipmeta_cli import loading, lookups, versions
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.dynalite import PROJECT_ROOT
 
@@ -71,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
 
     loading.register(commands)
     lookups.register(commands)
+    versions.register(commands)
     return root
 
 

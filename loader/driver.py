@@ -1,7 +1,9 @@
 """Runs a load locally with the same tasks the state machine runs in AWS.
 
 A thread pool over the chunks stands in for the Map state; each chunk's writes
-are themselves parallel, as in the ``write_chunk`` Lambda.
+are themselves parallel, as in the ``write_chunk`` Lambda. A crash leaves the
+load item and the staged chunks behind, so ``resume`` (or running the same
+source again) finishes it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ DEFAULT_PARALLEL_CHUNKS = 2
 
 @dataclass
 class LoadResult:
-    status: str
+    status: str  #: "activated", "unchanged" or "dry-run"
     load_id: str
     version: int
     items: int
@@ -33,7 +35,7 @@ class LoadResult:
 
 
 def run_load(
-    sources: Sequence[Path],
+    sources: Sequence[str | Path],
     options: tasks.LoadOptions,
     store: Store,
     staging: Staging,
@@ -41,34 +43,51 @@ def run_load(
     parallel_chunks: int = DEFAULT_PARALLEL_CHUNKS,
     on_items_written: Callable[[int], None] | None = None,
     on_prepared: Callable[[tasks.Prepared], None] | None = None,
+    resume: str | None = None,
 ) -> LoadResult:
     started = time.monotonic()
-    prepared = tasks.prepare(sources, options, store, staging)
+    if resume is not None:
+        prepared = tasks.resume(resume, store, options)
+    else:
+        prepared = tasks.prepare(sources, options, store, staging)
     if on_prepared is not None:
         on_prepared(prepared)
-    if prepared.status == "unchanged":
-        return LoadResult("unchanged", prepared.load_id, prepared.version, prepared.items, 0.0)
+    if prepared.status != tasks.PREPARED:
+        return LoadResult(
+            prepared.status,
+            prepared.load_id,
+            prepared.version,
+            prepared.items,
+            round(time.monotonic() - started, 3),
+            report=prepared.report,
+        )
 
     totals = WriteStats()
+    done = set(prepared.done)
 
     def write(index: int) -> None:
-        stats = tasks.write_chunk(prepared.load_id, index, store, staging, workers=options.write_workers)
-        totals.add(
-            requests=stats.requests, retries=stats.retries, throttles=stats.throttles, items=stats.items
+        stats = tasks.write_chunk(
+            prepared.load_id,
+            index,
+            store,
+            staging,
+            workers=options.write_workers,
+            lease_seconds=options.lock_lease_seconds,
         )
+        totals.merge(stats)
         if on_items_written is not None:
             on_items_written(stats.items)
 
     with ThreadPoolExecutor(max_workers=parallel_chunks) as pool:
-        for _ in pool.map(write, range(prepared.chunks)):
+        for _ in pool.map(write, [index for index in range(prepared.chunks) if index not in done]):
             pass
-    tasks.activate(prepared.load_id, store, staging)
+    outcome = tasks.activate(prepared.load_id, store, staging, lease_seconds=options.lock_lease_seconds)
     return LoadResult(
-        "activated",
+        tasks.ACTIVATED,
         prepared.load_id,
         prepared.version,
         prepared.items,
         round(time.monotonic() - started, 3),
         totals.as_dict(),
-        prepared.report,
+        outcome["report"],
     )

@@ -1,15 +1,18 @@
 """From source rows to the items a dataset version is made of. Pure functions.
 
-1. ``resolve_last_wins``: overlapping rows become non-overlapping segments; a
-   later row wins the addresses it shares with earlier ones, as if rows were
-   writes applied in file order (MaxMind's DB writers behave the same way).
+1. ``resolve``: overlapping rows become non-overlapping segments by a policy:
+   - ``last-wins``: a later row wins the addresses it shares with earlier ones,
+     as if rows were writes applied in file order (MaxMind's DB writers agree);
+   - ``most-specific``: each row is cut into its CIDR blocks and the longest
+     prefix covering an address wins; among equal prefixes, the later row;
+   - ``reject``: any overlap fails, naming the lines of both rows.
 2. ``infer_column_types``: a column whose every value is an integer is stored
-   as a Number; anything else stays a String.
-3. ``build_items``: each segment is cut at bucket boundaries into items keyed by
-   ``ipmeta.keys``.
-4. ``shuffle_items``/``chunk``: sorted input would heat one partition at a time,
-   so items are shuffled (deterministically, seeded by the source's checksum,
-   so a re-run produces the very same chunks) and cut into chunks.
+   as a Number; anything else stays a String (declared types override).
+3. ``plan_pieces``: each segment is cut at bucket boundaries into pieces, the
+   future items, kept as small tuples so 400k ranges fit a Lambda's memory.
+4. ``shuffle_pieces``/``build_items``: sorted input would heat one partition at
+   a time, so pieces are shuffled (seeded by the source's checksum, so a re-run
+   stages the very same chunks) and turned into items one chunk at a time.
 """
 
 from __future__ import annotations
@@ -19,15 +22,23 @@ import itertools
 import random
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from ipmeta import keys
+from ipmeta.errors import LoadRejected
 from ipmeta.ips import Address, Family, format_address
 from loader.source import SourceRow
 
+OverlapPolicy = Literal["last-wins", "most-specific", "reject"]
+OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specific", "reject")
+
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+
+
+class OverlapRejected(LoadRejected):
+    """``--overlaps reject`` met two rows that share addresses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,74 +51,131 @@ class Segment:
     row: int
 
 
-def resolve_last_wins(rows: Sequence[SourceRow]) -> tuple[list[Segment], int]:
-    """Non-overlapping segments where the latest covering row wins.
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    segments: list[Segment]
+    overlapping_rows: int  #: rows that shared addresses with another row
 
-    A sweep over every start and end+1 keeps the covering rows in a heap keyed
-    by file position; expired rows are dropped lazily when they reach the top.
-    Returns the segments (sorted by family, start) and the number of rows that
-    overlapped an earlier or later row.
-    """
+
+#: A piece of a claim on addresses: (start, end, priority, row). Higher priority wins.
+_Claim = tuple[int, int, int, int]
+
+
+def resolve(rows: Sequence[SourceRow], policy: OverlapPolicy = "last-wins") -> Resolution:
+    """Non-overlapping segments, sorted by family then start."""
+    if policy not in OVERLAP_POLICIES:
+        raise ValueError(f"unknown overlap policy {policy!r}; use one of {', '.join(OVERLAP_POLICIES)}")
     segments: list[Segment] = []
-    overlapping_rows = 0
+    overlapping = 0
     families: tuple[Family, Family] = (4, 6)
     for family in families:
-        indexes = sorted(
-            (i for i, row in enumerate(rows) if row.family == family), key=lambda i: rows[i].start
-        )
-        family_segments, overlaps = _sweep(rows, indexes, family)
+        indexes = [index for index, row in enumerate(rows) if row.family == family]
+        if policy == "reject":
+            _reject_overlaps(rows, indexes)
+        claims: list[_Claim]
+        if policy == "most-specific":
+            bits = keys.ADDRESS_BITS[family]
+            # Priority: prefix length first, file position second.
+            claims = [
+                (first, last, prefix * len(rows) + index, index)
+                for index in indexes
+                for first, last, prefix in cidr_blocks(rows[index].start, rows[index].end, bits)
+            ]
+        else:
+            claims = [(rows[index].start, rows[index].end, index, index) for index in indexes]
+        family_segments, overlaps = _sweep(claims, family)
         segments.extend(family_segments)
-        overlapping_rows += overlaps
-    return segments, overlapping_rows
+        overlapping += overlaps
+    return Resolution(segments, overlapping)
 
 
-def _sweep(rows: Sequence[SourceRow], by_start: list[int], family: Family) -> tuple[list[Segment], int]:
-    points = sorted({rows[i].start for i in by_start} | {rows[i].end + 1 for i in by_start})
-    active: list[tuple[int, int]] = []  # (-row index, row index): the latest row on top
+def resolve_last_wins(rows: Sequence[SourceRow]) -> tuple[list[Segment], int]:
+    resolution = resolve(rows, "last-wins")
+    return resolution.segments, resolution.overlapping_rows
+
+
+def cidr_blocks(start: int, end: int, bits: int) -> Iterator[tuple[int, int, int]]:
+    """The fewest CIDR blocks covering ``start..end``: (first, last, prefix length)."""
+    while start <= end:
+        # The largest block aligned at ``start`` that does not pass ``end``.
+        size_bits = (start & -start).bit_length() - 1 if start else bits
+        while start + (1 << size_bits) - 1 > end:
+            size_bits -= 1
+        yield start, start + (1 << size_bits) - 1, bits - size_bits
+        start += 1 << size_bits
+
+
+def _reject_overlaps(rows: Sequence[SourceRow], indexes: list[int]) -> None:
+    by_start = sorted(indexes, key=lambda index: (rows[index].start, rows[index].end))
+    reach = -1  # the row reaching furthest so far
+    for index in by_start:
+        if reach >= 0 and rows[index].start <= rows[reach].end:
+            first, second = sorted((reach, index))
+            message = f"{rows[second].origin}: overlaps {rows[first].origin} (--overlaps reject)"
+            raise OverlapRejected(message, [message])
+        if reach < 0 or rows[index].end > rows[reach].end:
+            reach = index
+
+
+def _sweep(claims: list[_Claim], family: Family) -> tuple[list[Segment], int]:
+    """Sweep every start and end+1; the covering claim with the highest priority owns each gap.
+
+    Covering claims sit in a heap keyed by priority; claims that ended are
+    dropped lazily when they reach the top.
+    """
+    claims.sort(key=lambda claim: claim[0])
+    points = sorted({claim[0] for claim in claims} | {claim[1] + 1 for claim in claims})
+    active: list[tuple[int, int, int]] = []  # (-priority, end, row)
     segments: list[Segment] = []
     overlapping: set[int] = set()
-    next_row = 0
+    next_claim = 0
     for here, after in itertools.pairwise(points):
-        while next_row < len(by_start) and rows[by_start[next_row]].start == here:
-            index = by_start[next_row]
-            heapq.heappush(active, (-index, index))
-            next_row += 1
-        while active and rows[active[0][1]].end < here:
+        while next_claim < len(claims) and claims[next_claim][0] == here:
+            _, end, priority, row = claims[next_claim]
+            heapq.heappush(active, (-priority, end, row))
+            next_claim += 1
+        while active and active[0][1] < here:
             heapq.heappop(active)
         if not active:
             continue
-        owner = active[0][1]
+        owner = active[0][2]
         if len(active) > 1:
-            # Lazily-deleted rows may linger under the top; only live ones overlap.
-            live = [index for _, index in active if rows[index].end >= here]
+            # Lazily-deleted claims may linger under the top; only live ones overlap.
+            live = {row for _, end, row in active if end >= here}
             if len(live) > 1:
                 overlapping.update(live)
-        last = after - 1
         previous = segments[-1] if segments else None
         if previous is not None and previous.row == owner and previous.end + 1 == here:
-            segments[-1] = Segment(family, previous.start, last, owner)
+            segments[-1] = Segment(family, previous.start, after - 1, owner)
         else:
-            segments.append(Segment(family, here, last, owner))
+            segments.append(Segment(family, here, after - 1, owner))
     return segments, len(overlapping)
 
 
-def infer_column_types(rows: Sequence[SourceRow]) -> dict[str, str]:
+def infer_column_types(
+    rows: Sequence[SourceRow], declared: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``{"column": "N" | "S"}``: Number only if every non-empty value is a plain integer.
 
     Leading zeros keep a column a String: ``007`` is an identifier, not 7.
+    Declared types win over inference.
     """
+    declared = declared or {}
     columns = list(rows[0].values) if rows else []
-    types = dict.fromkeys(columns, "N")
+    types = {column: declared.get(column, "N") for column in columns}
+    undecided = {column for column in columns if column not in declared}
     for row in rows:
-        for column in columns:
-            if types[column] == "N":
-                value = row.values[column]
-                if value and not _INTEGER.fullmatch(value):
-                    types[column] = "S"
+        if not undecided:
+            break
+        for column in list(undecided):
+            value = row.values[column]
+            if value and not _INTEGER.fullmatch(value):
+                types[column] = "S"
+                undecided.discard(column)
     return types
 
 
-def typed_values(values: dict[str, str], column_types: dict[str, str]) -> dict[str, Any]:
+def typed_values(values: Mapping[str, str], column_types: Mapping[str, str]) -> dict[str, Any]:
     return {
         column: (int(value) if column_types.get(column) == "N" and value else value)
         for column, value in values.items()
@@ -115,21 +183,23 @@ def typed_values(values: dict[str, str], column_types: dict[str, str]) -> dict[s
 
 
 def build_items(
-    version: int, rows: Sequence[SourceRow], segments: Sequence[Segment], column_types: dict[str, str]
+    version: int, rows: Sequence[SourceRow], segments: Sequence[Segment], column_types: Mapping[str, str]
 ) -> Iterator[dict[str, Any]]:
-    """Items of one version: each segment cut at bucket edges, keeping the segment's bounds."""
-    for segment in segments:
-        data = typed_values(rows[segment.row].values, column_types)
-        start_text = format_address(segment.family, segment.start)
-        end_text = format_address(segment.family, segment.end)
-        for piece in keys.split_at_buckets(segment.family, segment.start, segment.end):
-            yield {
-                keys.PARTITION_KEY: keys.partition_key(version, piece.family, piece.bucket),
-                keys.SORT_KEY: keys.encode_sort_key(Address(piece.family, piece.first)),
-                keys.ATTR_START: start_text,
-                keys.ATTR_END: end_text,
-                keys.ATTR_DATA: data,
-            }
+    """Every item of a version, in segment order (``build_piece_items`` builds a chunk's)."""
+    return build_piece_items(version, plan_pieces(segments), segments, rows, column_types)
+
+
+#: A future item: (segment index, bucket, first address of the piece).
+Piece = tuple[int, int, int]
+
+
+def plan_pieces(segments: Sequence[Segment]) -> list[Piece]:
+    """Every segment cut at bucket boundaries."""
+    return [
+        (index, piece.bucket, piece.first)
+        for index, segment in enumerate(segments)
+        for piece in keys.split_at_buckets(segment.family, segment.start, segment.end)
+    ]
 
 
 def count_splits(segments: Sequence[Segment]) -> int:
@@ -142,13 +212,33 @@ def count_splits(segments: Sequence[Segment]) -> int:
     )
 
 
-def items_per_partition(items: Sequence[dict[str, Any]]) -> Counter[str]:
-    return Counter(item[keys.PARTITION_KEY] for item in items)
+def items_per_bucket(segments: Sequence[Segment], pieces: Sequence[Piece]) -> Counter[tuple[Family, int]]:
+    """Items each (family, bucket) will hold."""
+    return Counter((segments[index].family, bucket) for index, bucket, _ in pieces)
 
 
-def shuffle_items(items: list[dict[str, Any]], seed: str) -> None:
-    random.Random(seed).shuffle(items)
+def shuffle_pieces(pieces: list[Piece], seed: str) -> None:
+    random.Random(seed).shuffle(pieces)
 
 
-def chunk(items: Sequence[dict[str, Any]], size: int) -> list[Sequence[dict[str, Any]]]:
+def build_piece_items(
+    version: int,
+    pieces: Sequence[Piece],
+    segments: Sequence[Segment],
+    rows: Sequence[SourceRow],
+    column_types: Mapping[str, str],
+) -> Iterator[dict[str, Any]]:
+    """The items of some pieces; each keeps its whole segment's bounds, not the bucket's."""
+    for index, bucket, first in pieces:
+        segment = segments[index]
+        yield {
+            keys.PARTITION_KEY: keys.partition_key(version, segment.family, bucket),
+            keys.SORT_KEY: keys.encode_sort_key(Address(segment.family, first)),
+            keys.ATTR_START: format_address(segment.family, segment.start),
+            keys.ATTR_END: format_address(segment.family, segment.end),
+            keys.ATTR_DATA: typed_values(rows[segment.row].values, column_types),
+        }
+
+
+def chunk(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[offset : offset + size] for offset in range(0, len(items), size)]

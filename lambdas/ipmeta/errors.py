@@ -43,3 +43,77 @@ class ActivationConflict(IpmetaError):
 
     status = 409
     code = "ACTIVATION_CONFLICT"
+
+
+class LoadInProgress(IpmetaError):
+    """Another load holds the lock and its lease has not expired."""
+
+    status = 409
+    code = "LOAD_IN_PROGRESS"
+
+
+class LoadRejected(IpmetaError):
+    """The source failed validation: ``reasons`` holds one ``line N: reason`` per bad row."""
+
+    status = 422
+    code = "LOAD_REJECTED"
+
+    def __init__(self, message: str, reasons: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.reasons = reasons or []
+
+
+class LoadNotFound(IpmetaError):
+    status = 404
+    code = "LOAD_NOT_FOUND"
+
+
+class LoadIncomplete(IpmetaError):
+    """Activation was asked for before every chunk was written."""
+
+    status = 409
+    code = "LOAD_INCOMPLETE"
+
+
+class IpAddressReserved(IpmetaError):
+    """A bogon (private, loopback, documentation...) that the dataset has no range for."""
+
+    status = 404
+    code = "IP_ADDRESS_RESERVED"
+
+
+class FieldNotFound(IpmetaError):
+    status = 404
+    code = "FIELD_NOT_FOUND"
+
+
+class VersionInvalid(IpmetaError):
+    status = 400
+    code = "VERSION_INVALID"
+
+
+class BatchTooLarge(IpmetaError):
+    status = 400
+    code = "BATCH_TOO_LARGE"
+
+
+class BatchBodyNotJson(IpmetaError):
+    status = 400
+    code = "BATCH_BODY_NOT_JSON"
+
+
+class BatchBodyNotArray(IpmetaError):
+    status = 400
+    code = "BATCH_BODY_NOT_ARRAY"
+
+
+class BatchItemNotString(IpmetaError):
+    status = 400
+    code = "BATCH_ITEM_NOT_STRING"
+
+
+class DatasetStale(IpmetaError):
+    """Health: the active dataset is older than the configured maximum age."""
+
+    status = 503
+    code = "DATASET_STALE"

@@ -140,3 +140,34 @@ def split_at_buckets(family: Family, start: int, end: int) -> Iterator[BucketPie
     for bucket in range(start >> bits, (end >> bits) + 1):
         first, last = bucket_bounds(family, bucket)
         yield BucketPiece(family, bucket, max(start, first), min(end, last))
+
+
+# -- loader bookkeeping items ---------------------------------------------------------
+#: One load item per load (sk = its version): chunk progress, counters, status.
+LOADS_PK = "meta#loads"
+#: The single lock item: at most one load prepares, writes or activates at a time.
+LOCK_PK = "meta#lock"
+#: Per-version manifest (sk = version): expected items per partition, for verify and cleanup.
+MANIFESTS_PK = "meta#manifests"
+
+
+def load_item_key(version: int) -> tuple[str, int]:
+    return LOADS_PK, version
+
+
+def lock_item_key() -> tuple[str, int]:
+    return LOCK_PK, META_SORT_KEY
+
+
+def manifest_item_key(version: int) -> tuple[str, int]:
+    return MANIFESTS_PK, version
+
+
+def bucket_name(family: int, bucket: int) -> str:
+    """A bucket without its version (``4#1``, ``6#200100``): how reports name buckets."""
+    return f"{family}#{bucket_label(family, bucket)}"
+
+
+def bucket_name_of_partition(partition: str) -> str:
+    """``v3#4#1`` → ``4#1``."""
+    return partition.split("#", 1)[1]

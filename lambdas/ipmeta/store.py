@@ -7,13 +7,15 @@ backoff, full jitter) so the loader can count retries and throttles.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -21,7 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ipmeta import keys
-from ipmeta.errors import ActivationConflict
+from ipmeta.errors import ActivationConflict, LoadInProgress
 from ipmeta.settings import Settings
 
 if TYPE_CHECKING:
@@ -295,6 +297,223 @@ class Store:
             TableName=self.table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
         )
         return True
+
+    # -- loads: progress, lock, manifests (the loader's bookkeeping) -------------------
+
+    def put_load(self, version: int, load: Mapping[str, Any]) -> None:
+        partition, sort = keys.load_item_key(version)
+        item = {**load, keys.PARTITION_KEY: partition, keys.SORT_KEY: sort, "version": version}
+        self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
+
+    def get_load(self, version: int) -> Item | None:
+        """The load item, read with ConsistentRead: it is the progress pointer of a load."""
+        partition, sort = keys.load_item_key(version)
+        item = self._get(partition, sort, consistent=True)
+        if item is not None:
+            item["done"] = sorted(int(index) for index in item.get("done", []))
+        return item
+
+    def list_loads(self) -> list[Item]:
+        loads = list(self._query_partition(keys.LOADS_PK, consistent=True))
+        for load in loads:
+            load["done"] = sorted(int(index) for index in load.get("done", []))
+        return loads
+
+    def update_load(self, version: int, **fields: Any) -> None:
+        self._update(*keys.load_item_key(version), fields)
+
+    def update_version_meta(self, version: int, **fields: Any) -> None:
+        self._update(keys.VERSIONS_PK, version, fields)
+
+    def mark_chunk_done(self, version: int, chunk: int, stats: Mapping[str, int], now: float) -> bool:
+        """Record a written chunk once: its index joins ``done`` and its counts add up.
+
+        The condition makes a second completion of the same chunk (a retried
+        Map iteration, a resumed load) a no-op, so the counters stay exact.
+        """
+        partition, sort = keys.load_item_key(version)
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={keys.PARTITION_KEY: {"S": partition}, keys.SORT_KEY: {"N": str(sort)}},
+                UpdateExpression=(
+                    "ADD #done :chunk, #items :items, #retries :retries, #throttles :throttles "
+                    "SET #updated = :now"
+                ),
+                ConditionExpression="attribute_exists(#pk) AND NOT contains(#done, :index)",
+                ExpressionAttributeNames={
+                    "#pk": keys.PARTITION_KEY,
+                    "#done": "done",
+                    "#items": "items_written",
+                    "#retries": "retries",
+                    "#throttles": "throttles",
+                    "#updated": "updated_at",
+                },
+                ExpressionAttributeValues={
+                    ":chunk": {"NS": [str(chunk)]},
+                    ":index": {"N": str(chunk)},
+                    ":items": {"N": str(stats.get("items", 0))},
+                    ":retries": {"N": str(stats.get("retries", 0))},
+                    ":throttles": {"N": str(stats.get("throttles", 0))},
+                    ":now": {"N": str(int(now))},
+                },
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def acquire_lock(self, owner: str, *, lease_seconds: float, now: float) -> None:
+        """Take (or renew) the load lock: free, expired, or already ours."""
+        partition, sort = keys.lock_item_key()
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=serialize_item(
+                    {
+                        keys.PARTITION_KEY: partition,
+                        keys.SORT_KEY: sort,
+                        "owner": owner,
+                        "expires_at": int(now + lease_seconds),
+                        "renewed_at": int(now),
+                    }
+                ),
+                ConditionExpression="attribute_not_exists(#pk) OR #owner = :owner OR #expires < :now",
+                ExpressionAttributeNames={
+                    "#pk": keys.PARTITION_KEY,
+                    "#owner": "owner",
+                    "#expires": "expires_at",
+                },
+                ExpressionAttributeValues={":owner": {"S": owner}, ":now": {"N": str(int(now))}},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            holder = self.read_lock() or {}
+            raise LoadInProgress(
+                f"load {holder.get('owner', '?')} holds the load lock until "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(int(holder.get('expires_at', 0))))}; "
+                f"resume it with `ipmeta load --resume {holder.get('owner', '?')}` or wait for its lease"
+            ) from error
+
+    def release_lock(self, owner: str) -> bool:
+        partition, sort = keys.lock_item_key()
+        try:
+            self.client.delete_item(
+                TableName=self.table_name,
+                Key={keys.PARTITION_KEY: {"S": partition}, keys.SORT_KEY: {"N": str(sort)}},
+                ConditionExpression="#owner = :owner",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":owner": {"S": owner}},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def read_lock(self) -> Item | None:
+        return self._get(*keys.lock_item_key(), consistent=True)
+
+    def put_manifest(self, version: int, items_per_partition: Mapping[str, int]) -> None:
+        """Expected items per partition, compressed: IPv6 data has thousands of partitions."""
+        partition, sort = keys.manifest_item_key(version)
+        body = zlib.compress(json.dumps(dict(items_per_partition), separators=(",", ":")).encode())
+        self.client.put_item(
+            TableName=self.table_name,
+            Item={
+                keys.PARTITION_KEY: {"S": partition},
+                keys.SORT_KEY: {"N": str(sort)},
+                "partitions": {"B": body},
+            },
+        )
+
+    def get_manifest(self, version: int) -> dict[str, int] | None:
+        partition, sort = keys.manifest_item_key(version)
+        response = self.client.get_item(
+            TableName=self.table_name,
+            Key={keys.PARTITION_KEY: {"S": partition}, keys.SORT_KEY: {"N": str(sort)}},
+            ConsistentRead=True,
+        )
+        raw = response.get("Item")
+        if raw is None:
+            return None
+        counts: dict[str, int] = json.loads(zlib.decompress(raw["partitions"]["B"]))
+        return counts
+
+    def delete_manifest(self, version: int) -> None:
+        partition, sort = keys.manifest_item_key(version)
+        self.client.delete_item(
+            TableName=self.table_name,
+            Key={keys.PARTITION_KEY: {"S": partition}, keys.SORT_KEY: {"N": str(sort)}},
+        )
+
+    def delete_partition(self, partition_key: str, stats: WriteStats | None = None) -> int:
+        """Delete every item of one partition (keys-only Query, then batched deletes)."""
+        deleted = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY, "#sk": keys.SORT_KEY},
+            "ExpressionAttributeValues": {":pk": {"S": partition_key}},
+            "ProjectionExpression": "#pk, #sk",
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.client.query(**kwargs)
+            found = response.get("Items", [])
+            for offset in range(0, len(found), BATCH_WRITE_LIMIT):
+                batch = found[offset : offset + BATCH_WRITE_LIMIT]
+                self._batch_requests([{"DeleteRequest": {"Key": key}} for key in batch], stats)
+                deleted += len(batch)
+            if "LastEvaluatedKey" not in response:
+                return deleted
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def delete_item(self, partition_key: str, sort_key: int) -> None:
+        self.client.delete_item(
+            TableName=self.table_name,
+            Key={keys.PARTITION_KEY: {"S": partition_key}, keys.SORT_KEY: {"N": str(sort_key)}},
+        )
+
+    def _batch_requests(self, requests: list[WriteRequestTypeDef], stats: WriteStats | None) -> None:
+        """One BatchWriteItem of puts or deletes, retrying throttles and UnprocessedItems."""
+        stats = stats if stats is not None else WriteStats()
+        pending = requests
+        attempt = 0
+        while pending:
+            stats.add(requests=1)
+            try:
+                response = self.client.batch_write_item(RequestItems={self.table_name: pending})
+            except ClientError as error:
+                if error.response["Error"]["Code"] not in THROTTLING_CODES:
+                    raise
+                stats.add(throttles=1, retries=1)
+            else:
+                written = len(pending)
+                unprocessed = response.get("UnprocessedItems", {}).get(self.table_name, [])
+                pending = cast("list[WriteRequestTypeDef]", unprocessed)
+                stats.add(items=written - len(pending))
+                if not pending:
+                    return
+                stats.add(retries=1)
+            attempt += 1
+            self._sleep(backoff_delay(attempt))
+
+    def _update(self, partition_key: str, sort_key: int, fields: Mapping[str, Any]) -> None:
+        names = {f"#f{index}": name for index, name in enumerate(fields)}
+        values = {
+            f":v{index}": _serializer.serialize(_dynamo_value(value))
+            for index, value in enumerate(fields.values())
+        }
+        self.client.update_item(
+            TableName=self.table_name,
+            Key={keys.PARTITION_KEY: {"S": partition_key}, keys.SORT_KEY: {"N": str(sort_key)}},
+            UpdateExpression="SET " + ", ".join(f"#f{index} = :v{index}" for index in range(len(fields))),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     # -- internals --------------------------------------------------------------------
 
