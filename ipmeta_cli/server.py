@@ -71,7 +71,9 @@ def proxy_event(
         "requestContext": {
             "resourcePath": "/v1/{proxy+}",
             "httpMethod": method,
-            "path": f"/{STAGE}{path}",
+            # As behind a custom domain: the stage is not part of the URL, so the
+            # OpenAPI servers entry (and Swagger UI's "Try it out") stays /v1/...
+            "path": path,
             "stage": STAGE,
             "requestId": request_id,
             "requestTimeEpoch": int(time.time() * 1000),

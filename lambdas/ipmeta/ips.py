@@ -26,21 +26,57 @@ class Address:
         return format_address(self.family, self.value)
 
 
-def parse_ip(text: str) -> Address:
-    """Parse an address as typed by a user.
+#: The longest address text there is: ``ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255``.
+MAX_IP_TEXT_LENGTH = 45
 
-    IPv4-mapped IPv6 (``::ffff:a.b.c.d``) answers as the IPv4 address it maps,
-    because datasets describe those hosts by their IPv4 ranges. IPv4 octets with
-    leading zeros are rejected by ``ipaddress`` (they are ambiguous: octal or
-    decimal?), and so are zone ids, which name an interface, not an address.
+
+def _shown(text: str) -> str:
+    """The input as echoed in an error message: quoted, and cut so a huge input stays small."""
+    return repr(text if len(text) <= MAX_IP_TEXT_LENGTH else text[:MAX_IP_TEXT_LENGTH] + "...")
+
+
+def _has_leading_zero_octet(text: str) -> bool:
+    octets = text.rsplit(":", 1)[-1].split(".")
+    return len(octets) > 1 and any(len(o) > 1 and o.startswith("0") and o.isdigit() for o in octets)
+
+
+def parse_ip(text: str) -> Address:
+    """Parse an address as typed by a user; every refusal is ``InvalidIpAddress``.
+
+    Decisions, each documented in docs/api.md and tested:
+
+    - IPv4-mapped IPv6 (``::ffff:a.b.c.d``) answers as the IPv4 address it maps,
+      because datasets describe those hosts by their IPv4 ranges.
+    - IPv4 octets with leading zeros are refused: ``010`` is 8 to inet_aton
+      (octal) and 10 to most people, so any answer would be wrong for someone.
+    - Zone ids (``fe80::1%eth0``) are refused: they name an interface of the
+      asking host, not an address.
+    - Surrounding whitespace is refused rather than stripped, so one address has
+      one spelling in URLs, cache keys and batch keys.
+    - Non-ASCII characters (``١.١.١.١``, fullwidth digits) are refused.
+    - Anything longer than the longest address text is refused before parsing.
     """
+    if len(text) > MAX_IP_TEXT_LENGTH:
+        raise InvalidIpAddress(
+            f"{_shown(text)} is longer than any IP address ({MAX_IP_TEXT_LENGTH} characters)"
+        )
+    if not text.isascii():
+        raise InvalidIpAddress(f"{_shown(text)} has non-ASCII characters; IP addresses are ASCII")
+    if text != text.strip():
+        raise InvalidIpAddress(f"{_shown(text)} has surrounding whitespace")
     try:
         parsed = ipaddress.ip_address(text)
     except ValueError as error:
-        raise InvalidIpAddress(f"{text!r} is not a valid IPv4 or IPv6 address") from error
+        if "%" in text:
+            raise InvalidIpAddress(f"{_shown(text)} has a zone id; give the address without %zone") from error
+        if _has_leading_zero_octet(text):
+            raise InvalidIpAddress(
+                f"{_shown(text)} has an IPv4 octet with a leading zero (octal or decimal?); drop the zeros"
+            ) from error
+        raise InvalidIpAddress(f"{_shown(text)} is not a valid IPv4 or IPv6 address") from error
     if isinstance(parsed, ipaddress.IPv6Address):
         if parsed.scope_id is not None:
-            raise InvalidIpAddress(f"{text!r} has a zone id; give the address without %zone")
+            raise InvalidIpAddress(f"{_shown(text)} has a zone id; give the address without %zone")
         if parsed.ipv4_mapped is not None:
             return Address(4, int(parsed.ipv4_mapped))
         return Address(6, int(parsed))

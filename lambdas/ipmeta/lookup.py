@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ipmeta import keys
-from ipmeta.errors import IpAddressNotFound, NoDataset
+from ipmeta.bogons import is_bogon
+from ipmeta.errors import (
+    IpAddressNotFound,
+    IpAddressReserved,
+    IpmetaError,
+    NoDataset,
+    VersionInvalid,
+    VersionNotFound,
+)
 from ipmeta.ips import Address, format_address, range_cidrs
+
+#: Statuses of a version whose items are still in the table.
+RETAINED_STATUSES = frozenset({"active", "retired"})
 
 
 class RangeReader(Protocol):
@@ -22,6 +35,12 @@ class RangeReader(Protocol):
     def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None: ...
 
 
+class VersionedReader(RangeReader, Protocol):
+    """A reader that also knows which versions are retained (for ``?version=``)."""
+
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> dict[str, Any] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class LookupResult:
     address: Address
@@ -29,19 +48,31 @@ class LookupResult:
     end: int
     data: dict[str, Any]
     version: int
+    bogon: bool
 
-    def to_response(self) -> dict[str, Any]:
+    def to_response(self, fields: Collection[str] | None = None) -> dict[str, Any]:
+        """The API body; ``fields`` keeps only those data attributes (None keeps all)."""
         family = self.address.family
+        data = self.data if fields is None else {k: v for k, v in self.data.items() if k in fields}
         return {
             "ip": str(self.address),
+            "bogon": self.bogon,
             "range": {
                 "start": format_address(family, self.start),
                 "end": format_address(family, self.end),
                 "cidrs": range_cidrs(family, self.start, self.end),
             },
-            "data": self.data,
+            "data": data,
             "dataset": {"version": keys.format_version(self.version)},
         }
+
+    def etag(self, variant: str = "") -> str:
+        """Strong validator of one representation: the version's data never changes,
+        so version and range identify the data, and ``variant`` the shape (fields)."""
+        tag = f"{keys.format_version(self.version)}-{self.address.family}-{self.start:x}-{self.end:x}"
+        if variant:
+            tag += "-" + hashlib.blake2s(variant.encode(), digest_size=6).hexdigest()
+        return f'"{tag}"'
 
 
 class ActiveVersionCache:
@@ -80,14 +111,23 @@ def lookup_address(reader: RangeReader, version: int, address: Address) -> Looku
 
     An address after the end of the piece found lies in a gap, so it is not
     found; it must not answer with the previous range.
+
+    A bogon answers from the data when the dataset has a range for it (internal
+    datasets do); otherwise it is reserved, which says more than "not found".
     """
     partition_key, sort_key = keys.lookup_key(version, address)
     item = reader.find_range_piece(partition_key, sort_key)
+    bogon = is_bogon(address)
     if item is not None:
         end = int(ipaddress.ip_address(item[keys.ATTR_END]))
         if address.value <= end:
             start = int(ipaddress.ip_address(item[keys.ATTR_START]))
-            return LookupResult(address, start, end, item.get(keys.ATTR_DATA, {}), version)
+            return LookupResult(address, start, end, item.get(keys.ATTR_DATA, {}), version, bogon)
+    if bogon:
+        raise IpAddressReserved(
+            f"{address} is a special-purpose (bogon) address and dataset "
+            f"{keys.format_version(version)} has no range for it"
+        )
     raise IpAddressNotFound(f"{address} is not in any range of dataset {keys.format_version(version)}")
 
 
@@ -96,3 +136,46 @@ def lookup_active(reader: RangeReader, cache: ActiveVersionCache, address: Addre
     if version is None:
         raise NoDataset("no dataset is loaded yet; load one with `ipmeta load`")
     return lookup_address(reader, version, address)
+
+
+def parse_version(text: str) -> int:
+    """``v3`` or ``3``, as the API prints versions and as people type them."""
+    digits = text[1:] if text[:1] in ("v", "V") else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 12:
+        raise VersionInvalid(f"{text[:40]!r} is not a dataset version; versions look like v3")
+    return int(digits)
+
+
+def resolve_version(reader: VersionedReader, cache: ActiveVersionCache, requested: str | None) -> int:
+    """The version a request reads: the active one, or a retained one it names.
+
+    Naming a version costs one GetItem for its metadata; the default path costs
+    nothing beyond the cached pointer.
+    """
+    if requested is None:
+        version = cache.get(reader)
+        if version is None:
+            raise NoDataset("no dataset is loaded yet; load one with `ipmeta load`")
+        return version
+    version = parse_version(requested)
+    meta = reader.get_version_meta(version, consistent=False)
+    if meta is None or meta.get("status") not in RETAINED_STATUSES:
+        raise VersionNotFound(
+            f"dataset {keys.format_version(version)} is not retained; GET /v1/datasets lists those that are"
+        )
+    return version
+
+
+def lookup_many(
+    reader: RangeReader, version: int, addresses: Iterable[Address], executor: Executor
+) -> dict[Address, LookupResult | IpmetaError]:
+    """Each distinct address queried once, concurrently as far as ``executor`` allows."""
+
+    def one(address: Address) -> LookupResult | IpmetaError:
+        try:
+            return lookup_address(reader, version, address)
+        except (IpAddressNotFound, IpAddressReserved) as error:
+            return error
+
+    distinct = list(dict.fromkeys(addresses))
+    return dict(zip(distinct, executor.map(one, distinct), strict=True))

@@ -106,3 +106,50 @@ class ApiSettings:
                 os.environ.get(ENV_HEALTH_MAX_DATASET_AGE_SECONDS, defaults.health_max_dataset_age_seconds)
             ),
         )
+
+
+ENV_CACHE_MAX_AGE_SECONDS = "IPMETA_CACHE_MAX_AGE_SECONDS"
+ENV_CORS_ORIGINS = "IPMETA_CORS_ORIGINS"
+ENV_BATCH_MAX_IPS = "IPMETA_BATCH_MAX_IPS"
+ENV_BATCH_CONCURRENCY = "IPMETA_BATCH_CONCURRENCY"
+ENV_TRUSTED_PROXY_HOPS = "IPMETA_TRUSTED_PROXY_HOPS"
+ENV_HEALTH_MAX_DATASET_AGE_SECONDS = "IPMETA_HEALTH_MAX_DATASET_AGE_SECONDS"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """What the lookup API lets an operator tune; every field has a safe default."""
+
+    #: ``Cache-Control: max-age`` of lookup answers. A version's data never
+    #: changes, so the only staleness is a newer version being activated.
+    cache_max_age_seconds: int = 3600
+    #: Origins allowed by CORS; ``*`` allows any, an empty tuple disables CORS.
+    cors_origins: tuple[str, ...] = ("*",)
+    batch_max_ips: int = 1000
+    #: Concurrent Queries of one batch; below the boto3 pool (32) so one batch
+    #: cannot starve the container's connections.
+    batch_concurrency: int = 16
+    #: 0 ignores ``X-Forwarded-For`` (anyone can forge it); n trusts the n
+    #: proxies in front of API Gateway and takes the n-th address from the right.
+    trusted_proxy_hops: int = 0
+    #: ``/v1/health`` turns 503 when the active dataset was loaded longer ago.
+    health_max_dataset_age_seconds: int = 8 * 24 * 3600
+
+    @classmethod
+    def from_environment(cls) -> ApiSettings:
+        defaults = cls()
+        origins = os.environ.get(ENV_CORS_ORIGINS)
+        return cls(
+            cache_max_age_seconds=int(
+                os.environ.get(ENV_CACHE_MAX_AGE_SECONDS, defaults.cache_max_age_seconds)
+            ),
+            cors_origins=defaults.cors_origins
+            if origins is None
+            else tuple(origin.strip() for origin in origins.split(",") if origin.strip()),
+            batch_max_ips=int(os.environ.get(ENV_BATCH_MAX_IPS, defaults.batch_max_ips)),
+            batch_concurrency=int(os.environ.get(ENV_BATCH_CONCURRENCY, defaults.batch_concurrency)),
+            trusted_proxy_hops=int(os.environ.get(ENV_TRUSTED_PROXY_HOPS, defaults.trusted_proxy_hops)),
+            health_max_dataset_age_seconds=int(
+                os.environ.get(ENV_HEALTH_MAX_DATASET_AGE_SECONDS, defaults.health_max_dataset_age_seconds)
+            ),
+        )

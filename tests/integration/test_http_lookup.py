@@ -38,6 +38,7 @@ def test_answers_a_range_with_its_metadata_and_cidrs(loaded: LocalApiServer) -> 
     assert status == 200
     assert body == {
         "ip": "1.0.5.9",
+        "bogon": False,
         "range": {"start": "1.0.4.0", "end": "1.0.7.255", "cidrs": ["1.0.4.0/22"]},
         "data": {"asn": 38803, "organization": "Gtelecom Pty Ltd", "country": "AU"},
         "dataset": {"version": "v1"},
@@ -77,21 +78,22 @@ def test_a_range_split_at_a_bucket_boundary_answers_on_both_sides(loaded: LocalA
 
 
 @pytest.mark.parametrize(
-    "ip",
+    ("ip", "code"),
     [
-        "1.0.1.0",  # the gap between two ranges of bucket 1: not the previous range
-        "1.0.8.0",  # just after a range
-        "10.0.2.0",  # after the last range of its bucket
-        "0.0.1.0",  # after the first range of bucket 0
-        "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",  # just before a v6 range
-        "9.0.0.1",  # before the first range of its bucket
-        "200.1.1.1",  # a bucket with no ranges at all
+        ("1.0.1.0", "IP_ADDRESS_NOT_FOUND"),  # the gap between two ranges of bucket 1: not the previous range
+        ("1.0.8.0", "IP_ADDRESS_NOT_FOUND"),  # just after a range
+        ("10.0.2.0", "IP_ADDRESS_RESERVED"),  # after the last range of its bucket (and private)
+        ("0.0.1.0", "IP_ADDRESS_RESERVED"),  # after the first range of bucket 0 ("this network")
+        ("2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", "IP_ADDRESS_RESERVED"),  # before a v6 range, in 2001::/23
+        ("2001:200:1ba::", "IP_ADDRESS_NOT_FOUND"),  # just after a v6 range, global unicast
+        ("9.0.0.1", "IP_ADDRESS_NOT_FOUND"),  # before the first range of its bucket
+        ("200.1.1.1", "IP_ADDRESS_NOT_FOUND"),  # a bucket with no ranges at all
     ],
 )
-def test_gaps_answer_404(loaded: LocalApiServer, ip: str) -> None:
+def test_gaps_answer_404(loaded: LocalApiServer, ip: str, code: str) -> None:
     status, body = get(loaded, f"/v1/ip/{ip}")
     assert status == 404
-    assert body["code"] == "IP_ADDRESS_NOT_FOUND"
+    assert body["code"] == code
 
 
 @pytest.mark.parametrize("ip", ["999.1.1.1", "1.2.3", "01.2.3.4", "abc", "1.2.3.4%eth0", "fe80::1%25eth0"])

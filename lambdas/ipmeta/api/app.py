@@ -1,29 +1,55 @@
-"""Routes of the lookup API. Errors are mapped to responses here, in one place."""
+"""The lookup API: resolver, CORS, the one place errors become responses, and the docs.
+
+Routes live in ``lookups`` and ``datasets``; they raise domain errors and
+``NotModified``, and the handlers below turn those into HTTP answers.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from functools import cache
 from http import HTTPStatus
+from pathlib import Path
+from typing import Any
 
-from aws_lambda_powertools import Metrics
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
 
-from ipmeta.api import dependencies
-from ipmeta.api.models import ErrorResponse, LookupResponse
-from ipmeta.errors import IpmetaError
+from ipmeta.api import datasets, lookups
+from ipmeta.api.models import ERROR_CODES, ErrorResponse
+from ipmeta.api.responses import NotModified
+from ipmeta.errors import FieldNotFound, InvalidIpAddress, IpmetaError
 from ipmeta.ips import parse_ip
-from ipmeta.lookup import lookup_active
-from ipmeta.settings import METRICS_NAMESPACE
+from ipmeta.settings import METRICS_NAMESPACE, ApiSettings
 
-app = APIGatewayRestResolver(enable_validation=True)
+logger = Logger(service="lookup")
 metrics = Metrics(namespace=METRICS_NAMESPACE, service="lookup")
 
-ERROR_RESPONSES = {
-    400: {"description": "Invalid input", "content": {"application/json": {"model": ErrorResponse}}},
-    404: {"description": "Not found", "content": {"application/json": {"model": ErrorResponse}}},
-    503: {"description": "No dataset loaded", "content": {"application/json": {"model": ErrorResponse}}},
-}
+TITLE = "ipmeta"
+API_VERSION = "1.0.0"
+
+
+def cors_config(settings: ApiSettings) -> CORSConfig | None:
+    if not settings.cors_origins:
+        return None
+    return CORSConfig(
+        allow_origin=settings.cors_origins[0],
+        extra_origins=list(settings.cors_origins[1:]),
+        allow_headers=["If-None-Match", "X-Api-Key"],
+        expose_headers=["ETag"],
+        max_age=600,
+    )
+
+
+app = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
+app.include_router(lookups.router)
+app.include_router(datasets.router)
+
+
+# -- errors: the one place they become responses ----------------------------------------
 
 
 def error_response(status: int, code: str, message: str) -> Response[dict[str, str]]:
@@ -39,19 +65,107 @@ def handle_domain_error(error: IpmetaError) -> Response[dict[str, str]]:
     return error_response(error.status, error.code, error.message)
 
 
+@app.exception_handler(NotModified)
+def handle_not_modified(error: NotModified) -> Response[str]:
+    return Response(status_code=HTTPStatus.NOT_MODIFIED, body="", headers=error.headers)
+
+
 @app.exception_handler(RequestValidationError)
 def handle_validation_error(error: RequestValidationError) -> Response[dict[str, str]]:
-    return error_response(HTTPStatus.BAD_REQUEST, "REQUEST_INVALID", str(error.errors()))
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in problem.get('loc', ()))}: {problem.get('msg', '')}"
+        for problem in error.errors()
+    )
+    return error_response(HTTPStatus.BAD_REQUEST, "REQUEST_INVALID", problems[:500])
+
+
+@app.exception_handler(Exception)
+def handle_unexpected_error(error: Exception) -> Response[dict[str, str]]:
+    logger.exception("unhandled error", extra={"path": app.current_event.path})
+    return error_response(
+        HTTPStatus.INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "unexpected error; the logs have the details"
+    )
+
+
+#: Paths the IP routes would match if powertools' path pattern accepted every
+#: character; what it refuses (``"``, ``#``, ``\\``, some non-ASCII) is no IP either.
+_IP_PATH = re.compile(r"^/v1/ip/(?P<ip>[^/]+)(?:/(?P<field>[^/]+))?/?$")
 
 
 @app.not_found
 def handle_unknown_route(_: Exception) -> Response[dict[str, str]]:
-    return error_response(HTTPStatus.NOT_FOUND, "ROUTE_NOT_FOUND", f"no route for {app.current_event.path}")
+    event = app.current_event
+    match = _IP_PATH.match(event.path) if event.http_method == "GET" else None
+    try:
+        if match:
+            parse_ip(match["ip"])
+            if match["field"]:
+                raise FieldNotFound(f"no field {match['field'][:64]!r}")
+    except (InvalidIpAddress, FieldNotFound) as error:
+        return error_response(error.status, error.code, error.message)
+    return error_response(
+        HTTPStatus.NOT_FOUND, "ROUTE_NOT_FOUND", f"no route for {event.http_method} {event.path}"
+    )
 
 
-@app.get("/v1/ip/<ip>", summary="Look up one IP address", responses=ERROR_RESPONSES)  # type: ignore[arg-type]
-def get_ip(ip: str) -> LookupResponse:
-    deps = dependencies.current()
-    result = lookup_active(deps.store, deps.versions, parse_ip(ip))
-    metrics.add_metric(name="Lookups", unit=MetricUnit.Count, value=1)
-    return LookupResponse.model_validate(result.to_response())
+# -- the contract: OpenAPI document and Swagger UI ---------------------------------------
+
+DESCRIPTION = (
+    "IP metadata lookups from versioned datasets. Every error body is `{code, message}`; the codes:\n\n"
+    + "\n".join(f"- `{code}`: {meaning}" for code, meaning in ERROR_CODES.items())
+)
+_SWAGGER_ASSETS = Path(generate_swagger_html.__code__.co_filename).parent
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    """Generated by powertools from the routes and models, once per container.
+
+    Our routes never answer 422 (validation errors are 400 REQUEST_INVALID), so
+    the 422 entries powertools adds to validated routes are dropped.
+    """
+    schema = app.get_openapi_schema(title=TITLE, version=API_VERSION, description=DESCRIPTION)
+    document: dict[str, Any] = json.loads(schema.model_dump_json(by_alias=True, exclude_none=True))
+    for path_item in document.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            for response in responses.values():
+                if response.get("content") == {}:
+                    del response["content"]
+    for unused in ("HTTPValidationError", "ValidationError"):
+        document.get("components", {}).get("schemas", {}).pop(unused, None)
+    return document
+
+
+def _base_path() -> str:
+    """``/prod`` when called through a stage URL, nothing through a custom domain."""
+    context = app.current_event.request_context
+    stage = context.stage
+    return f"/{stage}" if stage and stage != "$default" and context.path.startswith(f"/{stage}/") else ""
+
+
+@cache
+def openapi_json(base_path: str) -> str:
+    return json.dumps({**openapi_document(), "servers": [{"url": base_path or "/"}]})
+
+
+@cache
+def docs_html(base_path: str) -> str:
+    """Swagger UI with its JS and CSS inlined (powertools ships them): no CDN needed."""
+    js = (_SWAGGER_ASSETS / "swagger-ui-bundle.min.js").read_text(encoding="utf-8")
+    css = (_SWAGGER_ASSETS / "swagger-ui.min.css").read_text(encoding="utf-8")
+    spec = openapi_json(base_path).replace("</", "<\\/")
+    return generate_swagger_html(spec, js, css, "", None)
+
+
+@app.get("/v1/openapi.json", include_in_schema=False)
+def get_openapi() -> Response[str]:
+    return Response(
+        status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json(_base_path())
+    )
+
+
+@app.get("/v1/docs", include_in_schema=False)
+def get_docs() -> Response[str]:
+    return Response(status_code=200, content_type="text/html; charset=utf-8", body=docs_html(_base_path()))

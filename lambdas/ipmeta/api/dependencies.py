@@ -1,4 +1,4 @@
-"""Per-container singletons: the data store and the active-version cache.
+"""Per-container singletons: the data store, the active-version cache, the API settings.
 
 Built on first use, so importing the API costs no network and tests (and the
 local server) can install their own before the first request.
@@ -6,10 +6,12 @@ local server) can install their own before the first request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from ipmeta.lookup import ActiveVersionCache
-from ipmeta.settings import Settings
+from ipmeta.settings import ApiSettings, Settings
 from ipmeta.store import Store
 
 
@@ -17,6 +19,19 @@ from ipmeta.store import Store
 class Dependencies:
     store: Store
     versions: ActiveVersionCache
+    api: ApiSettings = field(default_factory=ApiSettings.from_environment)
+    _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def batch_executor(self) -> ThreadPoolExecutor:
+        """One pool per container: its width bounds the Queries a batch runs at once."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self.api.batch_concurrency, thread_name_prefix="batch"
+                )
+            return self._executor
 
 
 _current: Dependencies | None = None

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.app import app, metrics
-
-logger = Logger(service="lookup")
+from ipmeta.api.app import app, logger, metrics
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

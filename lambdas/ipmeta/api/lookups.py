@@ -1,0 +1,210 @@
+"""Lookup routes: one IP, one field of one IP, the caller's IP, and a batch.
+
+Routes parse their input and call the pure lookup functions; every error is
+raised and turned into a response in ``ipmeta.api.app``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from aws_lambda_powertools.metrics import MetricUnit
+
+from ipmeta.api import dependencies
+from ipmeta.api.models import BatchResponse, LookupResponse
+from ipmeta.api.responses import LOOKUP_RESPONSES, NotModified, cache_headers, documented, etag_matches
+from ipmeta.errors import (
+    BatchBodyNotArray,
+    BatchBodyNotJson,
+    BatchItemNotString,
+    BatchTooLarge,
+    FieldNotFound,
+    IpmetaError,
+)
+from ipmeta.ips import Address, parse_ip
+from ipmeta.lookup import LookupResult, lookup_address, lookup_many, resolve_version
+from ipmeta.settings import METRICS_NAMESPACE, ApiSettings
+
+router = APIGatewayRouter()  # type: ignore[no-untyped-call]
+#: Powertools shares one metric set per namespace, flushed by the handler's decorator.
+metrics = Metrics(namespace=METRICS_NAMESPACE, service="lookup")
+
+Fields = Annotated[
+    str | None,
+    Query(
+        description="Comma-separated data attributes to return (e.g. asn,organization); "
+        "unknown names are left out",
+        max_length=1024,
+    ),
+]
+Version = Annotated[
+    str | None,
+    Query(description="Answer from this retained dataset version (e.g. v3) instead of the active one"),
+]
+
+TEXT_FIELD_RESPONSES = documented(
+    "The field's value as plain text, followed by a newline",
+    304,
+    400,
+    404,
+    500,
+    503,
+    ok_content={"text/plain": {"schema": {"type": "string"}}},
+)
+
+
+def parse_fields(text: str | None) -> frozenset[str] | None:
+    if text is None:
+        return None
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    return names or None
+
+
+def _lookup(address: Address, version: str | None) -> LookupResult:
+    deps = dependencies.current()
+    metrics.add_metric(name="Lookups", unit=MetricUnit.Count, value=1)
+    return lookup_address(deps.store, resolve_version(deps.store, deps.versions, version), address)
+
+
+def _cached_json(
+    result: LookupResult, fields: frozenset[str] | None, *, private: bool = False
+) -> Response[Any]:
+    etag = result.etag(",".join(sorted(fields)) if fields else "")
+    headers = cache_headers(etag, dependencies.current().api.cache_max_age_seconds, private=private)
+    if etag_matches(router.current_event.headers.get("if-none-match"), etag):
+        raise NotModified(headers)
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=result.to_response(fields),
+        headers=headers,
+    )
+
+
+@router.get(
+    "/v1/ip/<ip>", operation_id="lookupIp", summary="Look up one IP address", responses=LOOKUP_RESPONSES
+)
+def get_ip(ip: str, fields: Fields = None, version: Version = None) -> Response[LookupResponse]:
+    return _cached_json(_lookup(parse_ip(ip), version), parse_fields(fields))
+
+
+@router.get(
+    "/v1/ip/<ip>/<field>",
+    operation_id="lookupIpField",
+    summary="One field of one IP address, as plain text",
+    description="`ip` and `bogon` are fields too; any other name is a data attribute of the range.",
+    responses=TEXT_FIELD_RESPONSES,
+)
+def get_ip_field(ip: str, field: str, version: Version = None) -> Response[str]:
+    result = _lookup(parse_ip(ip), version)
+    if field == "ip":
+        value: Any = str(result.address)
+    elif field == "bogon":
+        value = result.bogon
+    elif field in result.data:
+        value = result.data[field]
+    else:
+        raise FieldNotFound(f"the range of {result.address} has no field {field[:64]!r}")
+    text = json.dumps(value) if isinstance(value, bool | dict | list) or value is None else str(value)
+    etag = result.etag(f"field:{field}")
+    headers = cache_headers(etag, dependencies.current().api.cache_max_age_seconds)
+    if etag_matches(router.current_event.headers.get("if-none-match"), etag):
+        raise NotModified(headers)
+    return Response(
+        status_code=200, content_type="text/plain; charset=utf-8", body=text + "\n", headers=headers
+    )
+
+
+def caller_address(source_ip: str, forwarded_for: str | None, trusted_hops: int) -> Address:
+    """The caller: API Gateway's source IP, or the address the outermost trusted proxy saw.
+
+    Each proxy appends the address it received from, so with n trusted proxies in
+    front of API Gateway the caller is the n-th entry from the right; entries
+    further left were written by the client and prove nothing.
+    """
+    if trusted_hops > 0 and forwarded_for:
+        entries = [entry.strip() for entry in forwarded_for.split(",")]
+        if len(entries) >= trusted_hops:
+            return parse_ip(entries[-trusted_hops])
+    return parse_ip(source_ip)
+
+
+@router.get(
+    "/v1/ip",
+    operation_id="lookupCaller",
+    summary="Look up the caller's IP address",
+    responses=LOOKUP_RESPONSES,
+)
+def get_caller(fields: Fields = None, version: Version = None) -> Response[LookupResponse]:
+    event = router.current_event
+    address = caller_address(
+        event.request_context.identity.source_ip,
+        event.headers.get("x-forwarded-for"),
+        dependencies.current().api.trusted_proxy_hops,
+    )
+    return _cached_json(_lookup(address, version), parse_fields(fields), private=True)
+
+
+def parse_batch_body(body: str | None, limit: int) -> list[str]:
+    """The batch's IP strings, or the error that says which rule the body breaks."""
+    try:
+        items = json.loads(body or "")
+    except (ValueError, RecursionError) as error:
+        raise BatchBodyNotJson("the batch body must be a JSON array of IP strings") from error
+    if not isinstance(items, list):
+        raise BatchBodyNotArray(f"the batch body must be a JSON array, not {type(items).__name__}")
+    if len(items) > limit:
+        raise BatchTooLarge(f"a batch takes at most {limit} IPs; this one has {len(items)}")
+    for position, item in enumerate(items):
+        if not isinstance(item, str):
+            raise BatchItemNotString(f"item {position} of the batch is {type(item).__name__}, not a string")
+    return items
+
+
+def _batch_body_schema() -> dict[str, Any]:
+    limit = ApiSettings.from_environment().batch_max_ips
+    schema = {"type": "array", "items": {"type": "string"}, "maxItems": limit}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+@router.post(
+    "/v1/batch",
+    operation_id="lookupBatch",
+    summary="Look up many IP addresses at once",
+    description="A JSON array of IP strings. The answer is keyed by each input string; each value is "
+    'a result or `{"error": {"code", "message"}}`. Duplicates are looked up once.',
+    responses=documented("One answer per distinct input string", 400, 500, 503),
+    openapi_extensions=_batch_body_schema(),
+)
+def post_batch(fields: Fields = None, version: Version = None) -> BatchResponse:
+    deps = dependencies.current()
+    event = router.current_event
+    texts = parse_batch_body(
+        event.decoded_body if event.is_base64_encoded else event.body, deps.api.batch_max_ips
+    )
+    parsed: dict[str, Address | IpmetaError] = {}
+    for text in texts:
+        try:
+            parsed[text] = parse_ip(text)
+        except IpmetaError as error:
+            parsed[text] = error
+    addresses = [value for value in parsed.values() if isinstance(value, Address)]
+    results: dict[Address, LookupResult | IpmetaError] = {}
+    if addresses:
+        version_number = resolve_version(deps.store, deps.versions, version)
+        results = lookup_many(deps.store, version_number, addresses, deps.batch_executor)
+        metrics.add_metric(name="Lookups", unit=MetricUnit.Count, value=len(results))
+    wanted = parse_fields(fields)
+    answers: dict[str, Any] = {}
+    for text, value in parsed.items():
+        outcome = results[value] if isinstance(value, Address) else value
+        if isinstance(outcome, IpmetaError):
+            answers[text] = {"error": {"code": outcome.code, "message": outcome.message}}
+        else:
+            answers[text] = outcome.to_response(wanted)
+    return BatchResponse(answers)

@@ -1,0 +1,66 @@
+"""HTTP conventions shared by the routes: error codes, caching headers, documented responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ipmeta.api.models import ERROR_CODES, ErrorResponse
+
+__all__ = ["ERROR_CODES", "NotModified", "cache_headers", "etag_matches"]
+
+
+class NotModified(Exception):
+    """The client's cached copy is current: answered as 304 where errors are mapped."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__("not modified")
+        self.headers = headers
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison: ``W/`` prefixes are ignored, ``*`` matches anything."""
+    if not if_none_match:
+        return False
+    candidates = [candidate.strip() for candidate in if_none_match.split(",")]
+    return any(candidate in ("*", etag, "W/" + etag) for candidate in candidates)
+
+
+def cache_headers(etag: str, max_age: int, *, private: bool = False) -> dict[str, str]:
+    scope = "private" if private else "public"
+    return {"ETag": etag, "Cache-Control": f"{scope}, max-age={max_age}"}
+
+
+def _error(description: str) -> Any:
+    return {"description": description, "content": {"application/json": {"model": ErrorResponse}}}
+
+
+#: The documented answers by status; an empty content map keeps powertools from
+#: documenting the route's return type as the body of a 304.
+STANDARD_RESPONSES: dict[int, Any] = {
+    304: {"description": "Not modified: the If-None-Match ETag is current", "content": {}},
+    400: _error("Invalid input; the code says which rule was broken"),
+    404: _error("IP_ADDRESS_NOT_FOUND, IP_ADDRESS_RESERVED, FIELD_NOT_FOUND or VERSION_NOT_FOUND"),
+    500: _error("INTERNAL_ERROR"),
+    503: _error("NO_DATASET: nothing is loaded yet"),
+}
+
+
+def documented(
+    ok: str, *statuses: int, ok_content: Any = None, unavailable: str | None = None
+) -> dict[int, Any]:
+    """The ``responses`` of a route: 200 described by ``ok`` plus the standard ``statuses``.
+
+    Typed ``Any`` because powertools' TypedDicts reject the pydantic ``model`` key it accepts.
+    """
+    responses: dict[int, Any] = {200: {"description": ok}}
+    if ok_content is not None:
+        responses[200]["content"] = ok_content
+    responses.update({status: STANDARD_RESPONSES[status] for status in statuses})
+    if unavailable is not None:
+        responses[503] = _error(unavailable)
+    return responses
+
+
+LOOKUP_RESPONSES = documented(
+    "The range holding the address, its data and the answering version", 304, 400, 404, 500, 503
+)
