@@ -75,50 +75,6 @@ class LoadIncomplete(IpmetaError):
     code = "LOAD_INCOMPLETE"
 
 
-class IpAddressReserved(IpmetaError):
-    """A bogon (private, loopback, documentation...) that the dataset has no range for."""
-
-    status = 404
-    code = "IP_ADDRESS_RESERVED"
-
-
-class FieldNotFound(IpmetaError):
-    status = 404
-    code = "FIELD_NOT_FOUND"
-
-
-class VersionInvalid(IpmetaError):
-    status = 400
-    code = "VERSION_INVALID"
-
-
-class BatchTooLarge(IpmetaError):
-    status = 400
-    code = "BATCH_TOO_LARGE"
-
-
-class BatchBodyNotJson(IpmetaError):
-    status = 400
-    code = "BATCH_BODY_NOT_JSON"
-
-
-class BatchBodyNotArray(IpmetaError):
-    status = 400
-    code = "BATCH_BODY_NOT_ARRAY"
-
-
-class BatchItemNotString(IpmetaError):
-    status = 400
-    code = "BATCH_ITEM_NOT_STRING"
-
-
-class DatasetStale(IpmetaError):
-    """Health: the active dataset is older than the configured maximum age."""
-
-    status = 503
-    code = "DATASET_STALE"
-
-
 class IpAddressReserved(IpAddressNotFound):
     """A bogon (private, loopback, documentation...) that the dataset has no range for.
 
