@@ -39,6 +39,8 @@ COLUMN_ALIASES: Final = {"netblock": NETWORK_COLUMN, "cidr": NETWORK_COLUMN}
 MAX_ITEM_BYTES = 400 * 1024
 #: Bytes an item spends outside its metadata: key and bound attributes, names, map overhead.
 _ITEM_OVERHEAD_BYTES = 200
+# A metadata field may be large (the 400 KB item check reports it); csv's default caps at 128 KB.
+csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
 #: Declared column types, as `--types asn=int,name=str` spells them.
 DECLARED_TYPES: Final = {"int": "N", "number": "N", "str": "S", "string": "S"}
 
@@ -223,7 +225,8 @@ def parse_rows(
     ``reader.line_num`` is the physical line where a record ends, so quoted
     newlines count and messages point where an editor would.
     """
-    reader = csv.reader(lines, skipinitialspace=True, strict=True)
+    # Not strict: the padded layout puts spaces after closing quotes (`"a, b" ,`).
+    reader = csv.reader(lines, skipinitialspace=True)
     if columns is None:
         try:
             columns = next(reader)
