@@ -57,13 +57,13 @@ _MAX_INLINE_MAP_CONCURRENCY: Final = 40
 #: CloudWatch evaluates at most 7 days of hourly periods.
 _MAX_DATA_AGE_HOURS: Final = 7 * 24
 
-#: The retention periods CloudWatch Logs accepts, in days.
+_RETENTION_DAYS_SHORT: Final = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180)
+_RETENTION_DAYS_LONG: Final = (365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+#: The retention periods CloudWatch Logs accepts, in days, in the order
+#: RetentionDays declares them (INFINITE aside).
 LOG_RETENTION: Final[Mapping[int, logs.RetentionDays]] = dict(
     zip(
-        # Days of each RetentionDays member, in declaration order (INFINITE aside).
-        map(
-            int, "1 3 5 7 14 30 60 90 120 150 180 365 400 545 731 1096 1827 2192 2557 2922 3288 3653".split()
-        ),
+        (*_RETENTION_DAYS_SHORT, *_RETENTION_DAYS_LONG),
         [days for days in logs.RetentionDays if days is not logs.RetentionDays.INFINITE],
         strict=True,
     )

@@ -269,8 +269,9 @@ class LoaderWorkflow(Construct):
         )
 
     def _invoke(
-        self, task: str, state_name: str, payload: sfn.TaskInput, result_path: str | None
+        self, task: str, state_name: str, payload: sfn.TaskInput | None, result_path: str | None
     ) -> tasks.LambdaInvoke:
+        """A Lambda task; with no ``payload`` the function receives the whole state."""
         invoke = tasks.LambdaInvoke(
             self,
             state_name,
@@ -292,17 +293,16 @@ class LoaderWorkflow(Construct):
 
     def _build_definition(self) -> sfn.IChainable:
         load_id = sfn.TaskInput.from_object({"load_id": sfn.JsonPath.string_at("$.load_id")})
-        whole_state = sfn.TaskInput.from_json_path_at("$")
 
         failed = sfn.Fail(self, "LoadFailed", error_path="$.error.Error", cause_path="$.error.Cause")
         # Abort gets everything known so far: load_id once Prepare has run, the
         # error, and whether Activate already succeeded.
-        abort = self._invoke("abort", "Abort", whole_state, sfn.JsonPath.DISCARD)
+        abort = self._invoke("abort", "Abort", None, sfn.JsonPath.DISCARD)
         abort.add_catch(failed, errors=["States.ALL"], result_path="$.abortError")
         abort.next(failed)
 
-        prepare = self._invoke("prepare", "Prepare", whole_state, None)
-        write_chunk = self._invoke("write_chunk", "WriteChunk", whole_state, None)
+        prepare = self._invoke("prepare", "Prepare", None, None)
+        write_chunk = self._invoke("write_chunk", "WriteChunk", None, None)
         write_chunk.add_retry(
             errors=list(THROTTLING_ERRORS),
             interval=THROTTLE_RETRY_INTERVAL,

@@ -1,0 +1,118 @@
+"""Synthesize the app once per session, the way ``app.py`` does, offline.
+
+One App holds the stack with ``cdk.json``'s context, plus two Stages that
+override context to switch on the optional features; a single ``synth`` covers
+all three, and cdk-nag validates all three. Validation failures are recorded,
+not raised, so the nag test can list them while the template tests still run
+(the templates are written before validation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.constants import REPO_ROOT, STACK_ID
+
+# jsii prints a banner on every start under Node 20; it is noise in test output.
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from aws_cdk import App, Stage, Validations
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.ipmeta_stack import IpmetaStack
+
+DEFAULT = "default"
+SOURCE_URL = "source_url"
+UPLOAD_TRIGGER = "upload_trigger"
+
+EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
+EXAMPLE_ORIGIN = "https://app.example.com"
+
+#: Context overrides of each variant, on top of cdk.json.
+VARIANTS: Mapping[str, Mapping[str, Any]] = {
+    SOURCE_URL: {
+        "billingMode": "provisioned",
+        "provisionedReadCapacity": 7,
+        "provisionedWriteMaxCapacity": 321,
+        "warmReadUnitsPerSecond": 13000,
+        "warmWriteUnitsPerSecond": 5000,
+        "deletionProtection": False,
+        "sourceUrl": EXAMPLE_SOURCE_URL,
+        "corsAllowOrigins": [EXAMPLE_ORIGIN],
+        "alarmEmail": "ops@example.com",
+        "mapMaxConcurrency": 3,
+    },
+    UPLOAD_TRIGGER: {
+        "uploadTrigger": True,
+        "scheduleEnabled": False,
+    },
+}
+
+
+def cdk_json() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))
+    return document
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    outdir: Path
+    templates: Mapping[str, dict[str, Any]]
+    asset_dirs: Mapping[str, Path]
+    validation_error: str | None
+    validation_report: dict[str, Any] | None
+
+    def template(self, variant: str = DEFAULT) -> Template:
+        return Template.from_json(self.templates[variant])
+
+
+def _stage_name(variant: str) -> str:
+    return "".join(part.capitalize() for part in variant.split("_"))
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = App(outdir=str(outdir), context=cdk_json()["context"])
+    stacks = {DEFAULT: IpmetaStack(app, STACK_ID)}
+    for variant, overrides in VARIANTS.items():
+        stage = Stage(app, _stage_name(variant))
+        for key, value in overrides.items():
+            stage.node.set_context(key, value)
+        stacks[variant] = IpmetaStack(stage, STACK_ID)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+
+    validation_error: str | None = None
+    try:
+        app.synth()
+    except RuntimeError as error:
+        validation_error = str(error)
+
+    templates = {}
+    asset_dirs = {}
+    for variant, stack in stacks.items():
+        stage_dir = Path(Stage.of(stack).outdir)  # type: ignore[union-attr]
+        templates[variant] = json.loads((stage_dir / stack.template_file).read_text(encoding="utf-8"))
+        asset_dirs[variant] = stage_dir
+    report_path = outdir / "validation-report.json"
+    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else None
+    return Synthesized(outdir, templates, asset_dirs, validation_error, report)
+
+
+@pytest.fixture(scope="session")
+def template(synthesized: Synthesized) -> Template:
+    return synthesized.template(DEFAULT)
+
+
+@pytest.fixture(scope="session")
+def resources(synthesized: Synthesized) -> dict[str, Any]:
+    resources: dict[str, Any] = synthesized.templates[DEFAULT]["Resources"]
+    return resources

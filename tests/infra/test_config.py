@@ -1,0 +1,65 @@
+"""Context: documented defaults in cdk.json, typed parsing of -c values, refused combinations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App
+
+from stacks.config import DEFAULTS, ConfigError, IpmetaConfig
+from tests.infra.conftest import cdk_json
+
+
+def _config(**context: Any) -> IpmetaConfig:
+    return IpmetaConfig.from_node(App(context=context).node)
+
+
+def test_cdk_json_lists_every_setting_with_its_default() -> None:
+    context = cdk_json()["context"]
+    assert {key: context.get(key) for key in DEFAULTS} == dict(DEFAULTS)
+
+
+def test_cdk_json_runs_the_app_with_the_project_venv() -> None:
+    assert cdk_json()["app"] == ".venv/bin/python app.py"
+
+
+def test_defaults_apply_when_context_is_empty() -> None:
+    config = _config()
+    assert config.billing_mode == "onDemand"
+    assert not config.provisioned
+    assert config.deletion_protection is True
+    assert config.source_key == "datasets/current.csv"
+
+
+def test_command_line_strings_are_parsed_to_their_types() -> None:
+    config = _config(
+        deletionProtection="false",
+        mapMaxConcurrency="12",
+        corsAllowOrigins="https://a.example, https://b.example",
+        usagePlanQuotaPeriod="day",
+    )
+    assert config.deletion_protection is False
+    assert config.map_max_concurrency == 12
+    assert config.cors_allow_origins == ["https://a.example", "https://b.example"]
+    assert config.usage_plan_quota_period == "DAY"
+    assert _config(corsAllowOrigins='["https://c.example"]').cors_allow_origins == ["https://c.example"]
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"uploadTrigger": True, "sourceUrl": "https://example.com/x.csv"}, "uploadTrigger"),
+        ({"activationGraceSeconds": 5, "pointerCacheSeconds": 5}, "activationGraceSeconds"),
+        ({"billingMode": "PAY_PER_REQUEST"}, "billingMode"),
+        ({"mapMaxConcurrency": 41}, "mapMaxConcurrency"),
+        ({"dataMaxAgeHours": 169}, "dataMaxAgeHours"),
+        ({"logRetentionDays": 31}, "logRetentionDays"),
+        ({"sourceKey": "chunks/x.csv"}, "sourceKey"),
+        ({"deletionProtection": "maybe"}, "deletionProtection"),
+        ({"lookupMemoryMb": "lots"}, "lookupMemoryMb"),
+    ],
+)
+def test_unusable_context_is_refused(context: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _config(**context)

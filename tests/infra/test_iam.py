@@ -1,0 +1,117 @@
+"""Least privilege: no wildcard actions, no data access on `*`, each role exactly what it needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stacks.api import LOOKUP_TABLE_ACTIONS
+from stacks.constants import CHUNK_PREFIX, LOADER_MODULE, LOADER_TASKS, LOOKUP_HANDLER
+from stacks.loader_workflow import TABLE_ACTIONS
+from tests.infra.cfn import (
+    as_list,
+    function_by_handler,
+    only,
+    policy_statements_of_role,
+    resources_of_type,
+)
+from tests.infra.conftest import DEFAULT, SOURCE_URL, UPLOAD_TRIGGER, Synthesized
+
+#: Services whose actions read or change customer data.
+DATA_SERVICES = ("dynamodb", "s3", "kms", "sqs", "sns", "lambda", "states", "secretsmanager", "ssm")
+
+
+def _identity_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in resources_of_type(template, "AWS::IAM::Policy").values():
+        statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    for policy in resources_of_type(template, "AWS::IAM::ManagedPolicy").values():
+        statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    for role in resources_of_type(template, "AWS::IAM::Role").values():
+        for inline in role["Properties"].get("Policies", []):
+            statements.extend(inline["PolicyDocument"]["Statement"])
+    return [s for s in statements if s["Effect"] == "Allow"]
+
+
+@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL, UPLOAD_TRIGGER])
+def test_no_statement_grants_a_wildcard_action(synthesized: Synthesized, variant: str) -> None:
+    statements = _identity_statements(synthesized.templates[variant])
+    assert statements
+    for statement in statements:
+        for action in as_list(statement["Action"]):
+            assert action != "*", statement
+            assert not action.endswith(":*"), statement
+
+
+@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL, UPLOAD_TRIGGER])
+def test_no_data_action_is_granted_on_every_resource(synthesized: Synthesized, variant: str) -> None:
+    for statement in _identity_statements(synthesized.templates[variant]):
+        if "*" not in as_list(statement["Resource"]):
+            continue
+        services = {action.split(":")[0] for action in as_list(statement["Action"])}
+        assert not services & set(DATA_SERVICES), statement
+
+
+def test_no_role_uses_an_aws_managed_policy(synthesized: Synthesized) -> None:
+    for logical_id, role in resources_of_type(synthesized.templates[DEFAULT], "AWS::IAM::Role").items():
+        assert not role["Properties"].get("ManagedPolicyArns"), logical_id
+
+
+def _role_of(template: dict[str, Any], handler: str) -> str:
+    _, function = function_by_handler(template, handler)
+    role_id: str = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    return role_id
+
+
+def _actions_by_service(statements: list[dict[str, Any]], service: str) -> set[str]:
+    return {
+        action
+        for statement in statements
+        for action in as_list(statement["Action"])
+        if action.startswith(f"{service}:")
+    }
+
+
+def test_lookup_may_only_query_and_get_items_of_the_table(synthesized: Synthesized) -> None:
+    template = synthesized.templates[DEFAULT]
+    table_id, _ = only(template, "AWS::DynamoDB::GlobalTable")
+    statements = policy_statements_of_role(template, _role_of(template, LOOKUP_HANDLER))
+
+    dynamodb = [s for s in statements if _actions_by_service([s], "dynamodb")]
+    assert _actions_by_service(statements, "dynamodb") == set(LOOKUP_TABLE_ACTIONS)
+    assert [as_list(s["Resource"]) for s in dynamodb] == [[{"Fn::GetAtt": [table_id, "Arn"]}]]
+    assert _actions_by_service(statements, "s3") == set()
+
+
+@pytest.mark.parametrize("task", LOADER_TASKS)
+def test_each_loader_task_gets_exactly_its_table_actions(synthesized: Synthesized, task: str) -> None:
+    template = synthesized.templates[DEFAULT]
+    table_id, _ = only(template, "AWS::DynamoDB::GlobalTable")
+    statements = policy_statements_of_role(template, _role_of(template, f"{LOADER_MODULE}.{task}"))
+
+    assert _actions_by_service(statements, "dynamodb") == set(TABLE_ACTIONS[task])
+    for statement in statements:
+        if _actions_by_service([statement], "dynamodb"):
+            assert as_list(statement["Resource"]) == [{"Fn::GetAtt": [table_id, "Arn"]}]
+
+
+EXPECTED_S3 = {
+    "prepare": {"s3:GetObject", "s3:PutObject"},
+    "write_chunk": {"s3:GetObject"},
+    "activate": set(),
+    "cleanup": {"s3:DeleteObject", "s3:ListBucket"},
+    "abort": {"s3:DeleteObject", "s3:ListBucket"},
+}
+
+
+@pytest.mark.parametrize("task", LOADER_TASKS)
+def test_each_loader_task_gets_exactly_its_bucket_actions(synthesized: Synthesized, task: str) -> None:
+    template = synthesized.templates[DEFAULT]
+    statements = policy_statements_of_role(template, _role_of(template, f"{LOADER_MODULE}.{task}"))
+
+    assert _actions_by_service(statements, "s3") == EXPECTED_S3[task]
+    for statement in statements:
+        writes = _actions_by_service([statement], "s3") & {"s3:PutObject", "s3:DeleteObject"}
+        if writes:
+            assert f"/{CHUNK_PREFIX}/*" in str(statement["Resource"]), statement

@@ -1,0 +1,223 @@
+"""The loader: source bucket, task functions and the state machine's definition."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from stacks.constants import (
+    CHUNK_PREFIX,
+    ENV_CHUNK_PREFIX,
+    ENV_SOURCE_BUCKET,
+    ENV_TABLE_NAME,
+    FETCH_SOURCE_TASK,
+    LOADER_MODULE,
+    LOADER_TASKS,
+    REPO_ROOT,
+)
+from stacks.loader_workflow import (
+    LAMBDA_SERVICE_ERRORS,
+    THROTTLE_RETRY_BACKOFF_RATE,
+    THROTTLE_RETRY_MAX_ATTEMPTS,
+    THROTTLING_ERRORS,
+)
+from tests.infra.cfn import function_by_handler, iter_states, only, state_machine_definition
+from tests.infra.conftest import DEFAULT, EXAMPLE_SOURCE_URL, SOURCE_URL, Synthesized, cdk_json
+
+ASL_VALIDATOR = REPO_ROOT / "node_modules" / ".bin" / "asl-validator"
+
+
+@pytest.fixture(scope="module")
+def definition(synthesized: Synthesized) -> dict[str, Any]:
+    return state_machine_definition(synthesized.templates[DEFAULT])
+
+
+def test_source_bucket_is_private_tls_only_versioned_and_encrypted(synthesized: Synthesized) -> None:
+    template = synthesized.template()
+    template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [
+                    {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+                ]
+            },
+        },
+    )
+    template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Action": "s3:*",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_each_loader_task_runs_its_handler_with_table_bucket_and_chunk_prefix(
+    synthesized: Synthesized,
+) -> None:
+    template = synthesized.templates[DEFAULT]
+    table_id, _ = only(template, "AWS::DynamoDB::GlobalTable")
+    bucket_id, _ = only(template, "AWS::S3::Bucket")
+    for task in LOADER_TASKS:
+        _, function = function_by_handler(template, f"{LOADER_MODULE}.{task}")
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables[ENV_TABLE_NAME] == {"Ref": table_id}
+        assert variables[ENV_SOURCE_BUCKET] == {"Ref": bucket_id}
+        assert variables[ENV_CHUNK_PREFIX] == CHUNK_PREFIX
+        assert function["Properties"]["MemorySize"] == cdk_json()["context"]["loaderMemoryMb"]
+
+
+def test_loader_asset_holds_the_loader_and_the_core_package_at_its_root(synthesized: Synthesized) -> None:
+    _, function = function_by_handler(synthesized.templates[DEFAULT], f"{LOADER_MODULE}.prepare")
+    asset_hash = function["Properties"]["Code"]["S3Key"].removesuffix(".zip")
+    asset = Path(synthesized.asset_dirs[DEFAULT]) / f"asset.{asset_hash}"
+
+    assert (asset / "loader" / "__init__.py").is_file()
+    assert (asset / "ipmeta" / "keys.py").is_file()
+    assert not list(asset.rglob("__pycache__"))
+
+
+def test_prepare_then_done_when_unchanged_else_write_chunks(definition: dict[str, Any]) -> None:
+    states = definition["States"]
+    assert definition["StartAt"] == "Prepare"
+    assert states["Prepare"]["Next"] == "Unchanged?"
+    choice = states["Unchanged?"]
+    assert choice["Choices"] == [
+        {"Variable": "$.status", "StringEquals": "unchanged", "Next": "AlreadyLoaded"}
+    ]
+    assert states["AlreadyLoaded"]["Type"] == "Succeed"
+    assert choice["Default"] == "WriteChunks"
+
+
+def test_map_writes_chunks_with_context_concurrency_and_discards_results(
+    definition: dict[str, Any],
+) -> None:
+    write_chunks = definition["States"]["WriteChunks"]
+    assert write_chunks["Type"] == "Map"
+    assert write_chunks["ItemsPath"] == "$.chunks"
+    assert write_chunks["MaxConcurrency"] == cdk_json()["context"]["mapMaxConcurrency"]
+    assert write_chunks["ResultPath"] is None
+    assert write_chunks["ItemProcessor"]["StartAt"] == "WriteChunk"
+    assert write_chunks["Next"] == "Activate"
+
+
+def test_write_chunk_retries_lambda_and_throttling_errors_with_full_jitter(
+    definition: dict[str, Any],
+) -> None:
+    write_chunk = definition["States"]["WriteChunks"]["ItemProcessor"]["States"]["WriteChunk"]
+    retries = {tuple(retry["ErrorEquals"]): retry for retry in write_chunk["Retry"]}
+
+    assert set(retries) == {LAMBDA_SERVICE_ERRORS, THROTTLING_ERRORS}
+    throttling = retries[THROTTLING_ERRORS]
+    assert throttling["JitterStrategy"] == "FULL"
+    assert throttling["BackoffRate"] == THROTTLE_RETRY_BACKOFF_RATE
+    assert throttling["MaxAttempts"] == THROTTLE_RETRY_MAX_ATTEMPTS
+    assert "Lambda.TooManyRequestsException" in LAMBDA_SERVICE_ERRORS
+    assert retries[LAMBDA_SERVICE_ERRORS]["JitterStrategy"] == "FULL"
+
+
+def test_activate_waits_the_grace_period_then_cleans_up_by_load_id(definition: dict[str, Any]) -> None:
+    states = definition["States"]
+    assert states["Activate"]["Parameters"] == {"load_id.$": "$.load_id"}
+    assert states["Activate"]["Next"] == "Grace"
+    assert states["Grace"] == {
+        "Type": "Wait",
+        "Seconds": cdk_json()["context"]["activationGraceSeconds"],
+        "Next": "Cleanup",
+        "Comment": states["Grace"]["Comment"],
+    }
+    assert states["Cleanup"]["Parameters"] == {"load_id.$": "$.load_id"}
+    assert states[states["Cleanup"]["Next"]]["Type"] == "Succeed"
+
+
+def test_every_task_and_map_catches_into_abort_which_ends_in_fail(definition: dict[str, Any]) -> None:
+    top_level = definition["States"]
+    for name, state in top_level.items():
+        if state["Type"] in ("Task", "Map") and name != "Abort":
+            assert state["Catch"] == [
+                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Abort"}
+            ], name
+    abort = top_level["Abort"]
+    # No Parameters: Abort receives the whole state, load_id included once known.
+    assert "Parameters" not in abort
+    assert abort["ResultPath"] is None
+    assert abort["Next"] == "LoadFailed"
+    assert [catch["Next"] for catch in abort["Catch"]] == ["LoadFailed"]
+    assert top_level["LoadFailed"]["Type"] == "Fail"
+
+
+def test_state_machine_logs_everything_and_traces(synthesized: Synthesized) -> None:
+    synthesized.template().has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "LoggingConfiguration": {
+                "Level": "ALL",
+                "IncludeExecutionData": True,
+                "Destinations": [Match.any_value()],
+            },
+            "TracingConfiguration": {"Enabled": True},
+        },
+    )
+
+
+def test_source_url_adds_a_download_step_before_prepare(synthesized: Synthesized) -> None:
+    template = synthesized.templates[SOURCE_URL]
+    definition = state_machine_definition(template)
+    fetch = definition["States"]["FetchSource"]
+
+    assert definition["StartAt"] == "FetchSource"
+    assert fetch["Parameters"] == {"url": EXAMPLE_SOURCE_URL, "source.$": "$.source"}
+    assert fetch["ResultPath"] is None
+    assert fetch["Next"] == "Prepare"
+    assert fetch["Catch"][0]["Next"] == "Abort"
+    function_by_handler(template, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
+    assert definition["States"]["WriteChunks"]["MaxConcurrency"] == 3
+    default = synthesized.templates[DEFAULT]
+    with pytest.raises(AssertionError):
+        function_by_handler(default, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
+
+
+@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL])
+def test_definition_passes_asl_validator(synthesized: Synthesized, variant: str, tmp_path: Path) -> None:
+    definition = state_machine_definition(synthesized.templates[variant])
+    every_state = dict(iter_states(definition["States"]))
+    assert "WriteChunk" in every_state
+    # asl-validator accepts a string here; Step Functions does not.
+    for name, state in every_state.items():
+        assert isinstance(state.get("Parameters", {}), dict), name
+    path = tmp_path / "definition.json"
+    path.write_text(json.dumps(definition), encoding="utf-8")
+
+    result = subprocess.run(
+        [str(ASL_VALIDATOR), "--json-path", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr

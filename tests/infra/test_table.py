@@ -1,0 +1,70 @@
+"""The table: key schema from ipmeta.keys, capacity and safety from context."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match
+
+from ipmeta import keys
+from tests.infra.cfn import only
+from tests.infra.conftest import SOURCE_URL, Synthesized
+
+
+def test_key_schema_and_attribute_types_come_from_the_key_module(synthesized: Synthesized) -> None:
+    _, table = only(synthesized.templates["default"], "AWS::DynamoDB::GlobalTable")
+    properties = table["Properties"]
+
+    assert properties["KeySchema"] == [
+        {"AttributeName": keys.PARTITION_KEY, "KeyType": "HASH"},
+        {"AttributeName": keys.SORT_KEY, "KeyType": "RANGE"},
+    ]
+    assert sorted(properties["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
+        [
+            {"AttributeName": keys.PARTITION_KEY, "AttributeType": keys.PARTITION_KEY_TYPE},
+            {"AttributeName": keys.SORT_KEY, "AttributeType": keys.SORT_KEY_TYPE},
+        ],
+        key=lambda a: a["AttributeName"],
+    )
+
+
+def test_default_table_is_on_demand_with_pitr_and_deletion_protection(synthesized: Synthesized) -> None:
+    synthesized.template().has_resource_properties(
+        "AWS::DynamoDB::GlobalTable",
+        {
+            "BillingMode": "PAY_PER_REQUEST",
+            "Replicas": [
+                Match.object_like(
+                    {
+                        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                        "DeletionProtectionEnabled": True,
+                    }
+                )
+            ],
+        },
+    )
+    _, table = only(synthesized.templates["default"], "AWS::DynamoDB::GlobalTable")
+    assert "WarmThroughput" not in table["Properties"]
+    assert table["DeletionPolicy"] == "Retain"
+
+
+def test_context_switches_to_provisioned_capacity_warm_throughput_and_no_protection(
+    synthesized: Synthesized,
+) -> None:
+    synthesized.template(SOURCE_URL).has_resource_properties(
+        "AWS::DynamoDB::GlobalTable",
+        {
+            "BillingMode": "PROVISIONED",
+            "WarmThroughput": {"ReadUnitsPerSecond": 13000, "WriteUnitsPerSecond": 5000},
+            "WriteProvisionedThroughputSettings": {
+                "WriteCapacityAutoScalingSettings": Match.object_like({"MaxCapacity": 321})
+            },
+            "Replicas": [
+                Match.object_like(
+                    {
+                        "ReadProvisionedThroughputSettings": {"ReadCapacityUnits": 7},
+                        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                        "DeletionProtectionEnabled": False,
+                    }
+                )
+            ],
+        },
+    )
