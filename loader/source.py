@@ -118,10 +118,20 @@ def open_binary(path: Path) -> IO[bytes]:
 
 def text_lines(binary: Iterable[bytes], name: str) -> Iterator[str]:
     """Decoded lines (line endings kept, so the csv module sees quoted newlines and CRLF)."""
-    for number, raw in enumerate(binary, start=1):
-        line = raw[len(codecs.BOM_UTF8) :] if number == 1 and raw.startswith(codecs.BOM_UTF8) else raw
+    lines = iter(binary)
+    number = 0
+    while True:
+        number += 1
         try:
-            yield line.decode("utf-8")
+            raw = next(lines)
+        except StopIteration:
+            return
+        except (OSError, EOFError) as error:  # a truncated or corrupt gzip stream
+            raise SourceError(f"{name}: line {number}: cannot read: {error}") from None
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        try:
+            yield raw.decode("utf-8")
         except UnicodeDecodeError:
             raise SourceError(f"{name}: line {number}: not valid UTF-8 text") from None
 

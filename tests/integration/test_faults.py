@@ -1,0 +1,304 @@
+"""Fault tests R1–R4: reload under load, throttling, a killed loader, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipmeta import keys
+from ipmeta.errors import IpAddressNotFound, LoadRejected
+from ipmeta.ips import Address
+from ipmeta.lookup import ActiveVersionCache, lookup_active
+from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store import Store, make_client
+from loader import driver, tasks
+from loader.staging import LocalStaging
+
+BAD = Path(__file__).parent.parent / "fixtures" / "bad"
+PROJECT = Path(__file__).parent.parent.parent
+NOT_FOUND = "404"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Generated ranges (never overlapping, each inside one /8) and their brute-force answers."""
+
+    path: Path
+    ranges: list[tuple[int, int, str]]
+
+    def answer(self, value: int) -> str:
+        for start, end, label in self.ranges:
+            if start <= value <= end:
+                return label
+        return NOT_FOUND
+
+    def per_bucket(self) -> Counter[int]:
+        return Counter(start >> 24 for start, _, _ in self.ranges)
+
+
+def dataset(tmp_path: Path, name: str, count: int, seed: int, step: int = 256) -> Dataset:
+    rng = random.Random(seed)
+    ranges = []
+    for index in range(count):
+        bucket = 20 + index % 40  # public space, 40 buckets
+        start = (bucket << 24) + (index // 40) * step * 2 + rng.randrange(step)
+        ranges.append((start, start + rng.randrange(1, step // 2), f"{name}-{index}"))
+    rng.shuffle(ranges)  # unsorted input
+    lines = ["start,end,label"] + [f"{start},{end},{label}" for start, end, label in ranges]
+    path = tmp_path / f"{name}.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return Dataset(path, ranges)
+
+
+def answer_of(store: Store, cache: ActiveVersionCache, value: int) -> str:
+    try:
+        return str(lookup_active(store, cache, Address(4, value)).data["label"])
+    except IpAddressNotFound:
+        return NOT_FOUND
+
+
+# -- R1: reload under load ------------------------------------------------------------------
+
+
+def test_r1_lookups_during_a_reload_see_one_whole_version(store: Store, tmp_path: Path) -> None:
+    one = dataset(tmp_path, "one", 400, seed=1)
+    two = dataset(tmp_path, "two", 400, seed=2)
+    staging = LocalStaging(tmp_path / "staging")
+    driver.run_load([one.path], tasks.LoadOptions(chunk_size=50), store, staging)
+    probes = [start for start, _, _ in one.ranges[:100]] + [start for start, _, _ in two.ranges[:100]]
+    probes += [end + 1 for _, end, _ in one.ranges[:50]]  # gaps in one version, maybe not the other
+    activated = threading.Event()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    wrong: list[tuple[int, str]] = []
+    lookups = [0]
+
+    def look_up_continuously(seed: int) -> None:
+        rng = random.Random(seed)
+        cache = ActiveVersionCache(0.0)  # read the pointer on every lookup: the strictest case
+        while not stop.is_set():
+            value = rng.choice(probes)
+            after_activation = activated.is_set()
+            try:
+                answer = answer_of(store, cache, value)
+            except BaseException as error:
+                errors.append(error)
+                continue
+            lookups[0] += 1
+            allowed = {two.answer(value)} if after_activation else {one.answer(value), two.answer(value)}
+            if answer not in allowed:
+                wrong.append((value, answer))
+
+    threads = [threading.Thread(target=look_up_continuously, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        driver.run_load([two.path], tasks.LoadOptions(chunk_size=50), store, staging)
+        activated.set()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert wrong == []
+    assert lookups[0] > 100
+
+
+# -- R2: throttling --------------------------------------------------------------------------
+
+
+@dataclass
+class BatchWriteFaults:
+    """botocore ``before-call`` hook: a share of BatchWriteItem calls throttle, another share
+    writes only half its items (for real, through a clean client) and hands back the rest."""
+
+    clean: Any
+    table: str
+    throttle_rate: float = 0.1
+    partial_rate: float = 0.1
+    rng: random.Random = field(default_factory=lambda: random.Random(7))
+    throttled: int = 0
+    partial: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
+        with self.lock:
+            draw = self.rng.random()
+        if draw < self.throttle_rate:
+            with self.lock:
+                self.throttled += 1
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}
+            return _Status(400), {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}
+        if draw < self.throttle_rate + self.partial_rate:
+            requests = json.loads(params["body"])["RequestItems"][self.table]
+            if len(requests) < 2:
+                return None
+            half = len(requests) // 2
+            self.clean.batch_write_item(RequestItems={self.table: requests[:half]})
+            with self.lock:
+                self.partial += 1
+            return _Status(200), {"UnprocessedItems": {self.table: requests[half:]}}
+        return None
+
+
+@dataclass(frozen=True)
+class _Status:
+    status_code: int
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def test_r2_throttling_and_unprocessed_items_leave_exact_counts(
+    table_settings: Settings, tmp_path: Path
+) -> None:
+    data = dataset(tmp_path, "throttled", 1200, seed=3)
+    client = make_client(table_settings)
+    faults = BatchWriteFaults(make_client(table_settings), table_settings.table_name)
+    client.meta.events.register("before-call.dynamodb.BatchWriteItem", faults)
+    store = Store(client, table_settings.table_name, sleep=lambda _: None)
+
+    result = driver.run_load([data.path], tasks.LoadOptions(chunk_size=100), store, LocalStaging(tmp_path))
+
+    assert faults.throttled > 0
+    assert faults.partial > 0
+    assert result.report["throttles"] == faults.throttled
+    assert result.report["retries"] >= faults.throttled + faults.partial
+    assert result.report["items_written"] == 1200
+    for bucket, expected in data.per_bucket().items():
+        assert store.count_partition(keys.partition_key(result.version, 4, bucket)) == expected
+
+
+# -- R3: a killed loader ---------------------------------------------------------------------
+
+
+def table_versions(store: Store) -> set[str]:
+    """The version prefix of every range item in the table (a full Scan)."""
+    found: set[str] = set()
+    kwargs: dict[str, Any] = {"TableName": store.table_name, "ProjectionExpression": "pk"}
+    while True:
+        page = store.client.scan(**kwargs)
+        found |= {item["pk"]["S"].split("#")[0] for item in page["Items"] if item["pk"]["S"].startswith("v")}
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
+    table_settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    one = dataset(tmp_path, "one", 200, seed=4)
+    two = dataset(tmp_path, "two", 8000, seed=5)
+    staging = LocalStaging(tmp_path / "staging")
+    first = driver.run_load([one.path], tasks.LoadOptions(), store, staging)
+    probe = one.ranges[0][0]
+    cache = ActiveVersionCache(0.0)
+
+    # Given a loader process writing version 2 chunk by chunk
+    env = {**os.environ, ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint)}
+    env[ENV_TABLE_NAME] = table_settings.table_name
+    command = [sys.executable, "-m", "ipmeta_cli.main", "load", "--data-dir", str(tmp_path)]
+    command += ["--chunk-size", "100", "--parallel-chunks", "1", str(two.path)]
+    process = subprocess.Popen(
+        command, env=env, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        # When it is SIGKILLed during write_chunk (some chunks done, others not)
+        deadline = time.monotonic() + 60
+        killed_load: dict[str, Any] | None = None
+        while killed_load is None and time.monotonic() < deadline and process.poll() is None:
+            for load in store.list_loads():
+                if load["status"] == tasks.PREPARED and 0 < len(load["done"]) < load["chunks"]:
+                    process.send_signal(signal.SIGKILL)
+                    killed_load = load
+            time.sleep(0.02)
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert killed_load is not None, (
+        f"never caught the loader mid-write: {process.stderr and process.stderr.read()}"
+    )
+    assert process.returncode == -signal.SIGKILL
+
+    # Then the old version keeps serving
+    assert store.read_active_version(consistent=True) == first.version
+    assert answer_of(store, cache, probe) == one.answer(probe)
+
+    # And a resume finishes and activates
+    resumed = driver.run_load(
+        [], tasks.LoadOptions(chunk_size=100), store, staging, resume=killed_load["load_id"]
+    )
+    assert resumed.status == tasks.ACTIVATED
+    assert resumed.report["items_written"] == 8000
+    assert store.read_active_version(consistent=True) == resumed.version
+    assert answer_of(store, cache, two.ranges[0][0]) == two.ranges[0][2]
+
+    # And after cleanup no partial version remains: only the active and the retained one
+    tasks.cleanup(store, staging, now=time.time() + 10**6)
+    assert table_versions(store) == {f"v{resumed.version}", f"v{first.version}"}
+    assert all(load["status"] == tasks.ACTIVATED for load in store.list_loads())
+
+
+# -- R4: bad input -------------------------------------------------------------------------
+
+EXPECTED_REASONS = {
+    "01-bad-ipv4.csv": "line 3: '999.1.1.1' is not a valid IP address",
+    "02-bad-ipv6.csv": "line 3: '2001:::1' is not a valid IP address",
+    "03-start-after-end.csv": "line 3: start 1.0.1.9 is after end 1.0.1.0",
+    "04-mixed-families.csv": "line 3: start is IPv4 but end is IPv6",
+    "05-too-few-columns.csv": "line 3: expected 4 columns, found 3",
+    "06-too-many-columns.csv": "line 3: expected 4 columns, found 5",
+    "07-integer-too-large-for-ipv4.csv": "line 3: '4294967296' is too large for an IPv4 address",
+    "08-negative-integer.csv": "line 3: '-5' is not a valid IP address",
+    "09-empty-start.csv": "line 3: an address field is empty",
+    "10-empty-end.csv": "line 3: an address field is empty",
+    "11-zone-id.csv": "line 3: 'fe80::1%eth0' has a zone id",
+    "12-leading-zero-octet.csv": "line 3: '01.0.1.0' is not a valid IP address",
+    "13-item-over-400kb.csv": "line 3: the item would take",
+    "14-missing-end-column.csv": "line 1: no start and end columns, nor a network column",
+    "15-duplicate-column.csv": "line 1: duplicate column names ['asn']",
+    "16-empty-file.csv": "line 1: the file is empty",
+    "17-header-only.csv": "line 1: no ranges to load",
+    "18-invalid-utf8.csv": "line 3: not valid UTF-8 text",
+    "19-network-host-bits-set.csv": "line 3: '1.0.1.7/24' is not a valid network",
+    "20-network-bad-prefix.csv": "line 3: '1.0.1.0/33' is not a valid network",
+    "21-text-in-address.csv": "line 3: 'localhost' is not a valid IP address",
+    "22-float-address.csv": "line 3: '16777472.5' is not a valid IP address",
+    "23-truncated-gzip.csv.gz": "cannot read: Compressed file ended",
+    "24-ipv6-integer-too-large.csv": "is too large for an IPv6 address",
+    "25-cidr-in-start-column.csv": "line 3: '1.0.1.0/24' is not a valid IP address",
+}
+
+
+def test_r4_the_corpus_has_one_expectation_per_file() -> None:
+    assert sorted(path.name for path in BAD.iterdir()) == sorted(EXPECTED_REASONS)
+    assert len(EXPECTED_REASONS) >= 20
+
+
+def test_r4_every_bad_file_is_rejected_with_its_reason_and_nothing_changes(
+    store: Store, tmp_path: Path
+) -> None:
+    good = dataset(tmp_path, "good", 50, seed=6)
+    staging = LocalStaging(tmp_path / "staging")
+    active = driver.run_load([good.path], tasks.LoadOptions(), store, staging)
+    versions_before = store.list_version_metas()
+    for name, reason in EXPECTED_REASONS.items():
+        with pytest.raises(LoadRejected) as caught:
+            driver.run_load([BAD / name], tasks.LoadOptions(), store, staging)
+        assert reason in caught.value.message, name
+        assert caught.value.message.startswith(name) or name in caught.value.message
+    assert store.read_active_version(consistent=True) == active.version
+    assert store.list_version_metas() == versions_before
+    assert store.read_lock() is None
