@@ -42,7 +42,7 @@ from ipmeta.settings import (
 )
 from ipmeta.store import BATCH_WRITE_LIMIT, Store, WriteStats
 from loader import events, normalize
-from loader.source import materialize, read_sources, sha256_of
+from loader.source import is_s3_uri, materialize, read_sources, sha256_of
 from loader.staging import Staging, chunk_name, decode_chunk, encode_chunk
 
 #: Items per chunk: one Map iteration, about 100 BatchWriteItem calls.
@@ -151,8 +151,26 @@ def prepare(
     Nothing is written before the whole source validated. An unfinished load of
     the same source and options is resumed rather than prepared again.
     """
-    started = time.monotonic()
     paths = [materialize(source) for source in sources]
+    try:
+        return _prepare(sources, paths, options, store, staging, now=now)
+    finally:
+        # A warm Lambda container keeps /tmp: downloads must not pile up there.
+        for source, path in zip(sources, paths, strict=True):
+            if is_s3_uri(source):
+                path.unlink(missing_ok=True)
+
+
+def _prepare(
+    sources: Sequence[str | Path],
+    paths: Sequence[Path],
+    options: LoadOptions,
+    store: Store,
+    staging: Staging,
+    *,
+    now: float | None,
+) -> Prepared:
+    started = time.monotonic()
     checksum = sha256_of(paths)
     fingerprint = options.fingerprint()
     if not options.dry_run:

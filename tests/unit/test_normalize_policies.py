@@ -27,7 +27,8 @@ def overlapping_rows(draw: st.DrawFn) -> list[SourceRow]:
     """Rows where many share a start with an earlier row (nested ranges, as in country files)."""
     rows: list[SourceRow] = []
     for line in range(draw(st.integers(1, 10))):
-        if rows and draw(st.booleans()):
+        reuse_a_start: bool = draw(st.booleans())
+        if rows and reuse_a_start:
             start = draw(st.sampled_from([row.start for row in rows]))
         else:
             start = draw(st.integers(LOW, HIGH))

@@ -1,0 +1,134 @@
+"""Lambda entry points of the load state machine: ``loader.handlers.<state>``.
+
+Execution input: ``{"source": "s3://bucket/key", "options": {...}}``.
+
+- ``fetch_source``: downloads ``IPMETA_SOURCE_URL`` into the source bucket and
+  returns the execution input for ``prepare``;
+- ``prepare``: ``{"status": "prepared"|"unchanged"|"dry-run", "load_id",
+  "version", "chunks": [{"load_id", "chunk"}, ...]}``, the Map state's items;
+- ``write_chunk``: one ``{"load_id", "chunk"}``;
+- ``activate``: ``{"load_id"}``;
+- ``cleanup``: ``{}`` on a schedule, or ``{"load_id"}`` after an activation;
+- ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
+  and frees the lock; ``cleanup`` deletes its partial version later.
+
+Each handler is one call into ``loader.tasks``; chunks are staged in the
+source bucket under ``IPMETA_CHUNK_PREFIX``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from ipmeta.settings import (
+    DEFAULT_CHUNK_PREFIX,
+    ENV_CHUNK_PREFIX,
+    ENV_SOURCE_BUCKET,
+    ENV_SOURCE_KEY,
+    ENV_SOURCE_URL,
+    Settings,
+)
+from ipmeta.store import Store
+from loader import tasks
+from loader.staging import S3Staging
+
+logger = Logger(service="ipmeta-loader")
+
+
+@functools.cache
+def _store() -> Store:
+    return Store.from_settings(Settings.from_environment())
+
+
+@functools.cache
+def _staging() -> S3Staging:
+    return S3Staging(
+        boto3.client("s3"),
+        os.environ[ENV_SOURCE_BUCKET],
+        os.environ.get(ENV_CHUNK_PREFIX, DEFAULT_CHUNK_PREFIX),
+    )
+
+
+def reset() -> None:
+    """Forget the cached clients (tests change the environment between cases)."""
+    _store.cache_clear()
+    _staging.cache_clear()
+
+
+@logger.inject_lambda_context
+def fetch_source(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    url = os.environ[ENV_SOURCE_URL]
+    bucket = os.environ[ENV_SOURCE_BUCKET]
+    key = os.environ.get(ENV_SOURCE_KEY) or f"sources/{url.rstrip('/').rsplit('/', 1)[-1]}"
+    with tempfile.TemporaryDirectory() as folder:
+        download = Path(folder) / "source"
+        with urllib.request.urlopen(url, timeout=60) as response, download.open("wb") as target:
+            shutil.copyfileobj(response, target, 1 << 20)
+        boto3.client("s3").upload_file(str(download), bucket, key)
+    logger.info("source fetched", extra={"url": url, "key": key})
+    return {"source": f"s3://{bucket}/{key}", "options": event.get("options", {})}
+
+
+@logger.inject_lambda_context
+def prepare(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    options = tasks.LoadOptions.from_event(event.get("options"))
+    prepared = tasks.prepare([event["source"]], options, _store(), _staging())
+    logger.info(
+        "prepared", extra={"status": prepared.status, "load_id": prepared.load_id, "items": prepared.items}
+    )
+    return prepared.to_event()
+
+
+@logger.inject_lambda_context
+def write_chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    stats = tasks.write_chunk(event["load_id"], int(event["chunk"]), _store(), _staging())
+    return {"load_id": event["load_id"], "chunk": event["chunk"], **stats.as_dict()}
+
+
+@logger.inject_lambda_context
+def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    outcome = tasks.activate(event["load_id"], _store(), _staging())
+    # The per-bucket table stays in the saved report; Step Functions payloads are small.
+    report = {
+        name: value
+        for name, value in outcome["report"].items()
+        if name not in ("items_per_bucket", "rejected")
+    }
+    logger.info("activated", extra={"load_id": event["load_id"], "report": report})
+    return {
+        "load_id": event["load_id"],
+        "version": outcome["version"],
+        "status": outcome["status"],
+        "report": report,
+    }
+
+
+@logger.inject_lambda_context
+def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    outcome = tasks.cleanup(_store(), _staging())
+    logger.info("cleanup", extra=outcome)
+    return outcome
+
+
+@logger.inject_lambda_context
+def abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    error = event.get("error")
+    message = error if isinstance(error, str) else json.dumps(error)
+    load_id = event.get("load_id")
+    if not load_id:
+        logger.error("load failed before it had an id", extra={"error": message})
+        return {"aborted": None, "error": message}
+    tasks.fail(load_id, message, _store())
+    logger.error("load aborted", extra={"load_id": load_id, "error": message})
+    return {"aborted": load_id, "error": message}

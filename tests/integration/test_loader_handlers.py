@@ -1,0 +1,101 @@
+"""The Lambda handlers, chained as the state machine chains them: moto for S3, dynalite for DynamoDB."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from ipmeta.settings import (
+    ENV_CHUNK_PREFIX,
+    ENV_DYNAMODB_ENDPOINT,
+    ENV_SOURCE_BUCKET,
+    ENV_SOURCE_KEY,
+    ENV_SOURCE_URL,
+    ENV_TABLE_NAME,
+    Settings,
+)
+from ipmeta.store import Store
+from loader import handlers, tasks
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
+BUCKET = "ipmeta-sources"
+
+
+class Context:
+    function_name = "loader"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
+    aws_request_id = "test"
+
+
+@pytest.fixture
+def aws(table_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, str(table_settings.dynamodb_endpoint))
+    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
+    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
+    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
+    handlers.reset()
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        # Created under moto, whose stubber lets the dynalite endpoint through.
+        handlers.reset()
+        yield s3
+    handlers.reset()
+
+
+def test_the_state_machine_path_loads_and_activates(aws: Any, store: Store, tmp_path: Path) -> None:
+    aws.put_object(Bucket=BUCKET, Key="in/small.csv.gz", Body=gzip.compress(FIXTURE.read_bytes()))
+    execution = {"source": f"s3://{BUCKET}/in/small.csv.gz", "options": {"chunk_size": 4}}
+
+    prepared = handlers.prepare(execution, Context())  # type: ignore[arg-type]
+    assert prepared["status"] == "prepared"
+    assert prepared["chunks"] == [{"load_id": prepared["load_id"], "chunk": i} for i in range(3)]
+    staged = aws.list_objects_v2(Bucket=BUCKET, Prefix=f"chunks/{prepared['load_id']}/")["KeyCount"]
+    assert staged == 4  # three chunks and the report
+
+    for item in prepared["chunks"]:  # the Map state
+        written = handlers.write_chunk(item, Context())  # type: ignore[arg-type]
+        assert written["items"] > 0
+    activated = handlers.activate({"load_id": prepared["load_id"]}, Context())  # type: ignore[arg-type]
+    assert activated["status"] == "activated"
+    assert activated["report"]["items_written"] == 12
+    assert store.read_active_version(consistent=True) == prepared["version"]
+
+    again = handlers.prepare(execution, Context())  # type: ignore[arg-type]
+    assert again["status"] == "unchanged"
+    assert again["chunks"] == []
+
+
+def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: Store) -> None:
+    aws.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
+    prepared = handlers.prepare({"source": f"s3://{BUCKET}/in/small.csv"}, Context())  # type: ignore[arg-type]
+    error = {"Error": "States.TaskFailed", "Cause": "boom"}
+    outcome = handlers.abort({"load_id": prepared["load_id"], "error": error}, Context())  # type: ignore[arg-type]
+    assert outcome["aborted"] == prepared["load_id"]
+    assert (store.get_load(prepared["version"]) or {})["status"] == tasks.FAILED
+    assert store.read_lock() is None
+    assert handlers.abort({"error": error}, Context())["aborted"] is None  # type: ignore[arg-type]
+    assert handlers.cleanup({}, Context())["deleted"] == []  # type: ignore[arg-type]  # still in its grace period
+
+
+def test_fetch_source_puts_the_download_in_the_bucket(
+    aws: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_SOURCE_URL, FIXTURE.resolve().as_uri())
+    monkeypatch.setenv(ENV_SOURCE_KEY, "sources/asn.csv")
+    outcome = handlers.fetch_source({"options": {"overlaps": "reject"}}, Context())  # type: ignore[arg-type]
+    assert outcome == {"source": f"s3://{BUCKET}/sources/asn.csv", "options": {"overlaps": "reject"}}
+    assert aws.get_object(Bucket=BUCKET, Key="sources/asn.csv")["Body"].read() == FIXTURE.read_bytes()
+
+
+def test_unknown_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown load options"):
+        tasks.LoadOptions.from_event({"overlap": "reject"})
+    assert tasks.LoadOptions.from_event({"columns": "start,end,asn"}).columns == ["start", "end", "asn"]
