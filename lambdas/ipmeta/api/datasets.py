@@ -26,6 +26,7 @@ def _iso(epoch: Any) -> str | None:
 
 def dataset_info(meta: dict[str, Any]) -> DatasetInfo:
     checksum = meta.get("sha256")
+    report = meta.get("report") or {}
     return DatasetInfo(
         id=keys.format_version(int(meta["version"])),
         status=meta["status"],
@@ -33,7 +34,7 @@ def dataset_info(meta: dict[str, Any]) -> DatasetInfo:
         activated_at=_iso(meta.get("activated_at")),
         source=[str(name) for name in meta.get("sources", [])],
         checksum=f"sha256:{checksum}" if checksum else None,
-        rows=meta.get("rows"),
+        rows=meta.get("rows", report.get("rows_read")),
         items=meta.get("items"),
     )
 
