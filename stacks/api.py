@@ -16,6 +16,8 @@ from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
+    ENV_CORS_ORIGINS,
+    ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_POINTER_CACHE_SECONDS,
     ENV_TABLE_NAME,
     LOOKUP_HANDLER,
@@ -84,6 +86,10 @@ class LookupApi(Construct):
             environment={
                 ENV_TABLE_NAME: table.table_name,
                 ENV_POINTER_CACHE_SECONDS: str(self._config.pointer_cache_seconds),
+                # Empty turns CORS off in the handler, as it is at API Gateway.
+                ENV_CORS_ORIGINS: ",".join(self._config.cors_allow_origins),
+                # /v1/health and the data-age alarm agree on what "too old" is.
+                ENV_HEALTH_MAX_DATASET_AGE_SECONDS: str(self._config.data_max_age_hours * 3600),
                 POWERTOOLS_SERVICE_NAME_ENV: LOOKUP_SERVICE_NAME,
                 POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
             },
@@ -137,8 +143,8 @@ class LookupApi(Construct):
         origins = self._config.cors_allow_origins
         if not origins:
             return None
-        # Only the preflight is answered here; the Lambda adds the
-        # Access-Control-Allow-Origin header to real responses.
+        # API Gateway answers the preflight, which carries no API key; the
+        # handler adds Access-Control-Allow-Origin to real responses.
         return apigateway.CorsOptions(
             allow_origins=origins,
             allow_methods=["GET", "OPTIONS"],

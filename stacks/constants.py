@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import Final
 
 from ipmeta.settings import (
+    DEFAULT_CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
+    ENV_CORS_ORIGINS,
+    ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_POINTER_CACHE_SECONDS,
     ENV_SOURCE_BUCKET,
+    ENV_SOURCE_KEY,
+    ENV_SOURCE_URL,
     ENV_TABLE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRICS_NAMESPACE,
@@ -21,8 +26,12 @@ from ipmeta.settings import (
 
 __all__ = [
     "ENV_CHUNK_PREFIX",
+    "ENV_CORS_ORIGINS",
+    "ENV_HEALTH_MAX_DATASET_AGE_SECONDS",
     "ENV_POINTER_CACHE_SECONDS",
     "ENV_SOURCE_BUCKET",
+    "ENV_SOURCE_KEY",
+    "ENV_SOURCE_URL",
     "ENV_TABLE_NAME",
     "METRICS_NAMESPACE",
     "METRIC_DATASET_ACTIVATED",
@@ -70,7 +79,7 @@ POWERTOOLS_LAYER_VERSION: Final = 42
 POWERTOOLS_LAYER_ACCOUNT: Final = "017000801446"
 POWERTOOLS_LAYER_NAME: Final = "AWSLambdaPowertoolsPythonV3-python313-arm64"
 
-LOOKUP_SERVICE_NAME: Final = "ipmeta-lookup"
+LOOKUP_SERVICE_NAME: Final = "lookup"
 #: The loader's Powertools Metrics carry ``service=<this>`` as their dimension,
 #: so the data-age alarm must name it to find DatasetActivated.
 LOADER_SERVICE_NAME: Final = "ipmeta-loader"
@@ -79,7 +88,7 @@ POWERTOOLS_METRICS_NAMESPACE_ENV: Final = "POWERTOOLS_METRICS_NAMESPACE"
 
 # --- Source bucket layout ----------------------------------------------------
 #: Chunk files of a load live under ``<CHUNK_PREFIX>/<load_id>/``.
-CHUNK_PREFIX: Final = "chunks"
+CHUNK_PREFIX: Final = DEFAULT_CHUNK_PREFIX
 DATASETS_PREFIX: Final = "datasets"
 
 API_STAGE_NAME: Final = "api"

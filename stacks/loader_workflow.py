@@ -24,6 +24,8 @@ from stacks.constants import (
     CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
     ENV_SOURCE_BUCKET,
+    ENV_SOURCE_KEY,
+    ENV_SOURCE_URL,
     ENV_TABLE_NAME,
     FETCH_SOURCE_TASK,
     LOADER_MODULE,
@@ -36,17 +38,28 @@ from stacks.constants import (
 from stacks.function import PythonFunction, loader_code
 from stacks.nag import acknowledge, arn_ref
 
-#: DynamoDB actions each task needs on the table, and nothing else.
+#: DynamoDB actions each task needs on the table, and nothing else (see the
+#: ``store`` calls each task makes in ``loader/tasks.py``).
 TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    # Load, lock and version-counter bookkeeping.
+    # Version counter, load and version items, the load lock, the manifest.
     "prepare": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"),
+    # Range pieces, the chunk's done mark, and renewing the lock.
     "write_chunk": (
         "dynamodb:BatchWriteItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:GetItem",
     ),
-    "activate": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:Query"),
+    # Counts every partition against the manifest (Query), swaps the pointer
+    # conditionally (PutItem), then releases the lock (DeleteItem).
+    "activate": (
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
+        "dynamodb:Query",
+        "dynamodb:DeleteItem",
+    ),
+    # Deletes whole versions: partitions (Query + BatchWriteItem) and manifests.
     "cleanup": (
         "dynamodb:Query",
         "dynamodb:BatchWriteItem",
@@ -54,13 +67,8 @@ TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
         "dynamodb:GetItem",
         "dynamodb:UpdateItem",
     ),
-    "abort": (
-        "dynamodb:Query",
-        "dynamodb:BatchWriteItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:GetItem",
-        "dynamodb:UpdateItem",
-    ),
+    # Marks the load failed and frees the lock; cleanup deletes its items later.
+    "abort": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
     FETCH_SOURCE_TASK: (),
 }
 
@@ -188,13 +196,19 @@ class LoaderWorkflow(Construct):
                 code=code,
                 handler=f"{LOADER_MODULE}.{task}",
                 description=f"ipmeta loader: {task}",
-                environment=environment,
+                environment={**environment, **self._task_environment(task)},
                 memory_mb=self._config.loader_memory_mb,
                 timeout=_TIMEOUTS[task],
                 log_retention=self._config.log_retention,
             )
             for task in names
         }
+
+    def _task_environment(self, task: str) -> dict[str, str]:
+        if task != FETCH_SOURCE_TASK:
+            return {}
+        # The download lands on the key the schedule loads, so both name one object.
+        return {ENV_SOURCE_URL: self._config.source_url, ENV_SOURCE_KEY: self._config.source_key}
 
     def _grant_table(self, table: dynamodb.ITableV2) -> None:
         for task, function in self.functions.items():
@@ -223,18 +237,21 @@ class LoaderWorkflow(Construct):
         roles["write_chunk"].add_to_principal_policy(
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[chunks])
         )
-        for task in ("cleanup", "abort"):
-            roles[task].add_to_principal_policy(
-                iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[chunks])
+        # Activation rewrites the load's report, which Prepare staged with the chunks.
+        roles["activate"].add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[chunks])
+        )
+        roles["cleanup"].add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[chunks])
+        )
+        roles["cleanup"].add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{CHUNK_PREFIX}/*"]}},
             )
-            roles[task].add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:ListBucket"],
-                    resources=[self.bucket.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": [f"{CHUNK_PREFIX}/*"]}},
-                )
-            )
-        for task in ("prepare", "write_chunk", "cleanup", "abort"):
+        )
+        for task in ("prepare", "write_chunk", "activate", "cleanup"):
             acknowledge(
                 roles[task],
                 f"IAM5[Resource::{bucket_arn}/{CHUNK_PREFIX}/*]",
@@ -331,14 +348,8 @@ class LoaderWorkflow(Construct):
         steps: list[tasks.LambdaInvoke | sfn.Map] = [prepare, write_chunks, activate, cleanup]
         start: sfn.IChainable = prepare
         if FETCH_SOURCE_TASK in self.functions:
-            fetch = self._invoke(
-                FETCH_SOURCE_TASK,
-                "FetchSource",
-                sfn.TaskInput.from_object(
-                    {"url": self._config.source_url, "source": sfn.JsonPath.string_at("$.source")}
-                ),
-                sfn.JsonPath.DISCARD,
-            )
+            # Returns {"source", "options"} naming the downloaded object: Prepare's input.
+            fetch = self._invoke(FETCH_SOURCE_TASK, "FetchSource", None, None)
             fetch.next(prepare)
             steps.insert(0, fetch)
             start = fetch

@@ -14,6 +14,8 @@ from stacks.constants import (
     CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
     ENV_SOURCE_BUCKET,
+    ENV_SOURCE_KEY,
+    ENV_SOURCE_URL,
     ENV_TABLE_NAME,
     FETCH_SOURCE_TASK,
     LOADER_MODULE,
@@ -190,11 +192,15 @@ def test_source_url_adds_a_download_step_before_prepare(synthesized: Synthesized
     fetch = definition["States"]["FetchSource"]
 
     assert definition["StartAt"] == "FetchSource"
-    assert fetch["Parameters"] == {"url": EXAMPLE_SOURCE_URL, "source.$": "$.source"}
-    assert fetch["ResultPath"] is None
+    # Its result, {"source", "options"} of the downloaded object, is Prepare's input.
+    assert "Parameters" not in fetch
+    assert "ResultPath" not in fetch
     assert fetch["Next"] == "Prepare"
     assert fetch["Catch"][0]["Next"] == "Abort"
-    function_by_handler(template, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
+    _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables[ENV_SOURCE_URL] == EXAMPLE_SOURCE_URL
+    assert variables[ENV_SOURCE_KEY] == cdk_json()["context"]["sourceKey"]
     assert definition["States"]["WriteChunks"]["MaxConcurrency"] == 3
     default = synthesized.templates[DEFAULT]
     with pytest.raises(AssertionError):

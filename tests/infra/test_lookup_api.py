@@ -10,6 +10,8 @@ from aws_cdk.assertions import Match
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
+    ENV_CORS_ORIGINS,
+    ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_POINTER_CACHE_SECONDS,
     ENV_TABLE_NAME,
     LOOKUP_HANDLER,
@@ -55,6 +57,8 @@ def test_lookup_function_runs_the_api_handler_with_its_settings(synthesized: Syn
     assert variables[ENV_TABLE_NAME] == {
         "Ref": only(synthesized.templates[DEFAULT], "AWS::DynamoDB::GlobalTable")[0]
     }
+    assert variables[ENV_CORS_ORIGINS] == ""
+    assert variables[ENV_HEALTH_MAX_DATASET_AGE_SECONDS] == str(context["dataMaxAgeHours"] * 3600)
 
 
 def test_lookup_asset_is_the_lambdas_folder(synthesized: Synthesized) -> None:
@@ -141,3 +145,6 @@ def test_no_cors_preflight_unless_origins_are_configured(synthesized: Synthesize
         assert not preflight["Properties"].get("ApiKeyRequired", False)
         headers = preflight["Properties"]["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
         assert headers["method.response.header.Access-Control-Allow-Origin"] == f"'{EXAMPLE_ORIGIN}'"
+    # The handler answers real requests with the same origins.
+    _, function = function_by_handler(synthesized.templates[SOURCE_URL], LOOKUP_HANDLER)
+    assert function["Properties"]["Environment"]["Variables"][ENV_CORS_ORIGINS] == EXAMPLE_ORIGIN
