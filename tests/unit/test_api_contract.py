@@ -26,6 +26,7 @@ LOADER_ONLY = {"ActivationConflict", "LoadInProgress", "LoadRejected", "LoadNotF
     [
         ("", "BATCH_BODY_NOT_JSON"),
         ("[1.1.1.1]", "BATCH_BODY_NOT_JSON"),
+        (b'["1.1.1.1\xb4"]', "BATCH_BODY_NOT_JSON"),  # not UTF-8
         ("[" * 100_000, "BATCH_BODY_NOT_JSON"),  # deep nesting must not crash the parser
         ('{"ips": ["1.1.1.1"]}', "BATCH_BODY_NOT_ARRAY"),
         ('"1.1.1.1"', "BATCH_BODY_NOT_ARRAY"),
@@ -35,7 +36,7 @@ LOADER_ONLY = {"ActivationConflict", "LoadInProgress", "LoadRejected", "LoadNotF
         ('["1.1.1.1", "8.8.8.8", "9.9.9.9"]', "BATCH_TOO_LARGE"),
     ],
 )
-def test_batch_bodies_are_refused_with_their_own_codes(body: str, code: str) -> None:
+def test_batch_bodies_are_refused_with_their_own_codes(body: str | bytes, code: str) -> None:
     with pytest.raises(IpmetaError) as raised:
         parse_batch_body(body, limit=2)
     assert raised.value.code == code

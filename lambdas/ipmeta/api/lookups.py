@@ -6,6 +6,7 @@ raised and turned into a response in ``ipmeta.api.app``.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Annotated, Any
 
@@ -150,10 +151,14 @@ def get_caller(fields: Fields = None, version: Version = None) -> Response[Looku
     return _cached_json(_lookup(address, version), parse_fields(fields), private=True)
 
 
-def parse_batch_body(body: str | None, limit: int) -> list[str]:
-    """The batch's IP strings, or the error that says which rule the body breaks."""
+def parse_batch_body(body: str | bytes | None, limit: int) -> list[str]:
+    """The batch's IP strings, or the error that says which rule the body breaks.
+
+    Bytes that are not UTF-8 (or base64 that is not base64) are "not JSON" too:
+    ``UnicodeDecodeError`` and ``binascii.Error`` are ``ValueError``s.
+    """
     try:
-        items = json.loads(body or "")
+        items = json.loads(body or b"")
     except (ValueError, RecursionError) as error:
         raise BatchBodyNotJson("the batch body must be a JSON array of IP strings") from error
     if not isinstance(items, list):
@@ -164,6 +169,15 @@ def parse_batch_body(body: str | None, limit: int) -> list[str]:
         if not isinstance(item, str):
             raise BatchItemNotString(f"item {position} of the batch is {type(item).__name__}, not a string")
     return items
+
+
+def _raw_body(body: str | None, is_base64: bool | None) -> str | bytes | None:
+    if not is_base64 or body is None:
+        return body
+    try:
+        return base64.b64decode(body, validate=True)
+    except ValueError:
+        return b"\xff"  # undecodable: parse_batch_body refuses it as not JSON
 
 
 def _batch_body_schema() -> dict[str, Any]:
@@ -184,9 +198,7 @@ def _batch_body_schema() -> dict[str, Any]:
 def post_batch(fields: Fields = None, version: Version = None) -> BatchResponse:
     deps = dependencies.current()
     event = router.current_event
-    texts = parse_batch_body(
-        event.decoded_body if event.is_base64_encoded else event.body, deps.api.batch_max_ips
-    )
+    texts = parse_batch_body(_raw_body(event.body, event.is_base64_encoded), deps.api.batch_max_ips)
     parsed: dict[str, Address | IpmetaError] = {}
     for text in texts:
         try:
