@@ -295,6 +295,7 @@ def test_openapi_document_and_swagger_ui_are_served(api_server: LocalApiServer) 
     assert docs.headers["content-type"].startswith("text/html")
     assert b"SwaggerUIBundle" in docs.body
     assert b"<script src=" not in docs.body  # the bundle is inline: no CDN needed
+    assert call(api_server, "/v1/docs?format=json").json() == spec
 
 
 def test_unknown_routes_are_404_route_not_found(api_server: LocalApiServer) -> None:

@@ -168,4 +168,7 @@ def get_openapi() -> Response[str]:
 
 @app.get("/v1/docs", include_in_schema=False)
 def get_docs() -> Response[str]:
+    # The page links its own document as ?format=json, as powertools' Swagger route does.
+    if (app.current_event.query_string_parameters or {}).get("format") == "json":
+        return get_openapi()
     return Response(status_code=200, content_type="text/html; charset=utf-8", body=docs_html(_base_path()))
