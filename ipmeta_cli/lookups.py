@@ -1,28 +1,102 @@
-"""`ipmeta lookup`: answers printed as JSON, from the same handler the API runs."""
+"""`ipmeta lookup`: IPs sent as one batch, answers printed as JSON.
+
+Without ``--endpoint`` the batch goes to the very handler the API runs, on the
+local store (or ``--table``); with it, to a deployed API over HTTPS.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from typing import Any
 
+from ipmeta.settings import ApiSettings
 from ipmeta_cli.backend import add_backend_arguments, backend
 
+#: Exit codes: every IP answered; some IPs answered with an error; the request failed.
+ALL_ANSWERED, SOME_ERRORS, REQUEST_FAILED = 0, 1, 2
 
-def command_lookup(args: argparse.Namespace) -> int:
+
+def batch_path(fields: str | None) -> str:
+    return "/v1/batch" + (f"?{urllib.parse.urlencode({'fields': fields})}" if fields else "")
+
+
+def chunks(ips: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(ips), size):
+        yield list(ips[start : start + size])
+
+
+def local_batch(ips: list[str], fields: str | None) -> tuple[int, dict[str, Any]]:
     from ipmeta.api.handler import handler
     from ipmeta_cli.server import LocalLambdaContext, proxy_event
 
-    worst = 0
-    with backend(args):
-        for ip in args.ips:
-            response = handler(proxy_event("GET", f"/v1/ip/{ip}", {}, b"", "127.0.0.1"), LocalLambdaContext())
-            print(json.dumps(json.loads(response["body"]), indent=2))
-            worst = max(worst, 0 if response["statusCode"] == 200 else 1)
-    return worst
+    event = proxy_event(
+        "POST",
+        batch_path(fields),
+        {"Content-Type": "application/json"},
+        json.dumps(ips).encode(),
+        "127.0.0.1",
+    )
+    response = handler(event, LocalLambdaContext())
+    return int(response["statusCode"]), json.loads(response["body"])
+
+
+def remote_batch(endpoint: str, api_key: str | None, ips: list[str], fields: str | None) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    request = urllib.request.Request(
+        endpoint.rstrip("/") + batch_path(fields),
+        data=json.dumps(ips).encode(),
+        headers=headers,
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        body = error.read()
+        try:
+            return error.code, json.loads(body)
+        except ValueError:
+            return error.code, {"code": f"HTTP_{error.code}", "message": body.decode(errors="replace")[:500]}
+
+
+def command_lookup(args: argparse.Namespace) -> int:
+    size = ApiSettings().batch_max_ips
+    answers: dict[str, Any] = {}
+    with ExitStack() as stack:
+        if not args.endpoint:
+            stack.enter_context(backend(args))
+        for ips in chunks(args.ips, size):
+            if args.endpoint:
+                status, body = remote_batch(args.endpoint, args.api_key, ips, args.fields)
+            else:
+                status, body = local_batch(ips, args.fields)
+            if status != 200:
+                print(json.dumps(body, indent=2), file=sys.stderr)
+                return REQUEST_FAILED
+            answers.update(body)
+    print(json.dumps(answers, indent=2))
+    failed = any(isinstance(answer, dict) and "error" in answer for answer in answers.values())
+    return SOME_ERRORS if failed else ALL_ANSWERED
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    lookup = commands.add_parser("lookup", help="look up IPs and print JSON")
+    lookup = commands.add_parser(
+        "lookup",
+        help="look up IPs (one batch) and print JSON keyed by IP",
+        description="Exit status: 0 all answered, 1 some IPs answered with an error, 2 the request failed.",
+    )
     add_backend_arguments(lookup)
-    lookup.add_argument("ips", nargs="+")
+    lookup.add_argument("ips", nargs="+", metavar="IP")
+    lookup.add_argument("--fields", help="comma-separated data attributes to keep, e.g. asn,organization")
+    lookup.add_argument("--endpoint", help="a deployed API's base URL, e.g. https://abc.execute-api.../prod")
+    lookup.add_argument("--api-key", help="the API key sent as x-api-key (with --endpoint)")
     lookup.set_defaults(run=command_lookup)

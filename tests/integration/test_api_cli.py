@@ -1,0 +1,94 @@
+"""`ipmeta lookup`: several IPs as one batch, locally and against a served API."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipmeta.api import dependencies
+from ipmeta.api.handler import handler
+from ipmeta.lookup import ActiveVersionCache
+from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store import Store
+from ipmeta_cli.main import main
+from ipmeta_cli.server import LocalApiServer
+from tests.integration.conftest import load_csv
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
+
+
+@pytest.fixture
+def loaded_store(store: Store, table_settings: Settings, tmp_path: Path) -> Store:
+    load_csv(store, [FIXTURE], tmp_path)
+    return store
+
+
+@pytest.fixture
+def recording_server(loaded_store: Store) -> Iterator[tuple[LocalApiServer, list[dict[str, Any]]]]:
+    """The real handler behind HTTP, remembering each event (to see the headers sent)."""
+    events: list[dict[str, Any]] = []
+
+    def recording_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        events.append(event)
+        response: dict[str, Any] = handler(event, context)
+        return response
+
+    dependencies.install(dependencies.Dependencies(store=loaded_store, versions=ActiveVersionCache(0.0)))
+    server = LocalApiServer("127.0.0.1", 0, recording_handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server, events
+    server.shutdown()
+    server.server_close()
+    dependencies.install(None)
+
+
+def test_lookup_sends_several_ips_as_one_batch_to_an_endpoint(
+    recording_server: tuple[LocalApiServer, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, events = recording_server
+    argv = ["lookup", "1.0.0.1", "2001:200::1", "--fields", "asn", "--endpoint", server.url + "/"]
+    code = main([*argv, "--api-key", "k3y"])
+    answers = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {ip: answer["data"] for ip, answer in answers.items()} == {
+        "1.0.0.1": {"asn": 13335},
+        "2001:200::1": {"asn": 2500},
+    }
+    assert [(event["httpMethod"], event["path"]) for event in events] == [("POST", "/v1/batch")]
+    sent = {name.lower(): value for name, value in events[0]["headers"].items()}
+    assert sent["x-api-key"] == "k3y"
+
+
+def test_lookup_exit_status_says_some_ips_failed(
+    recording_server: tuple[LocalApiServer, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, _ = recording_server
+    code = main(["lookup", "1.0.0.1", "nope", "--endpoint", server.url])
+    answers = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert answers["nope"]["error"]["code"] == "IP_ADDRESS_INVALID"
+
+
+def test_lookup_on_a_table_without_a_server(
+    loaded_store: Store,
+    table_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert table_settings.dynamodb_endpoint is not None
+    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, table_settings.dynamodb_endpoint)
+    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
+    dependencies.install(None)
+    try:
+        code = main(["lookup", "1.0.0.1", "10.0.0.150"])
+    finally:
+        dependencies.install(None)
+    answers = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert answers["10.0.0.150"]["data"]["asn"] == 64502
+    assert answers["10.0.0.150"]["bogon"] is True
