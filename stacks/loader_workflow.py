@@ -142,9 +142,6 @@ class LoaderWorkflow(Construct):
         )
         self._acknowledge_state_machine_findings()
 
-    def source_uri(self, key: str) -> str:
-        return f"s3://{self.bucket.bucket_name}/{key}"
-
     # --- resources -------------------------------------------------------
 
     def _build_bucket(self) -> s3.Bucket:
@@ -345,7 +342,10 @@ class LoaderWorkflow(Construct):
         )
         cleanup = self._invoke("cleanup", "Cleanup", load_id, "$.cleanup")
 
-        steps: list[tasks.LambdaInvoke | sfn.Map] = [prepare, write_chunks, activate, cleanup]
+        # Before the new version is live, a failure aborts the load. After it, the
+        # load has succeeded: a failed Cleanup must not mark it failed, and the
+        # next cleanup run deletes what this one left.
+        steps: list[tasks.LambdaInvoke | sfn.Map] = [prepare, write_chunks, activate]
         start: sfn.IChainable = prepare
         if FETCH_SOURCE_TASK in self.functions:
             # Returns {"source", "options"} naming the downloaded object: Prepare's input.
@@ -355,14 +355,22 @@ class LoaderWorkflow(Construct):
             start = fetch
         for step in steps:
             step.add_catch(abort, errors=["States.ALL"], result_path="$.error")
+        cleanup.add_catch(
+            sfn.Fail(self, "CleanupFailed", error_path="$.error.Error", cause_path="$.error.Cause"),
+            errors=["States.ALL"],
+            result_path="$.error",
+        )
 
         prepare.next(
-            sfn.Choice(self, "Unchanged?")
-            .when(
-                sfn.Condition.string_equals("$.status", "unchanged"),
-                sfn.Succeed(self, "AlreadyLoaded", comment="The source matches the active version"),
+            sfn.Choice(self, "Prepared?")
+            .when(sfn.Condition.string_equals("$.status", "prepared"), write_chunks)
+            .otherwise(
+                sfn.Succeed(
+                    self,
+                    "NothingToWrite",
+                    comment="The source matches the active version, or this was a dry run",
+                )
             )
-            .otherwise(write_chunks)
         )
         write_chunks.next(activate).next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
         return start

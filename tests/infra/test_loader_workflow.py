@@ -106,13 +106,11 @@ def test_loader_asset_holds_the_loader_and_the_core_package_at_its_root(synthesi
 def test_prepare_then_done_when_unchanged_else_write_chunks(definition: dict[str, Any]) -> None:
     states = definition["States"]
     assert definition["StartAt"] == "Prepare"
-    assert states["Prepare"]["Next"] == "Unchanged?"
-    choice = states["Unchanged?"]
-    assert choice["Choices"] == [
-        {"Variable": "$.status", "StringEquals": "unchanged", "Next": "AlreadyLoaded"}
-    ]
-    assert states["AlreadyLoaded"]["Type"] == "Succeed"
-    assert choice["Default"] == "WriteChunks"
+    assert states["Prepare"]["Next"] == "Prepared?"
+    choice = states["Prepared?"]
+    # Only a prepared load goes on: "unchanged" (and a dry run) end successfully.
+    assert choice["Choices"] == [{"Variable": "$.status", "StringEquals": "prepared", "Next": "WriteChunks"}]
+    assert states[choice["Default"]]["Type"] == "Succeed"
 
 
 def test_map_writes_chunks_with_context_concurrency_and_discards_results(
@@ -156,13 +154,14 @@ def test_activate_waits_the_grace_period_then_cleans_up_by_load_id(definition: d
     assert states[states["Cleanup"]["Next"]]["Type"] == "Succeed"
 
 
-def test_every_task_and_map_catches_into_abort_which_ends_in_fail(definition: dict[str, Any]) -> None:
+def test_every_step_before_activation_catches_into_abort_which_ends_in_fail(
+    definition: dict[str, Any],
+) -> None:
     top_level = definition["States"]
-    for name, state in top_level.items():
-        if state["Type"] in ("Task", "Map") and name != "Abort":
-            assert state["Catch"] == [
-                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Abort"}
-            ], name
+    for name in ("Prepare", "WriteChunks", "Activate"):
+        assert top_level[name]["Catch"] == [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Abort"}
+        ], name
     abort = top_level["Abort"]
     # No Parameters: Abort receives the whole state, load_id included once known.
     assert "Parameters" not in abort
@@ -170,6 +169,17 @@ def test_every_task_and_map_catches_into_abort_which_ends_in_fail(definition: di
     assert abort["Next"] == "LoadFailed"
     assert [catch["Next"] for catch in abort["Catch"]] == ["LoadFailed"]
     assert top_level["LoadFailed"]["Type"] == "Fail"
+
+
+def test_a_failed_cleanup_fails_the_execution_without_aborting_the_live_version(
+    definition: dict[str, Any],
+) -> None:
+    states = definition["States"]
+    [catch] = states["Cleanup"]["Catch"]
+    assert catch["ErrorEquals"] == ["States.ALL"]
+    assert states[catch["Next"]]["Type"] == "Fail"
+    tasks_and_maps = [name for name, s in states.items() if s["Type"] in ("Task", "Map")]
+    assert all("Catch" in states[name] for name in tasks_and_maps)
 
 
 def test_state_machine_logs_everything_and_traces(synthesized: Synthesized) -> None:
