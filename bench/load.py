@@ -108,17 +108,14 @@ def window_spread(items: list[dict[str, Any]]) -> dict[str, Any]:
 def bare_loop(store: Store, items: list[dict[str, Any]]) -> float:
     """BatchWriteItem of 25 with WORKERS threads, retrying UnprocessedItems; returns seconds."""
     batches = [
-        [
-            {"PutRequest": {"Item": serialize_item(item)}}
-            for item in items[offset : offset + BATCH_WRITE_LIMIT]
-        ]
-        for offset in range(0, len(items), BATCH_WRITE_LIMIT)
+        items[offset : offset + BATCH_WRITE_LIMIT] for offset in range(0, len(items), BATCH_WRITE_LIMIT)
     ]
     bar = tqdm(total=len(items), unit="items", desc="bare BatchWriteItem", disable=None)
     lock = threading.Lock()
 
-    def write(batch: list[Any]) -> None:
-        pending = batch
+    def write(batch: list[dict[str, Any]]) -> None:
+        # Serializing is part of writing: the loader pays for it too.
+        pending: list[Any] = [{"PutRequest": {"Item": serialize_item(item)}} for item in batch]
         while pending:
             response = store.client.batch_write_item(RequestItems={store.table_name: pending})
             pending = response.get("UnprocessedItems", {}).get(store.table_name, [])

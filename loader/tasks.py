@@ -250,7 +250,7 @@ def _prepare(
             for (family, bucket), count in per_bucket.items()
         },
     )
-    normalize.shuffle_pieces(pieces, seed=checksum)
+    normalize.shuffle_pieces(pieces, checksum, resolution.segments)
     for index, offset in enumerate(range(0, len(pieces), options.chunk_size)):
         chunk_pieces = pieces[offset : offset + options.chunk_size]
         items = normalize.build_piece_items(
