@@ -119,3 +119,10 @@ class DatasetStale(IpmetaError):
 
     status = 503
     code = "DATASET_STALE"
+
+
+class RequestInvalid(IpmetaError):
+    """A query parameter breaks its documented schema."""
+
+    status = 400
+    code = "REQUEST_INVALID"

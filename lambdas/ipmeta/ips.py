@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,7 +108,8 @@ def parse_address_field(text: str, family_hint: Family | None = None) -> Address
 
 def format_address(family: int, value: int) -> str:
     if family == 4:
-        return str(ipaddress.IPv4Address(value))
+        # Same text as ipaddress, several times faster: every answer formats three.
+        return socket.inet_ntop(socket.AF_INET, value.to_bytes(4, "big"))
     return str(ipaddress.IPv6Address(value))
 
 

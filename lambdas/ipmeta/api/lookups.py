@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Annotated, Any
+from typing import Any
 
-from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from aws_lambda_powertools.metrics import MetricUnit
 
 from ipmeta.api import dependencies
 from ipmeta.api.models import BatchResponse, LookupResponse
+from ipmeta.api.observability import METRIC_LOOKUPS, metrics
 from ipmeta.api.responses import LOOKUP_RESPONSES, NotModified, cache_headers, documented, etag_matches
 from ipmeta.errors import (
     BatchBodyNotArray,
@@ -26,27 +25,47 @@ from ipmeta.errors import (
     BatchTooLarge,
     FieldNotFound,
     IpmetaError,
+    RequestInvalid,
 )
 from ipmeta.ips import Address, parse_ip
 from ipmeta.lookup import LookupResult, lookup_address, lookup_many, resolve_version
-from ipmeta.settings import METRICS_NAMESPACE, ApiSettings
+from ipmeta.settings import ApiSettings
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
-#: Powertools shares one metric set per namespace, flushed by the handler's decorator.
-metrics = Metrics(namespace=METRICS_NAMESPACE, service="lookup")
 
-Fields = Annotated[
-    str | None,
-    Query(
-        description="Comma-separated data attributes to return (e.g. asn,organization); "
-        "unknown names are left out",
-        max_length=1024,
-    ),
-]
-Version = Annotated[
-    str | None,
-    Query(description="Answer from this retained dataset version (e.g. v3) instead of the active one"),
-]
+# Powertools re-derives the type of every declared query parameter on each
+# request (tens of microseconds apiece), which alone would almost double the CPU
+# of a lookup. These two optional strings are therefore read from the event, and
+# documented here; ``ipmeta.api.app`` adds them to the OpenAPI operations.
+FIELDS_MAX_LENGTH = 1024
+FIELDS_PARAMETER: dict[str, Any] = {
+    "name": "fields",
+    "in": "query",
+    "required": False,
+    "description": "Comma-separated data attributes to return (e.g. asn,organization); "
+    "unknown names are left out",
+    "schema": {"type": "string", "maxLength": FIELDS_MAX_LENGTH},
+}
+VERSION_PARAMETER: dict[str, Any] = {
+    "name": "version",
+    "in": "query",
+    "required": False,
+    "description": "Answer from this retained dataset version (e.g. v3) instead of the active one",
+    "schema": {"type": "string"},
+}
+#: The query parameters of each operation, by operationId.
+QUERY_PARAMETERS: dict[str, list[dict[str, Any]]] = {
+    "lookupIp": [FIELDS_PARAMETER, VERSION_PARAMETER],
+    "lookupIpField": [VERSION_PARAMETER],
+    "lookupCaller": [FIELDS_PARAMETER, VERSION_PARAMETER],
+    "lookupBatch": [FIELDS_PARAMETER, VERSION_PARAMETER],
+}
+
+
+def query(name: str) -> str | None:
+    value: str | None = router.current_event.query_string_parameters.get(name)
+    return value
+
 
 TEXT_FIELD_RESPONSES = documented(
     "The field's value as plain text, followed by a newline",
@@ -62,13 +81,15 @@ TEXT_FIELD_RESPONSES = documented(
 def parse_fields(text: str | None) -> frozenset[str] | None:
     if text is None:
         return None
+    if len(text) > FIELDS_MAX_LENGTH:
+        raise RequestInvalid(f"fields: at most {FIELDS_MAX_LENGTH} characters")
     names = frozenset(name.strip() for name in text.split(",") if name.strip())
     return names or None
 
 
 def _lookup(address: Address, version: str | None) -> LookupResult:
     deps = dependencies.current()
-    metrics.add_metric(name="Lookups", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=METRIC_LOOKUPS, unit=MetricUnit.Count, value=1)
     return lookup_address(deps.store, resolve_version(deps.store, deps.versions, version), address)
 
 
@@ -90,8 +111,8 @@ def _cached_json(
 @router.get(
     "/v1/ip/<ip>", operation_id="lookupIp", summary="Look up one IP address", responses=LOOKUP_RESPONSES
 )
-def get_ip(ip: str, fields: Fields = None, version: Version = None) -> Response[LookupResponse]:
-    return _cached_json(_lookup(parse_ip(ip), version), parse_fields(fields))
+def get_ip(ip: str) -> Response[LookupResponse]:
+    return _cached_json(_lookup(parse_ip(ip), query("version")), parse_fields(query("fields")))
 
 
 @router.get(
@@ -101,8 +122,8 @@ def get_ip(ip: str, fields: Fields = None, version: Version = None) -> Response[
     description="`ip` and `bogon` are fields too; any other name is a data attribute of the range.",
     responses=TEXT_FIELD_RESPONSES,
 )
-def get_ip_field(ip: str, field: str, version: Version = None) -> Response[str]:
-    result = _lookup(parse_ip(ip), version)
+def get_ip_field(ip: str, field: str) -> Response[str]:
+    result = _lookup(parse_ip(ip), query("version"))
     if field == "ip":
         value: Any = str(result.address)
     elif field == "bogon":
@@ -141,14 +162,14 @@ def caller_address(source_ip: str, forwarded_for: str | None, trusted_hops: int)
     summary="Look up the caller's IP address",
     responses=LOOKUP_RESPONSES,
 )
-def get_caller(fields: Fields = None, version: Version = None) -> Response[LookupResponse]:
+def get_caller() -> Response[LookupResponse]:
     event = router.current_event
     address = caller_address(
         event.request_context.identity.source_ip,
         event.headers.get("x-forwarded-for"),
         dependencies.current().api.trusted_proxy_hops,
     )
-    return _cached_json(_lookup(address, version), parse_fields(fields), private=True)
+    return _cached_json(_lookup(address, query("version")), parse_fields(query("fields")), private=True)
 
 
 def parse_batch_body(body: str | bytes | None, limit: int) -> list[str]:
@@ -195,7 +216,7 @@ def _batch_body_schema() -> dict[str, Any]:
     responses=documented("One answer per distinct input string", 400, 500, 503),
     openapi_extensions=_batch_body_schema(),
 )
-def post_batch(fields: Fields = None, version: Version = None) -> BatchResponse:
+def post_batch() -> BatchResponse:
     deps = dependencies.current()
     event = router.current_event
     texts = parse_batch_body(_raw_body(event.body, event.is_base64_encoded), deps.api.batch_max_ips)
@@ -208,10 +229,10 @@ def post_batch(fields: Fields = None, version: Version = None) -> BatchResponse:
     addresses = [value for value in parsed.values() if isinstance(value, Address)]
     results: dict[Address, LookupResult | IpmetaError] = {}
     if addresses:
-        version_number = resolve_version(deps.store, deps.versions, version)
+        version_number = resolve_version(deps.store, deps.versions, query("version"))
         results = lookup_many(deps.store, version_number, addresses, deps.batch_executor)
-        metrics.add_metric(name="Lookups", unit=MetricUnit.Count, value=len(results))
-    wanted = parse_fields(fields)
+        metrics.add_metric(name=METRIC_LOOKUPS, unit=MetricUnit.Count, value=len(results))
+    wanted = parse_fields(query("fields"))
     answers: dict[str, Any] = {}
     for text, value in parsed.items():
         outcome = results[value] if isinstance(value, Address) else value

@@ -1,0 +1,165 @@
+"""What our code costs per lookup, with the data layer stubbed so only our code is timed.
+
+1. CPU per single lookup through the lookup API's resolver, against a trivial
+   powertools route on a resolver with the same configuration (validation on,
+   same CORS), in the same run, interleaved. Goal: at most 2.0x.
+2. Latency of one batch of 100 IPs against 100 sequential single lookups, with
+   the stub answering at once and with a simulated Query latency (a sleep, as a
+   network wait releases the GIL).
+
+Run: ``python -m bench.handler`` (``--rounds`` and ``--query-ms`` tune it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from ipmeta.api import dependencies
+from ipmeta.api.app import app, cors_config, metrics
+from ipmeta.lookup import ActiveVersionCache
+from ipmeta.settings import ApiSettings
+from ipmeta.store import Store
+from ipmeta_cli.server import LocalLambdaContext, proxy_event
+
+BATCH_SIZE = 100
+
+
+class StubStore:
+    """Answers every Query with one /24 of a range, after ``query_seconds``."""
+
+    def __init__(self, query_seconds: float = 0.0) -> None:
+        self.query_seconds = query_seconds
+
+    def read_active_version(self, *, consistent: bool = False) -> int | None:
+        return 1
+
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> dict[str, Any] | None:
+        return {"version": version, "status": "active"}
+
+    def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
+        if self.query_seconds:
+            time.sleep(self.query_seconds)
+        base = sort_key & ~0xFF
+        prefix = int(partition_key.rsplit("#", 1)[1])
+        start = (prefix << 24) | base
+        return {
+            "start": _ipv4(start),
+            "end": _ipv4(start + 255),
+            "data": {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"},
+        }
+
+
+def _ipv4(value: int) -> str:
+    return ".".join(str((value >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
+def install(stub: StubStore) -> None:
+    dependencies.install(
+        dependencies.Dependencies(store=cast(Store, stub), versions=ActiveVersionCache(3600.0))
+    )
+
+
+def trivial_resolver() -> APIGatewayRestResolver:
+    trivial = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSettings()))
+
+    @trivial.get("/v1/ip/<ip>")
+    def echo(ip: str) -> dict[str, str]:
+        return {"ip": ip}
+
+    return trivial
+
+
+Call = Callable[[], dict[str, Any]]
+
+
+def cpu_per_call(call: Call, count: int) -> float:
+    started = time.process_time()
+    for _ in range(count):
+        call()
+    return (time.process_time() - started) / count
+
+
+def wall_time(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def resolve(resolver: APIGatewayRestResolver, event: dict[str, Any]) -> Call:
+    def call() -> dict[str, Any]:
+        response = resolver.resolve(event, cast(LambdaContext, LocalLambdaContext()))
+        assert response["statusCode"] == 200, response
+        # In Lambda the handler's decorator flushes metrics once per invocation.
+        metrics.clear_metrics()
+        return response
+
+    return call
+
+
+def bench_single(rounds: int, per_round: int) -> dict[str, float]:
+    install(StubStore())
+    event = proxy_event("GET", "/v1/ip/1.0.0.1", {}, b"", "127.0.0.1")
+    ours, trivial = resolve(app, event), resolve(trivial_resolver(), event)
+    for warm in (ours, trivial):
+        cpu_per_call(warm, 200)
+    ours_s, trivial_s = [], []
+    for _ in range(rounds):  # interleaved, so drift in the machine hits both alike
+        ours_s.append(cpu_per_call(ours, per_round))
+        trivial_s.append(cpu_per_call(trivial, per_round))
+    ours_us, trivial_us = statistics.median(ours_s) * 1e6, statistics.median(trivial_s) * 1e6
+    return {"lookup_us": ours_us, "trivial_us": trivial_us, "ratio": ours_us / trivial_us}
+
+
+def bench_batch(rounds: int, query_seconds: float) -> dict[str, float]:
+    install(StubStore(query_seconds))
+    ips = [f"1.{i}.0.1" for i in range(BATCH_SIZE)]
+    singles = [resolve(app, proxy_event("GET", f"/v1/ip/{ip}", {}, b"", "127.0.0.1")) for ip in ips]
+    batch_event = proxy_event(
+        "POST", "/v1/batch", {"Content-Type": "application/json"}, json.dumps(ips).encode(), "127.0.0.1"
+    )
+    batch = resolve(app, batch_event)
+    assert len(json.loads(batch()["body"])) == BATCH_SIZE
+    sequential_s, batch_s = [], []
+    for _ in range(rounds):
+        sequential_s.append(wall_time(lambda: [single() for single in singles]))
+        batch_s.append(wall_time(batch))
+    sequential_ms, batch_ms = statistics.median(sequential_s) * 1e3, statistics.median(batch_s) * 1e3
+    return {"sequential_ms": sequential_ms, "batch_ms": batch_ms, "speedup": sequential_ms / batch_ms}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--per-round", type=int, default=1000, help="single lookups per round")
+    parser.add_argument("--query-ms", type=float, default=2.0, help="simulated Query latency for the batch")
+    args = parser.parse_args()
+
+    single = bench_single(args.rounds, args.per_round)
+    print("CPU per single lookup, in-process (median of rounds):")
+    print(f"  GET /v1/ip/{{ip}} (ours)            {single['lookup_us']:8.1f} us")
+    print(f"  trivial route, same resolver config {single['trivial_us']:8.1f} us")
+    verdict = "meets" if single["ratio"] <= 2.0 else "misses"
+    print(f"  ratio                               {single['ratio']:8.2f} x  ({verdict} the 2.0x goal)")
+    for query_ms in (0.0, args.query_ms):
+        batch = bench_batch(args.rounds, query_ms / 1000)
+        print(f"\n{BATCH_SIZE} IPs, stubbed Query latency {query_ms:g} ms (median wall time):")
+        print(f"  {BATCH_SIZE} sequential single lookups  {batch['sequential_ms']:8.1f} ms")
+        print(f"  one batch of {BATCH_SIZE}              {batch['batch_ms']:8.1f} ms")
+        print(f"  batch speed-up                      {batch['speedup']:8.1f} x")
+    dependencies.install(None)
+
+
+if __name__ == "__main__":
+    main()
