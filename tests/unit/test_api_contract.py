@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from ipmeta import errors
-from ipmeta.api.app import openapi_document
+from ipmeta.api.app import cors_config, openapi_document
 from ipmeta.api.lookups import caller_address, parse_batch_body, parse_fields
 from ipmeta.api.models import ERROR_CODES
 from ipmeta.api.responses import etag_matches
 from ipmeta.errors import IpmetaError
 from ipmeta.ips import parse_ip
 from ipmeta.lookup import parse_version
+from ipmeta.settings import ENV_CORS_ORIGINS, ApiSettings
 
 DOCS = Path(__file__).parents[2] / "docs" / "api.md"
 #: Domain errors that belong to the loader, not to the API.
@@ -137,3 +138,18 @@ def test_no_operation_documents_a_bare_422() -> None:
     for path_item in openapi_document()["paths"].values():
         for operation in path_item.values():
             assert "422" not in operation["responses"]
+
+
+def test_cors_answers_only_the_configured_origins() -> None:
+    config = cors_config(ApiSettings(cors_origins=("https://a.example", "https://b.example")))
+    assert config is not None
+    assert config.to_dict("https://b.example")["Access-Control-Allow-Origin"] == "https://b.example"
+    assert config.to_dict("https://evil.example") == {}
+    assert cors_config(ApiSettings(cors_origins=())) is None
+
+
+def test_cors_origins_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_CORS_ORIGINS, "https://a.example, https://b.example,")
+    assert ApiSettings.from_environment().cors_origins == ("https://a.example", "https://b.example")
+    monkeypatch.setenv(ENV_CORS_ORIGINS, "")
+    assert ApiSettings.from_environment().cors_origins == ()
