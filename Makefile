@@ -46,6 +46,7 @@ synth: setup
 	npx cdk synth --quiet
 
 bench: setup
+	$(PY) -m bench.handler
 	$(PY) -m bench.lookup
 	$(PY) -m bench.load
 

@@ -42,7 +42,7 @@ def command_serve(args: argparse.Namespace) -> int:
             f"\nipmeta API on {base}  (Ctrl-C stops it and the local DynamoDB)\n"
             f"  curl {base}/v1/ip/1.1.1.1\n"
             f"  curl {base}/v1/ip/2001:200::1\n"
-            f"  curl {base}/v1/ip/10.0.0.1     # 404 IP_ADDRESS_NOT_FOUND\n"
+            f"  curl {base}/v1/ip/10.0.0.1     # 404 IP_ADDRESS_RESERVED (private, not in the data)\n"
             f"  curl {base}/v1/ip/999.1.1.1    # 400 IP_ADDRESS_INVALID\n",
             flush=True,
         )
