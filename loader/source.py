@@ -190,9 +190,12 @@ class _Layout:
     network_at: int | None
     metadata: list[tuple[int, str]]
     declared: dict[str, str]
+    strip_values: bool
 
 
-def _layout(names: list[str], name: str, declared_types: Mapping[str, str] | None) -> _Layout:
+def _layout(
+    names: list[str], name: str, declared_types: Mapping[str, str] | None, *, strip_values: bool
+) -> _Layout:
     where = f"{name}: line 1"
     if len(set(names)) != len(names):
         duplicates = sorted({column for column in names if names.count(column) > 1})
@@ -221,6 +224,7 @@ def _layout(names: list[str], name: str, declared_types: Mapping[str, str] | Non
         network_at=None if has_range else names.index(NETWORK_COLUMN),
         metadata=metadata,
         declared=declared,
+        strip_values=strip_values,
     )
 
 
@@ -245,7 +249,10 @@ def parse_rows(
         except csv.Error as error:
             raise SourceError(f"{name}: line 1: {error}") from None
     names = [COLUMN_ALIASES.get(key, key) for key in (column.strip().lower() for column in columns)]
-    layout = _layout(names, name, declared_types)
+    # Values are data and stay verbatim ("PhotoShelter, Inc. " keeps its space);
+    # only a padded layout, recognisable by its padded header, has padding to strip.
+    padded = any(column != column.strip() for column in columns)
+    layout = _layout(names, name, declared_types, strip_values=padded)
     yield _Header([column for _, column in layout.metadata])
     while True:
         try:
@@ -277,7 +284,10 @@ def _parse_record(record: list[str], layout: _Layout, where: str) -> SourceRow |
             f"{record[layout.end_at or 0].strip()}"
         )
     # Interned: a few thousand organizations repeat across 400k rows.
-    values = {column: sys.intern(record[index].strip()) for index, column in layout.metadata}
+    values = {
+        column: sys.intern(record[index].strip() if layout.strip_values else record[index])
+        for index, column in layout.metadata
+    }
     problem = _metadata_problem(values, layout.declared)
     if problem:
         return RowError(f"{where}: {problem}")

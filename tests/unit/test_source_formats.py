@@ -138,3 +138,27 @@ def test_an_s3_uri_is_downloaded_first(tmp_path: Path) -> None:
     path = materialize("s3://sources/asn/latest.csv.gz", tmp_path)
     assert path.name == "latest.csv.gz"
     assert bounds(read_sources([path])) == ONE_ROW
+
+
+def test_values_stay_verbatim_unless_the_layout_is_padded() -> None:
+    """The ASN file has organizations with a trailing space inside quotes: they are data."""
+    from loader.source import SourceRow, parse_rows
+
+    plain = [
+        row
+        for row in parse_rows(
+            ['1.0.0.0,1.0.0.255,1,"PhotoShelter, Inc. "\n'], "plain.csv", ["start", "end", "asn", "org"]
+        )
+        if isinstance(row, SourceRow)
+    ]
+    padded = [
+        row
+        for row in parse_rows(
+            ["Netblock , start , end , org\n", "1.0.0.0/24 , 1.0.0.0 , 1.0.0.255 , Example Org \n"],
+            "padded.csv",
+            None,
+        )
+        if isinstance(row, SourceRow)
+    ]
+    assert plain[0].values["org"] == "PhotoShelter, Inc. "
+    assert padded[0].values["org"] == "Example Org"
