@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.settings import (
@@ -37,13 +38,17 @@ from ipmeta.settings import (
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
+    LOADER_SERVICE_NAME,
+    METRIC_DATASET_ACTIVATED,
+    METRICS_NAMESPACE,
     Settings,
 )
 from ipmeta.store import Store
 from loader import tasks
 from loader.staging import S3Staging
 
-logger = Logger(service="ipmeta-loader")
+logger = Logger(service=LOADER_SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=LOADER_SERVICE_NAME)
 
 
 @functools.cache
@@ -97,8 +102,11 @@ def write_chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 
 
 @logger.inject_lambda_context
+@metrics.log_metrics
 def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     outcome = tasks.activate(event["load_id"], _store(), _staging())
+    # The data-age alarm fires when no activation arrived within the allowed age.
+    metrics.add_metric(name=METRIC_DATASET_ACTIVATED, unit=MetricUnit.Count, value=1)
     # The per-bucket table stays in the saved report; Step Functions payloads are small.
     report = {
         name: value

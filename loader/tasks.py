@@ -469,7 +469,13 @@ def fail(load_id: str, error: str, store: Store, *, now: float | None = None) ->
     """Mark a load failed and free the lock; cleanup deletes its partial version after the grace period."""
     version = version_of(load_id)
     at = int(_now(now))
-    if store.get_load(version) is not None:
+    load = store.get_load(version)
+    if load is not None and load.get("status") == ACTIVATED:
+        # A step after activation failed (a Catch still routes here): the version is live
+        # and must stay so; only the lock is ours to free.
+        store.release_lock(load_id)
+        return
+    if load is not None:
         store.update_load(version, status=FAILED, error=error[:1000], updated_at=at)
     if store.get_version_meta(version) is not None:
         store.update_version_meta(version, status="failed", failed_at=at)

@@ -20,6 +20,7 @@ from ipmeta.settings import (
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
     ENV_TABLE_NAME,
+    LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRICS_NAMESPACE,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "ENV_SOURCE_KEY",
     "ENV_SOURCE_URL",
     "ENV_TABLE_NAME",
+    "LOADER_SERVICE_NAME",
     "METRICS_NAMESPACE",
     "METRIC_DATASET_ACTIVATED",
 ]
@@ -82,7 +84,6 @@ POWERTOOLS_LAYER_NAME: Final = "AWSLambdaPowertoolsPythonV3-python313-arm64"
 LOOKUP_SERVICE_NAME: Final = "lookup"
 #: The loader's Powertools Metrics carry ``service=<this>`` as their dimension,
 #: so the data-age alarm must name it to find DatasetActivated.
-LOADER_SERVICE_NAME: Final = "ipmeta-loader"
 POWERTOOLS_SERVICE_NAME_ENV: Final = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE_ENV: Final = "POWERTOOLS_METRICS_NAMESPACE"
 

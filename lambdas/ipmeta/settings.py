@@ -42,6 +42,8 @@ METRICS_NAMESPACE = "ipmeta"
 #: Published (value 1) by the loader each time a version is activated; the
 #: data-age alarm fires when none arrived within the allowed age.
 METRIC_DATASET_ACTIVATED = "DatasetActivated"
+#: The loader's powertools service name: the metric's ``service`` dimension.
+LOADER_SERVICE_NAME = "ipmeta-loader"
 
 #: Names the EventBridge bus the loader announces activations on; unset locally (a log line instead).
 ENV_EVENT_BUS_NAME = "IPMETA_EVENT_BUS_NAME"

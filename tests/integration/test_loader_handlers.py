@@ -63,7 +63,7 @@ def test_the_state_machine_path_loads_and_activates(aws: Any, store: Store, tmp_
     for item in prepared["chunks"]:  # the Map state
         written = handlers.write_chunk(item, Context())  # type: ignore[arg-type]
         assert written["items"] > 0
-    activated = handlers.activate({"load_id": prepared["load_id"]}, Context())  # type: ignore[arg-type]
+    activated = handlers.activate({"load_id": prepared["load_id"]}, Context())
     assert activated["status"] == "activated"
     assert activated["report"]["items_written"] == 12
     assert store.read_active_version(consistent=True) == prepared["version"]

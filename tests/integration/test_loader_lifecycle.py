@@ -237,3 +237,14 @@ def test_the_cli_loads_lists_rolls_back_and_cleans_up(
     assert json.loads(capsys.readouterr().out)["active"] == "v1"
     assert cli.main(["cleanup", *common]) == 0
     assert json.loads(capsys.readouterr().out)["deleted"] == []
+
+
+def test_an_abort_after_activation_leaves_the_live_version_serving(store: Store, tmp_path: Path) -> None:
+    """A Catch after Activate (e.g. a failed change event) must not fail a version that is live."""
+    result = driver.run_load([csv_of(tmp_path, "a.csv", "A")], SMALL, store, LocalStaging(tmp_path))
+    tasks.fail(result.load_id, "the change event was not delivered", store)
+    assert store.read_active_version(consistent=True) == result.version
+    meta = store.get_version_meta(result.version)
+    assert meta is not None
+    assert meta["status"] == "active"
+    assert label_at(store, result.version, "1.1.0.1") == "A"
