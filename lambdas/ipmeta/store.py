@@ -231,29 +231,7 @@ class Store:
         """Put up to 25 items with one BatchWriteItem, retrying what DynamoDB hands back."""
         if len(items) > BATCH_WRITE_LIMIT:
             raise ValueError(f"BatchWriteItem takes at most {BATCH_WRITE_LIMIT} items, got {len(items)}")
-        stats = stats if stats is not None else WriteStats()
-        pending: list[WriteRequestTypeDef] = [
-            {"PutRequest": {"Item": serialize_item(item)}} for item in items
-        ]
-        attempt = 0
-        while pending:
-            stats.add(requests=1)
-            try:
-                response = self.client.batch_write_item(RequestItems={self.table_name: pending})
-            except ClientError as error:
-                if error.response["Error"]["Code"] not in THROTTLING_CODES:
-                    raise
-                stats.add(throttles=1, retries=1)
-            else:
-                written = len(pending)
-                unprocessed = response.get("UnprocessedItems", {}).get(self.table_name, [])
-                pending = [{"PutRequest": {"Item": request["PutRequest"]["Item"]}} for request in unprocessed]
-                stats.add(items=written - len(pending))
-                if not pending:
-                    return
-                stats.add(retries=1)
-            attempt += 1
-            self._sleep(backoff_delay(attempt))
+        self._batch_requests([{"PutRequest": {"Item": serialize_item(item)}} for item in items], stats)
 
     def count_partition(self, partition_key: str) -> int:
         count = 0
