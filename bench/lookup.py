@@ -2,12 +2,13 @@
 
 Same dynalite, same data (the ASN dataset in the local store under .data/,
 loaded first if needed), same random IPs. The HTTP side is `ipmeta serve` in
-its own process, as a user runs it; the raw side sends the very Query the
-lookup sends, with boto3, from this process. The report is the ratio of the two
-rates measured in this run, never an absolute goal, so a slow machine cannot
-fail it.
+its own process(es), as a user runs it, with 1 worker (like for like: one
+Python process on each side) and with 2 (one per core, as concurrent Lambda
+containers would be); the raw side sends the very Query the lookup sends, with
+boto3, from this process. The report is the ratio of the rates measured in this
+run, never an absolute goal, so a slow machine cannot fail it.
 
-    python -m bench.lookup [--seconds 20] [--clients 16]
+    python -m bench.lookup [--seconds 20] [--clients 16] [--workers 1 2]
 """
 
 from __future__ import annotations
@@ -77,6 +78,49 @@ def measure(call: Callable[[int], None], clients: int, seconds: float) -> dict[s
     }
 
 
+def measure_http(
+    args: argparse.Namespace, endpoint: str, addresses: list[Address], workers: int
+) -> dict[str, float]:
+    """`ipmeta serve --workers N` in its own process group, measured like the raw side."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "ipmeta_cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    server = subprocess.Popen(
+        command, env={**os.environ, "IPMETA_DYNAMODB_ENDPOINT": endpoint}, stdout=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not port_open(port):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("ipmeta serve did not start")
+            time.sleep(0.1)
+        local = threading.local()
+
+        def http_lookup(n: int) -> None:
+            connection = getattr(local, "connection", None)
+            if connection is None:
+                connection = local.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("GET", f"/v1/ip/{addresses[n % len(addresses)]}")
+            response = connection.getresponse()
+            response.read()
+            if response.status >= 500:
+                raise RuntimeError(f"HTTP {response.status}")
+
+        measure(http_lookup, args.clients, 2.0)  # warm: connections, each worker's pointer cache
+        return measure(http_lookup, args.clients, args.seconds)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def main() -> int:
     options = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -84,6 +128,13 @@ def main() -> int:
     options.add_argument("--seconds", type=float, default=20.0)
     options.add_argument("--clients", type=int, default=16)
     options.add_argument("--data-dir", default=".data")
+    options.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="server processes to measure: 1 is like for like with the single-process raw client",
+    )
     args = options.parse_args()
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
@@ -98,54 +149,21 @@ def main() -> int:
         def raw_query(n: int) -> None:
             store.find_range_piece(*lookup_key(version, addresses[n % len(addresses)]))
 
-        port = free_port()
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ipmeta_cli.main",
-                "serve",
-                "--port",
-                str(port),
-                "--data-dir",
-                args.data_dir,
-            ],
-            env={**os.environ, "IPMETA_DYNAMODB_ENDPOINT": endpoint},
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not port_open(port):
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("ipmeta serve did not start")
-                time.sleep(0.1)
-            local = threading.local()
-
-            def http_lookup(n: int) -> None:
-                connection = getattr(local, "connection", None)
-                if connection is None:
-                    connection = local.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                connection.request("GET", f"/v1/ip/{addresses[n % len(addresses)]}")
-                response = connection.getresponse()
-                response.read()
-                if response.status >= 500:
-                    raise RuntimeError(f"HTTP {response.status}")
-
-            for call in (raw_query, http_lookup):  # warm both paths (connections, caches)
-                measure(call, args.clients, 2.0)
-            raw = measure(raw_query, args.clients, args.seconds)
-            via_http = measure(http_lookup, args.clients, args.seconds)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        for call in (raw_query,):  # warm the connections
+            measure(call, args.clients, 2.0)
+        raw = measure(raw_query, args.clients, args.seconds)
+        via_http = {workers: measure_http(args, endpoint, addresses, workers) for workers in args.workers}
 
     report = {
         "clients": args.clients,
         "seconds": args.seconds,
         "dataset_items": loaded["items"],
         "raw_query": raw,
-        "http_lookup": via_http,
-        "ratio_http_to_raw": round(via_http["per_second"] / raw["per_second"], 3),
+        "http_lookup_by_server_workers": via_http,
+        "ratio_http_to_raw_by_server_workers": {
+            workers: round(result["per_second"] / raw["per_second"], 3)
+            for workers, result in via_http.items()
+        },
         "goal": ">= 0.7",
     }
     RESULTS.mkdir(exist_ok=True)

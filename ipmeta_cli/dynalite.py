@@ -25,9 +25,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the kernel sends SIGTERM when the parent dies,
-    so even a SIGKILLed `ipmeta serve` leaves no orphan dynalite behind."""
+def die_with_parent() -> None:
+    """Ask the kernel to SIGTERM this (child) process when its parent dies, so even
+    a SIGKILLed `ipmeta serve` leaves no orphan dynalite or worker behind."""
     # Not Linux: no prctl, and the context manager still stops dynalite on a clean exit.
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -69,7 +69,7 @@ class Dynalite:
             command,
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=die_with_parent,  # noqa: PLW1509
         )
         deadline = time.monotonic() + 15
         while not port_open(self.port):

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ipmeta_cli import loading, lookups, versions
+from ipmeta_cli import loading, lookups, reverse, versions
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.dynalite import PROJECT_ROOT
 
@@ -27,7 +27,7 @@ ATTRIBUTION = (
 
 def command_serve(args: argparse.Namespace) -> int:
     from ipmeta.api.handler import handler
-    from ipmeta_cli.server import LocalApiServer
+    from ipmeta_cli.server import LocalApiServer, serve_in_workers
 
     with backend(args) as settings:
         if args.load_default_dataset:
@@ -47,7 +47,7 @@ def command_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
         try:
-            server.serve_forever()
+            serve_in_workers(server, args.workers)
         except KeyboardInterrupt:
             pass
         finally:
@@ -63,6 +63,12 @@ def parser() -> argparse.ArgumentParser:
     add_backend_arguments(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="processes serving requests, like concurrent Lambda containers (default: cores, at most 4)",
+    )
     serve.add_argument("--dynamodb-port", type=int, default=0, help="local DynamoDB port (default: any)")
     serve.add_argument(
         "--load-default-dataset", action="store_true", help="load the ASN dataset unless it is already active"
@@ -72,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
     loading.register(commands)
     lookups.register(commands)
     versions.register(commands)
+    reverse.register(commands)
     return root
 
 

@@ -8,6 +8,10 @@ HTTP response. Nothing about routing or errors is reimplemented here.
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import signal
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -15,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ipmeta_cli.dynalite import die_with_parent
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 STAGE = "local"
@@ -100,6 +106,12 @@ def make_request_handler(lambda_handler: LambdaHandler) -> type[BaseHTTPRequestH
             )
             self._reply(response)
 
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body leave in two writes; with Nagle's algorithm the second
+            # waits for the client's delayed ACK (~40 ms) on every keep-alive request.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def _reply(self, response: dict[str, Any]) -> None:
             payload = response.get("body") or ""
             data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
@@ -134,3 +146,41 @@ class LocalApiServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+
+def serve_in_workers(server: LocalApiServer, workers: int) -> None:
+    """Serve from ``workers`` forked processes that accept on one listening socket.
+
+    In AWS every concurrent request may get its own Lambda container; one Python
+    process serialises the handler on its GIL. Forked workers are the local
+    stand-in for several containers: each builds its own clients and pointer
+    cache on first use (``ipmeta.api.dependencies``), exactly as a container does.
+    """
+    if workers <= 1:
+        server.serve_forever()
+        return
+    children: list[int] = []
+    try:
+        for _ in range(workers):
+            pid = os.fork()
+            if pid == 0:  # the worker
+                die_with_parent()
+                code = 0
+                try:
+                    server.serve_forever()
+                except KeyboardInterrupt:
+                    pass
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        for pid in children:
+            os.waitpid(pid, 0)
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
