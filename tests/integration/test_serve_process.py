@@ -1,0 +1,99 @@
+"""`ipmeta serve` as a user runs it: its own process, workers, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store import Store
+from ipmeta_cli.dynalite import free_port, port_open
+from tests.integration.conftest import load_csv
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(condition: object, seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def start_serve(port: int, env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "ipmeta_cli.main", "serve", "--port", str(port), *extra]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(lambda: port_open(port) or process.poll() is not None, 30), "serve did not start"
+    assert process.poll() is None, "serve exited"
+    return process
+
+
+def test_workers_answer_and_die_with_a_killed_server(
+    store: Store, table_settings: Settings, tmp_path: Path
+) -> None:
+    load_csv(store, [FIXTURE], tmp_path)
+    port = free_port()
+    env = {
+        **os.environ,
+        ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint),
+        ENV_TABLE_NAME: table_settings.table_name,
+    }
+    server = start_serve(port, env, "--workers", "2")
+    try:
+        assert wait_until(lambda: len(children_of(server.pid)) == 2)
+        workers = children_of(server.pid)
+        for _ in range(6):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/ip/1.0.0.1", timeout=10) as response:
+                assert json.loads(response.read())["data"]["asn"] == 13335
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        assert wait_until(lambda: not any(alive(pid) for pid in workers)), "a worker outlived serve"
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
+def test_a_killed_server_leaves_no_local_dynamodb(tmp_path: Path) -> None:
+    port = free_port()
+    env = {name: value for name, value in os.environ.items() if name != ENV_DYNAMODB_ENDPOINT}
+    server = start_serve(port, env, "--workers", "1", "--data-dir", str(tmp_path / "data"))
+    try:
+        dynalite = [
+            pid for pid in children_of(server.pid) if b"dynalite" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(dynalite) == 1
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        assert wait_until(lambda: not alive(dynalite[0])), "dynalite outlived serve"
+    finally:
+        if server.poll() is None:
+            server.kill()
