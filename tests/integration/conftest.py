@@ -11,6 +11,7 @@ import json
 import shutil
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,16 +92,26 @@ def load_csv(
     )
 
 
-@pytest.fixture
-def api_server(store: Store) -> Iterator[LocalApiServer]:
-    """The real HTTP server around the real Lambda handler, on the test's table."""
+@contextmanager
+def running_api_server(store: Store, pointer_cache_seconds: float = 0.0) -> Iterator[LocalApiServer]:
+    """The real HTTP server around the real Lambda handler, answering from ``store``."""
     from ipmeta.api.handler import handler
 
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+    dependencies.install(
+        dependencies.Dependencies(store=store, versions=ActiveVersionCache(pointer_cache_seconds))
+    )
     server = LocalApiServer("127.0.0.1", 0, handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    dependencies.install(None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        dependencies.install(None)
+
+
+@pytest.fixture
+def api_server(store: Store) -> Iterator[LocalApiServer]:
+    """The real HTTP server on the test's table, re-reading the pointer on every request."""
+    with running_api_server(store) as server:
+        yield server

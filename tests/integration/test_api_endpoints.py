@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.store import Store
 from ipmeta_cli.server import LocalApiServer
-from tests.integration.conftest import RequestCounter, load_csv
+from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
 
@@ -224,26 +223,15 @@ def test_a_batch_answers_each_input_string(loaded: LocalApiServer) -> None:
 def test_a_batch_queries_each_distinct_address_once(
     counted_store: tuple[Store, RequestCounter], tmp_path: Path
 ) -> None:
-    from ipmeta.api.handler import handler
-
     store, counter = counted_store
     load_csv(store, [FIXTURE], tmp_path)
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(60.0)))
-    server = LocalApiServer("127.0.0.1", 0, handler)
-    import threading
-
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with running_api_server(store, pointer_cache_seconds=60.0) as server:
         counter.reset()
         ips = ["1.0.0.1", "1.0.4.1", "2001:200::1", "::ffff:1.0.0.1", "1.0.4.1"] * 20
         answer = post_batch(server, ips, "?fields=asn")
         assert answer.status == 200
         assert answer.json()["2001:200::1"]["data"] == {"asn": 2500}
         assert counter.operations().count("Query") == 3
-    finally:
-        server.shutdown()
-        server.server_close()
-        dependencies.install(None)
 
 
 def test_batch_limits_and_bad_bodies(loaded: LocalApiServer) -> None:

@@ -14,7 +14,6 @@ import http.client
 import ipaddress
 import json
 import random
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,13 +22,11 @@ from typing import Any
 
 import pytest
 
-from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
 from ipmeta.store import Store
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
 from ipmeta_cli.server import LocalApiServer
-from tests.integration.conftest import load_csv
+from tests.integration.conftest import load_csv, running_api_server
 
 SAMPLED_RANGES = 10_000
 
@@ -84,8 +81,6 @@ def read_csv(path: Path, family: int, first_position: int) -> list[CsvRow]:
 
 @pytest.fixture(scope="module")
 def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiServer]:
-    from ipmeta.api.handler import handler
-
     settings = Settings("ipmeta-asn-acceptance", dynalite_endpoint, 0.0)
     store = Store.from_settings(settings)
     store.create_table_if_missing()
@@ -93,13 +88,8 @@ def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
         store, list(DEFAULT_DATASET), tmp_path_factory.mktemp("asn"), list(DEFAULT_DATASET_COLUMNS)
     )
     assert result.status == "activated"
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(60.0)))
-    server = LocalApiServer("127.0.0.1", 0, handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    dependencies.install(None)
+    with running_api_server(store, pointer_cache_seconds=60.0) as server:
+        yield server
 
 
 def post_batch(server: LocalApiServer, addresses: list[str]) -> dict[str, Any]:

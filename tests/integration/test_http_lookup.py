@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 
-from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.store import Store
 from ipmeta_cli.server import LocalApiServer
-from tests.integration.conftest import RequestCounter, load_csv
+from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
 
@@ -114,16 +112,9 @@ def test_one_query_per_lookup_and_a_cached_pointer(
 ) -> None:
     """Given a loaded dataset and a pointer cache, when 20 IPs are looked up over HTTP,
     then DynamoDB sees one pointer read and exactly one Limit=1 Query per lookup."""
-    from ipmeta.api.handler import handler
-
     store, counter = counted_store
     load_csv(store, [FIXTURE], tmp_path)
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(60.0)))
-    server = LocalApiServer("127.0.0.1", 0, handler)
-    import threading
-
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with running_api_server(store, pointer_cache_seconds=60.0) as server:
         counter.reset()
         ips = ["1.0.0.1", "1.0.1.0", "2001:200::1", "255.255.255.255", "10.0.0.150"] * 4
         for ip in ips:
@@ -137,7 +128,3 @@ def test_one_query_per_lookup_and_a_cached_pointer(
                 assert params["Limit"] == 1
                 assert params["ScanIndexForward"] is False
                 assert "FilterExpression" not in params
-    finally:
-        server.shutdown()
-        server.server_close()
-        dependencies.install(None)
