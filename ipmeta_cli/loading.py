@@ -88,6 +88,17 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             f"{report['hottest_bucket']} holds {report['hottest_bucket_share']:.1%}"
         )
         lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
+        if "value_index" in report:
+            index = report["value_index"]
+            lines.append(
+                f"  index {index['field']}: {index['values']:,} values in {index['shards']:,} shards "
+                f"(~{index['target_entries_per_shard']} ranges a shard)"
+            )
+        if "flag_index" in report:
+            flags = report["flag_index"]
+            lines.append(
+                f"  flagged by {flags['column']}: {flags['items']:,} ranges in {flags['shards']} shards"
+            )
     if "items_written" in report and outcome["status"] == "activated":
         lines.append(
             f"  written {report['items_written']:,} items in {report['duration_seconds']}s "
@@ -123,6 +134,10 @@ def command_load(args: argparse.Namespace) -> int:
         max_errors=args.max_errors,
         dry_run=args.dry_run,
         chunk_size=args.chunk_size,
+        index_field=args.index_field.strip().lower() if args.index_field else None,
+        flag_column=args.flag_column.strip().lower() if args.flag_column else None,
+        shard_budget=args.shard_budget,
+        max_shards=args.max_shards,
     )
     with backend(args) as settings:
         outcome = load_files(
@@ -142,7 +157,7 @@ def command_load(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from loader import driver, normalize, tasks
+    from loader import driver, normalize, reverse_index, tasks
 
     load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
     add_backend_arguments(load)
@@ -157,5 +172,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
     load.add_argument("--chunk-size", type=int, default=tasks.DEFAULT_CHUNK_SIZE)
     load.add_argument("--parallel-chunks", type=int, default=driver.DEFAULT_PARALLEL_CHUNKS)
+    load.add_argument(
+        "--index-field", metavar="FIELD", help="index ranges by this column's value (GET /v1/ranges)"
+    )
+    load.add_argument(
+        "--flag-column", metavar="COL", help="list ranges whose COL is not empty (GET /v1/flagged)"
+    )
+    load.add_argument(
+        "--shard-budget",
+        type=int,
+        default=reverse_index.DEFAULT_SHARD_BUDGET,
+        help="index shards beyond one per value (see docs/reverse.md)",
+    )
+    load.add_argument(
+        "--max-shards", type=int, default=reverse_index.DEFAULT_MAX_SHARDS, help="most shards of one value"
+    )
     load.add_argument("--json", action="store_true", help="print the whole JSON report")
     load.set_defaults(run=command_load)

@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 from ipmeta import keys
 from ipmeta.errors import LoadRejected
 from ipmeta.ips import Address, Family, format_address
+from loader.reverse_index import IndexPlan
 from loader.source import SourceRow
 
 OverlapPolicy = Literal["last-wins", "most-specific", "reject"]
@@ -245,17 +246,35 @@ def build_piece_items(
     segments: Sequence[Segment],
     rows: Sequence[SourceRow],
     column_types: Mapping[str, str],
+    *,
+    index: IndexPlan | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The items of some pieces; each keeps its whole segment's bounds, not the bucket's."""
-    for index, bucket, first in pieces:
-        segment = segments[index]
-        yield {
+    """The items of some pieces; each keeps its whole segment's bounds, not the bucket's.
+
+    Only a segment's first piece gets the reverse-index attributes, so a range
+    cut at a bucket edge is listed once by the indexes.
+    """
+    for segment_index, bucket, first in pieces:
+        segment = segments[segment_index]
+        data = typed_values(rows[segment.row].values, column_types)
+        item = {
             keys.PARTITION_KEY: keys.partition_key(version, segment.family, bucket),
             keys.SORT_KEY: keys.encode_sort_key(Address(segment.family, first)),
             keys.ATTR_START: format_address(segment.family, segment.start),
             keys.ATTR_END: format_address(segment.family, segment.end),
-            keys.ATTR_DATA: typed_values(rows[segment.row].values, column_types),
+            keys.ATTR_DATA: data,
         }
+        if index is not None and first == segment.start:
+            item.update(index.attributes(version, segment.family, segment.start, data))
+        yield item
+
+
+def segment_values(
+    segments: Sequence[Segment], rows: Sequence[SourceRow], column_types: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The typed metadata of each segment: what the reverse indexes key on."""
+    for segment in segments:
+        yield typed_values(rows[segment.row].values, column_types)
 
 
 def chunk(items: Sequence[Any], size: int) -> list[Sequence[Any]]:

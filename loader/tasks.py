@@ -32,6 +32,7 @@ from ipmeta.errors import (
     IpmetaError,
     LoadIncomplete,
     LoadNotFound,
+    LoadRejected,
     NoDataset,
     VersionNotFound,
 )
@@ -41,8 +42,8 @@ from ipmeta.settings import (
     DEFAULT_RETENTION,
 )
 from ipmeta.store import BATCH_WRITE_LIMIT, Store, WriteStats
-from loader import events, normalize
-from loader.source import is_s3_uri, materialize, read_sources, sha256_of
+from loader import events, normalize, reverse_index
+from loader.source import SourceRow, is_s3_uri, materialize, read_sources, sha256_of
 from loader.staging import Staging, chunk_name, decode_chunk, encode_chunk
 
 #: Items per chunk: one Map iteration, about 100 BatchWriteItem calls.
@@ -75,10 +76,28 @@ class LoadOptions:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     write_workers: int = DEFAULT_WRITE_WORKERS
     lock_lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS
+    #: The metadata column the ``ranges-by-value`` index keys on (``--index-field``).
+    index_field: str | None = None
+    #: The column whose non-empty values put a range in the ``flagged-ranges`` index.
+    flag_column: str | None = None
+    shard_budget: int = reverse_index.DEFAULT_SHARD_BUDGET
+    max_shards: int = reverse_index.DEFAULT_MAX_SHARDS
 
     def fingerprint(self) -> str:
         """What, besides the bytes, decides the dataset: the same source read differently is a change."""
-        shape = {"columns": list(self.columns or []), "types": dict(self.types), "overlaps": self.overlaps}
+        shape: dict[str, Any] = {
+            "columns": list(self.columns or []),
+            "types": dict(self.types),
+            "overlaps": self.overlaps,
+        }
+        if self.index_field or self.flag_column:
+            # Only then, so a load without indexes keeps the fingerprint it always had.
+            shape["indexes"] = {
+                "field": self.index_field,
+                "flag": self.flag_column,
+                "budget": self.shard_budget,
+                "max_shards": self.max_shards,
+            }
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
@@ -187,6 +206,7 @@ def _prepare(
         parsed.rows,
         {column: "N" if kind in ("int", "number") else "S" for column, kind in options.types.items()},
     )
+    index_plan = _plan_index(options, parsed.columns, resolution.segments, parsed.rows, column_types)
     pieces = normalize.plan_pieces(resolution.segments)
     per_bucket = normalize.items_per_bucket(resolution.segments, pieces)
     chunk_count = -(-len(pieces) // options.chunk_size)
@@ -205,6 +225,8 @@ def _prepare(
         "column_types": column_types,
     }
     report.update(_bucket_figures({keys.bucket_name(*bucket): count for bucket, count in per_bucket.items()}))
+    if index_plan is not None:
+        report.update(index_plan.report())
     if options.dry_run:
         report["prepare_seconds"] = round(time.monotonic() - started, 3)
         return Prepared("dry-run", "", 0, chunk_count, len(pieces), report)
@@ -241,6 +263,7 @@ def _prepare(
             "created_at": int(at),
             "items": len(pieces),
             "chunks": chunk_count,
+            **(index_plan.metadata(column_types) if index_plan is not None else {}),
         },
     )
     store.put_manifest(
@@ -254,7 +277,7 @@ def _prepare(
     for index, offset in enumerate(range(0, len(pieces), options.chunk_size)):
         chunk_pieces = pieces[offset : offset + options.chunk_size]
         items = normalize.build_piece_items(
-            version, chunk_pieces, resolution.segments, parsed.rows, column_types
+            version, chunk_pieces, resolution.segments, parsed.rows, column_types, index=index_plan
         )
         staging.put(load_id, chunk_name(index), encode_chunk(list(items)))
     report["prepare_seconds"] = round(time.monotonic() - started, 3)
@@ -262,6 +285,29 @@ def _prepare(
     summary = {name: value for name, value in report.items() if name not in ("items_per_bucket", "rejected")}
     store.update_load(version, status=PREPARED, report=summary, updated_at=int(_now(now)))
     return Prepared(PREPARED, load_id, version, chunk_count, len(pieces), report)
+
+
+def _plan_index(
+    options: LoadOptions,
+    columns: Sequence[str],
+    segments: Sequence[normalize.Segment],
+    rows: Sequence[SourceRow],
+    column_types: Mapping[str, str],
+) -> reverse_index.IndexPlan | None:
+    """Shard counts of the reverse indexes, or None when the load asks for none."""
+    if not options.index_field and not options.flag_column:
+        return None
+    for option, column in (("--index-field", options.index_field), ("--flag-column", options.flag_column)):
+        if column is not None and column not in columns:
+            message = f"{option} {column!r} is not a metadata column (columns: {', '.join(columns)})"
+            raise LoadRejected(message, [message])
+    return reverse_index.plan_index(
+        normalize.segment_values(segments, rows, column_types),
+        value_field=options.index_field,
+        flag_column=options.flag_column,
+        budget=options.shard_budget,
+        max_shards=options.max_shards,
+    )
 
 
 def _bucket_figures(per_bucket: Mapping[str, int]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from stacks.nag import acknowledge
 #: The lookup reads, never writes: a query for the piece at or before an
 #: address, and a get of the active-version pointer.
 LOOKUP_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem")
+LOOKUP_INDEX_ACTIONS = ("dynamodb:Query",)
 
 #: One JSON line per request. With execution logging off, the integration
 #: fields are where a failed Lambda call shows up; the key id shows who called.
@@ -97,13 +98,17 @@ class LookupApi(Construct):
             timeout=Duration.seconds(10),
             log_retention=self._config.log_retention,
         )
-        index_arns = [f"{table.table_arn}/index/{name}" for name in index_names]
         function.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=list(LOOKUP_TABLE_ACTIONS),
-                resources=[table.table_arn, *index_arns],
-            )
+            iam.PolicyStatement(actions=list(LOOKUP_TABLE_ACTIONS), resources=[table.table_arn])
         )
+        if index_names:
+            # GetItem means nothing on an index: the reverse lookups only Query them.
+            function.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=list(LOOKUP_INDEX_ACTIONS),
+                    resources=[f"{table.table_arn}/index/{name}" for name in index_names],
+                )
+            )
         return function
 
     def _build_rest_api(self) -> apigateway.RestApi:

@@ -72,9 +72,18 @@ class RangesTable(Construct):
         )
 
     def _build_indexes(self) -> list[dynamodb.GlobalSecondaryIndexPropsV2]:
-        """Global secondary indexes, built from the index section of ``ipmeta.keys``.
+        """The reverse-lookup indexes, built from the index section of ``ipmeta.keys``.
 
-        The key schema has no index yet; each index added there is added here,
-        and ``index_names`` extends every index-aware grant to it.
+        Both project exactly the attributes an answer shows (INCLUDE): a page is
+        one Query per shard, with no fetch from the table (docs/reverse.md).
         """
-        return []
+        return [
+            dynamodb.GlobalSecondaryIndexPropsV2(
+                index_name=index.name,
+                partition_key=attribute(index.partition_key, index.partition_key_type),
+                sort_key=attribute(index.sort_key, index.sort_key_type),
+                projection_type=dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=list(index.projected),
+            )
+            for index in keys.INDEXES
+        ]

@@ -126,3 +126,34 @@ class RequestInvalid(IpmetaError):
 
     status = 400
     code = "REQUEST_INVALID"
+
+
+class FieldNotIndexed(IpmetaError):
+    """``/v1/ranges``: ``field`` is missing, or not the field the version was indexed by."""
+
+    status = 400
+    code = "FIELD_NOT_INDEXED"
+
+
+class ValueMissing(IpmetaError):
+    status = 400
+    code = "VALUE_MISSING"
+
+
+class LimitInvalid(IpmetaError):
+    status = 400
+    code = "LIMIT_INVALID"
+
+
+class InvalidToken(IpmetaError):
+    """A ``next`` token that is malformed, tampered with, or from another query."""
+
+    status = 400
+    code = "INVALID_TOKEN"
+
+
+class FlagsNotIndexed(IpmetaError):
+    """``/v1/flagged``: the version was loaded without ``--flag-column``."""
+
+    status = 404
+    code = "FLAGS_NOT_INDEXED"

@@ -53,7 +53,10 @@ and the address is in the bucket that was queried).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import json
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -171,3 +174,97 @@ def bucket_name(family: int, bucket: int) -> str:
 def bucket_name_of_partition(partition: str) -> str:
     """``v3#4#1`` → ``4#1``."""
     return partition.split("#", 1)[1]
+
+
+# -- reverse-lookup indexes -------------------------------------------------------------
+# Two global secondary indexes answer the questions that go the other way. Both are
+# sparse: an item has an index's attributes only when it belongs in that index, and
+# only the first piece of a range (the one holding its start) carries them, so a
+# range that crosses a bucket edge is listed once.
+#
+# ``ranges-by-value`` (write-sharded)   gsi1pk ``v{version}#{field}#{value}#{shard}``
+#                                       gsi1sk ``{family}#{start as 32 hex digits}``
+# ``flagged-ranges``  (sparse)          gsi2pk ``v{version}#{column}#{shard}``
+#                                       gsi2sk as gsi1sk
+#
+# The version leads every index partition key, so answers never mix versions. The
+# sort key is a String: the start of an IPv6 range does not fit a Number's 38
+# digits, and fixed-width hex sorts bytewise exactly as (family, start) does.
+
+RANGES_BY_VALUE_INDEX: Final = "ranges-by-value"
+FLAGGED_INDEX: Final = "flagged-ranges"
+GSI1_PARTITION_KEY: Final = "gsi1pk"
+GSI1_SORT_KEY: Final = "gsi1sk"
+GSI2_PARTITION_KEY: Final = "gsi2pk"
+GSI2_SORT_KEY: Final = "gsi2sk"
+INDEX_KEY_TYPE: Final = "S"
+#: What both indexes project besides the keys: everything an answer shows, nothing more.
+INDEX_PROJECTED_ATTRIBUTES: Final = (ATTR_START, ATTR_END, ATTR_DATA)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSchema:
+    """One global secondary index: the stack, the local table and the queries read it."""
+
+    name: str
+    partition_key: str
+    sort_key: str
+    partition_key_type: str = INDEX_KEY_TYPE
+    sort_key_type: str = INDEX_KEY_TYPE
+    projected: tuple[str, ...] = INDEX_PROJECTED_ATTRIBUTES
+
+
+RANGES_BY_VALUE: Final = IndexSchema(RANGES_BY_VALUE_INDEX, GSI1_PARTITION_KEY, GSI1_SORT_KEY)
+FLAGGED: Final = IndexSchema(FLAGGED_INDEX, GSI2_PARTITION_KEY, GSI2_SORT_KEY)
+INDEXES: Final = (RANGES_BY_VALUE, FLAGGED)
+
+_HEX_DIGITS = ADDRESS_BITS[6] // 4
+
+
+def index_sort_key(family: int, start: int) -> str:
+    """``4#000…0a000000``: orders by (family, start) as a String, for both families."""
+    return f"{family}#{start:0{_HEX_DIGITS}x}"
+
+
+def decode_index_sort_key(sort_key: str) -> tuple[int, int]:
+    family, start = sort_key.split("#", 1)
+    return int(family), int(start, 16)
+
+
+def value_label(value: object) -> str:
+    """How a metadata value is spelled in a key: integers in decimal, text as is."""
+    return str(value)
+
+
+def value_partition_key(version: int, field: str, value: object, shard: int) -> str:
+    return f"{format_version(version)}#{field}#{value_label(value)}#{shard}"
+
+
+def flagged_partition_key(version: int, column: str, shard: int) -> str:
+    return f"{format_version(version)}#{column}#{shard}"
+
+
+def shard_of(family: int, start: int, shards: int) -> int:
+    """The shard of a range: a hash of its start, so a reload puts it in the same shard.
+
+    blake2b, not ``hash()``: Python salts string hashes per process.
+    """
+    if shards <= 1:
+        return 0
+    digest = hashlib.blake2b(f"{family}:{start:x}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+def encode_shard_counts(counts: Mapping[str, int]) -> bytes:
+    """Shard counts per value, compressed, keeping only values with more than one.
+
+    A field like ``asn`` has ~90k values; most have one shard and are left out
+    (a missing value has one shard), so the map fits a metadata item's 400 KB.
+    """
+    sharded = {value: count for value, count in counts.items() if count > 1}
+    return zlib.compress(json.dumps(sharded, separators=(",", ":"), sort_keys=True).encode())
+
+
+def decode_shard_counts(data: bytes) -> dict[str, int]:
+    counts: dict[str, int] = json.loads(zlib.decompress(data))
+    return counts

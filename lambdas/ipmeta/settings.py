@@ -108,3 +108,15 @@ class ApiSettings:
                 os.environ.get(ENV_HEALTH_MAX_DATASET_AGE_SECONDS, defaults.health_max_dataset_age_seconds)
             ),
         )
+
+
+#: The key that signs ``next`` page tokens of ``/v1/ranges`` and ``/v1/flagged``.
+ENV_PAGE_TOKEN_KEY = "IPMETA_PAGE_TOKEN_KEY"
+#: Good enough locally: a token only names positions in public data, and a forged
+#: one could at most read ranges the caller may list anyway. A deployment sets its own
+#: key so tokens cannot be crafted to make the server run arbitrary index Queries.
+DEFAULT_PAGE_TOKEN_KEY = "ipmeta-local-page-token-key"
+
+
+def page_token_key() -> bytes:
+    return os.environ.get(ENV_PAGE_TOKEN_KEY, DEFAULT_PAGE_TOKEN_KEY).encode()

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 import boto3
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -28,7 +28,11 @@ from ipmeta.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef, WriteRequestTypeDef
+    from mypy_boto3_dynamodb.type_defs import (
+        AttributeDefinitionTypeDef,
+        AttributeValueTypeDef,
+        WriteRequestTypeDef,
+    )
 
 #: DynamoDB's limit on the requests of one BatchWriteItem call.
 BATCH_WRITE_LIMIT = 25
@@ -49,6 +53,9 @@ def _plain(value: Any) -> Any:
         return {key: _plain(inner) for key, inner in value.items()}
     if isinstance(value, list | set):
         return [_plain(inner) for inner in value]
+    if isinstance(value, Binary):
+        raw: bytes = value.value  # type: ignore[attr-defined]  # the stubs omit it
+        return raw
     return value
 
 
@@ -127,6 +134,14 @@ def make_client(settings: Settings, *, max_pool_connections: int = 32) -> Dynamo
     )
 
 
+def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:
+    definitions: list[AttributeDefinitionTypeDef] = []
+    for index in keys.INDEXES:
+        definitions.append({"AttributeName": index.partition_key, "AttributeType": index.partition_key_type})  # type: ignore[typeddict-item]
+        definitions.append({"AttributeName": index.sort_key, "AttributeType": index.sort_key_type})  # type: ignore[typeddict-item]
+    return definitions
+
+
 class Store:
     """One DynamoDB table laid out as ``ipmeta.keys`` describes."""
 
@@ -163,6 +178,42 @@ class Store:
         )
         items = response.get("Items", [])
         return deserialize_item(items[0]) if items else None
+
+    def query_index(
+        self, index: keys.IndexSchema, partition_key: str, *, after: str | None, limit: int
+    ) -> tuple[list[Item], bool]:
+        """Up to ``limit`` entries of one index partition whose sort key follows ``after``.
+
+        Returns the items and whether the partition may hold more. A cursor is the
+        last sort key seen (``>`` it, not ExclusiveStartKey): index sort keys are
+        unique within a partition, and a sort key is all a page token must carry.
+        """
+        condition = "#pk = :pk" + (" AND #sk > :after" if after is not None else "")
+        values: dict[str, AttributeValueTypeDef] = {":pk": {"S": partition_key}}
+        if after is not None:
+            values[":after"] = {"S": after}
+        response = self.client.query(
+            TableName=self.table_name,
+            IndexName=index.name,
+            KeyConditionExpression=condition,
+            ExpressionAttributeNames={"#pk": index.partition_key}
+            | ({"#sk": index.sort_key} if after is not None else {}),
+            ExpressionAttributeValues=values,
+            Limit=limit,
+        )
+        items = [deserialize_item(raw) for raw in response.get("Items", [])]
+        return items, "LastEvaluatedKey" in response
+
+    def scan_index(self, index: keys.IndexSchema) -> Iterator[Item]:
+        """Every entry of an index (benchmarks and tests check what the index really holds)."""
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "IndexName": index.name}
+        while True:
+            response = self.client.scan(**kwargs)
+            for raw in response.get("Items", []):
+                yield deserialize_item(raw)
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # -- the active-version pointer and version metadata --------------------------
 
@@ -264,6 +315,21 @@ class Store:
                 AttributeDefinitions=[
                     {"AttributeName": keys.PARTITION_KEY, "AttributeType": keys.PARTITION_KEY_TYPE},
                     {"AttributeName": keys.SORT_KEY, "AttributeType": keys.SORT_KEY_TYPE},
+                    *_index_attribute_definitions(),
+                ],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": index.name,
+                        "KeySchema": [
+                            {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                            {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                        ],
+                        "Projection": {
+                            "ProjectionType": "INCLUDE",
+                            "NonKeyAttributes": list(index.projected),
+                        },
+                    }
+                    for index in keys.INDEXES
                 ],
                 BillingMode="PAY_PER_REQUEST",
             )

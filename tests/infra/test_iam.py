@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from stacks.api import LOOKUP_TABLE_ACTIONS
+from ipmeta import keys
+from stacks.api import LOOKUP_INDEX_ACTIONS, LOOKUP_TABLE_ACTIONS
 from stacks.constants import CHUNK_PREFIX, LOADER_MODULE, LOADER_TASKS, LOOKUP_HANDLER
 from stacks.loader_workflow import TABLE_ACTIONS
 from tests.infra.cfn import (
@@ -73,14 +75,29 @@ def _actions_by_service(statements: list[dict[str, Any]], service: str) -> set[s
     }
 
 
-def test_lookup_may_only_query_and_get_items_of_the_table(synthesized: Synthesized) -> None:
+def _index_arn(table_id: str, index_name: str) -> dict[str, Any]:
+    return {"Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, f"/index/{index_name}"]]}
+
+
+def test_lookup_may_only_query_and_get_items_of_the_table_and_query_its_indexes(
+    synthesized: Synthesized,
+) -> None:
     template = synthesized.templates[DEFAULT]
     table_id, _ = only(template, "AWS::DynamoDB::GlobalTable")
     statements = policy_statements_of_role(template, _role_of(template, LOOKUP_HANDLER))
 
-    dynamodb = [s for s in statements if _actions_by_service([s], "dynamodb")]
-    assert _actions_by_service(statements, "dynamodb") == set(LOOKUP_TABLE_ACTIONS)
-    assert [as_list(s["Resource"]) for s in dynamodb] == [[{"Fn::GetAtt": [table_id, "Arn"]}]]
+    dynamodb = [
+        (sorted(as_list(s["Action"])), sorted(as_list(s["Resource"]), key=json.dumps))
+        for s in statements
+        if _actions_by_service([s], "dynamodb")
+    ]
+    assert dynamodb == [
+        (sorted(LOOKUP_TABLE_ACTIONS), [{"Fn::GetAtt": [table_id, "Arn"]}]),
+        (
+            sorted(LOOKUP_INDEX_ACTIONS),
+            sorted((_index_arn(table_id, index.name) for index in keys.INDEXES), key=json.dumps),
+        ),
+    ]
     assert _actions_by_service(statements, "s3") == set()
 
 

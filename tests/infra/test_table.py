@@ -21,9 +21,36 @@ def test_key_schema_and_attribute_types_come_from_the_key_module(synthesized: Sy
         [
             {"AttributeName": keys.PARTITION_KEY, "AttributeType": keys.PARTITION_KEY_TYPE},
             {"AttributeName": keys.SORT_KEY, "AttributeType": keys.SORT_KEY_TYPE},
+            *(
+                {"AttributeName": name, "AttributeType": kind}
+                for index in keys.INDEXES
+                for name, kind in (
+                    (index.partition_key, index.partition_key_type),
+                    (index.sort_key, index.sort_key_type),
+                )
+            ),
         ],
         key=lambda a: a["AttributeName"],
     )
+
+
+def test_reverse_lookup_indexes_come_from_the_key_module_and_project_what_answers_show(
+    synthesized: Synthesized,
+) -> None:
+    _, table = only(synthesized.templates["default"], "AWS::DynamoDB::GlobalTable")
+    indexes = {index["IndexName"]: index for index in table["Properties"]["GlobalSecondaryIndexes"]}
+
+    assert set(indexes) == {keys.RANGES_BY_VALUE_INDEX, keys.FLAGGED_INDEX}
+    for schema in keys.INDEXES:
+        index = indexes[schema.name]
+        assert index["KeySchema"] == [
+            {"AttributeName": schema.partition_key, "KeyType": "HASH"},
+            {"AttributeName": schema.sort_key, "KeyType": "RANGE"},
+        ]
+        assert index["Projection"] == {
+            "ProjectionType": "INCLUDE",
+            "NonKeyAttributes": list(keys.INDEX_PROJECTED_ATTRIBUTES),
+        }
 
 
 def test_default_table_is_on_demand_with_pitr_and_deletion_protection(synthesized: Synthesized) -> None:

@@ -17,7 +17,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConf
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
 
-from ipmeta.api import datasets, lookups
+from ipmeta.api import datasets, lookups, ranges
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
 from ipmeta.api.observability import logger, metrics
 from ipmeta.api.responses import NotModified
@@ -46,6 +46,7 @@ __all__ = ["app", "logger", "metrics"]
 app = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
 app.include_router(lookups.router)
 app.include_router(datasets.router)
+app.include_router(ranges.router)
 
 
 # -- errors: the one place they become responses ----------------------------------------
@@ -113,6 +114,8 @@ DESCRIPTION = (
     "IP metadata lookups from versioned datasets. Every error body is `{code, message}`; the codes:\n\n"
     + "\n".join(f"- `{code}`: {meaning}" for code, meaning in ERROR_CODES.items())
 )
+#: Query parameters the routes read from the event themselves, by operationId.
+_QUERY_PARAMETERS = {**lookups.QUERY_PARAMETERS, **ranges.QUERY_PARAMETERS}
 _SWAGGER_ASSETS = Path(generate_swagger_html.__code__.co_filename).parent
 
 
@@ -128,7 +131,7 @@ def openapi_document() -> dict[str, Any]:
     document: dict[str, Any] = json.loads(schema.model_dump_json(by_alias=True, exclude_none=True))
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
-            extra = lookups.QUERY_PARAMETERS.get(operation.get("operationId", ""), [])
+            extra = _QUERY_PARAMETERS.get(operation.get("operationId", ""), [])
             operation["parameters"] = [*operation.get("parameters", []), *extra]
             if not operation["parameters"]:
                 del operation["parameters"]

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ipmeta.lookup import ActiveVersionCache
+from ipmeta.reverse import IndexCatalog
 from ipmeta.settings import ApiSettings, Settings
 from ipmeta.store import Store
 
@@ -21,6 +22,7 @@ class Dependencies:
     versions: ActiveVersionCache
     api: ApiSettings = field(default_factory=ApiSettings.from_environment)
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _catalog: IndexCatalog | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -32,6 +34,17 @@ class Dependencies:
                     max_workers=self.api.batch_concurrency, thread_name_prefix="batch"
                 )
             return self._executor
+
+    @property
+    def index_catalog(self) -> IndexCatalog:
+        """The reverse indexes of each version, read once per container."""
+        with self._lock:
+            if self._catalog is None:
+                store = self.store
+                self._catalog = IndexCatalog(
+                    lambda version: store.get_version_meta(version, consistent=False)
+                )
+            return self._catalog
 
 
 _current: Dependencies | None = None

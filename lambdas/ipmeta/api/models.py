@@ -15,10 +15,15 @@ ERROR_CODES: dict[str, str] = {
     "BATCH_BODY_NOT_ARRAY": "400: the batch body is JSON but not an array",
     "BATCH_ITEM_NOT_STRING": "400: an item of the batch array is not a string",
     "BATCH_TOO_LARGE": "400: more IPs than the configured batch limit",
+    "FIELD_NOT_INDEXED": "400: /v1/ranges ?field= is missing or not the field the version is indexed by",
+    "VALUE_MISSING": "400: /v1/ranges without ?value=",
+    "LIMIT_INVALID": "400: ?limit= is not an integer from 1 to 1000",
+    "INVALID_TOKEN": "400: ?next= is malformed, altered, or from another listing or version",
     "IP_ADDRESS_NOT_FOUND": "404: no range of the dataset holds the address",
     "IP_ADDRESS_RESERVED": "404: a bogon (private, loopback, ...) the dataset has no range for",
     "FIELD_NOT_FOUND": "404: the range has no such field",
     "VERSION_NOT_FOUND": "404: the version is not retained (never existed, loading, or deleted)",
+    "FLAGS_NOT_INDEXED": "404: /v1/flagged on a version loaded without --flag-column",
     "ROUTE_NOT_FOUND": "404: no such path or method",
     "INTERNAL_ERROR": "500: a bug or an unexpected failure; the logs have the details",
     "NO_DATASET": "503: no dataset is active yet",
@@ -85,3 +90,22 @@ class HealthResponse(BaseModel):
     dataset: str = Field(description="The active version")
     age_seconds: int = Field(description="Seconds since the active version was loaded")
     max_age_seconds: int = Field(description="Beyond this age health answers 503 DATASET_STALE")
+
+
+class RangeEntry(RangeModel):
+    data: dict[str, Any] = Field(description="The metadata columns of the range, as loaded")
+
+
+class RangesResponse(BaseModel):
+    field: str = Field(description="The indexed field")
+    value: str = Field(description="The value listed, as the index spells it")
+    dataset: DatasetRef
+    ranges: list[RangeEntry] = Field(description="Ranges in (family, start) order")
+    next: str | None = Field(description="Token for the next page; null on the last page")
+
+
+class FlaggedResponse(BaseModel):
+    column: str = Field(description="The flag column: a range is listed when it is not empty")
+    dataset: DatasetRef
+    ranges: list[RangeEntry] = Field(description="Flagged ranges in (family, start) order")
+    next: str | None = Field(description="Token for the next page; null on the last page")

@@ -1,0 +1,179 @@
+"""Reverse-index benchmark on the full ASN dataset (v4 + v6, 515k ranges), in one run:
+
+1. **Spread:** loads both files with ``--index-field asn`` into an in-memory
+   dynalite, scans the ``ranges-by-value`` index itself and counts the entries
+   of every partition key (shard). Reports every shard of the 5 hottest values,
+   and the largest shard against the mean shard, sharded and unsharded (the
+   same entries under one key per value).
+2. **Completeness:** the 20 values of the integration test (8 hottest, 12 at
+   random), every page through the real handler, against the CSV.
+3. **Fan-out cost:** Queries and entries read for the first page (limit 100) of
+   the hottest value.
+
+``python -m bench.reverse``; prints the JSON report and saves bench/results/reverse.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ipmeta import keys
+from ipmeta.api import dependencies
+from ipmeta.lookup import ActiveVersionCache
+from ipmeta.settings import Settings
+from ipmeta.store import Store
+from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
+from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
+from loader import driver, tasks
+from loader.staging import LocalStaging
+from tests.integration.test_reverse_asn import (
+    expected_ranges,
+    get,
+    list_all,
+    overlaps,
+    pick_values,
+    read_rows,
+)
+
+RESULTS = PROJECT_ROOT / "bench" / "results" / "reverse.json"
+HOTTEST = 5
+
+
+def load(store: Store, staging: Path) -> tuple[driver.LoadResult, float]:
+    bar = tqdm(total=0, unit="items", desc="loading")
+    started = time.monotonic()
+
+    def advance(count: int) -> None:
+        bar.update(count)
+
+    result = driver.run_load(
+        DEFAULT_DATASET,
+        tasks.LoadOptions(columns=DEFAULT_DATASET_COLUMNS, index_field="asn"),
+        store,
+        LocalStaging(staging),
+        on_items_written=advance,
+        on_prepared=lambda prepared: bar.reset(total=prepared.items),
+    )
+    bar.close()
+    return result, time.monotonic() - started
+
+
+def spread(store: Store) -> dict[str, Any]:
+    per_shard: Counter[str] = Counter()
+    for entry in tqdm(store.scan_index(keys.RANGES_BY_VALUE), desc="scanning the index", unit="entries"):
+        per_shard[entry[keys.GSI1_PARTITION_KEY]] += 1
+    shards_of: dict[str, dict[int, int]] = defaultdict(dict)
+    for partition, count in per_shard.items():
+        value_key, shard = partition.rsplit("#", 1)
+        shards_of[value_key.split("#", 2)[2]][int(shard)] = count
+    per_value = {value: sum(shards.values()) for value, shards in shards_of.items()}
+    hottest = sorted(per_value, key=lambda value: -per_value[value])[:HOTTEST]
+    sharded_sizes = [count for shards in shards_of.values() if len(shards) > 1 for count in shards.values()]
+    all_sizes = list(per_shard.values())
+    unsharded = list(per_value.values())
+
+    def ratio(largest: int, mean: float) -> float:
+        return round(largest / mean, 2)
+
+    return {
+        "entries": sum(all_sizes),
+        "values": len(per_value),
+        "shards": len(all_sizes),
+        "hottest_values": {
+            value: {
+                "entries": per_value[value],
+                "shards": len(shards_of[value]),
+                "per_shard": [shards_of[value][shard] for shard in sorted(shards_of[value])],
+            }
+            for value in hottest
+        },
+        "sharded": {
+            "largest_shard": max(all_sizes),
+            "mean_shard_all_values": round(statistics.mean(all_sizes), 2),
+            "largest_over_mean_all_values": ratio(max(all_sizes), statistics.mean(all_sizes)),
+            "sharded_values": sum(1 for shards in shards_of.values() if len(shards) > 1),
+            "mean_shard_of_sharded_values": round(statistics.mean(sharded_sizes), 2),
+            "largest_over_mean_of_sharded_values": ratio(max(all_sizes), statistics.mean(sharded_sizes)),
+        },
+        "unsharded": {
+            "largest_key": max(unsharded),
+            "mean_key": round(statistics.mean(unsharded), 2),
+            "largest_over_mean": ratio(max(unsharded), statistics.mean(unsharded)),
+        },
+    }
+
+
+def completeness() -> dict[str, Any]:
+    rows = read_rows()
+    overlapping = overlaps(rows)
+    checked: dict[str, Any] = {}
+    for value in tqdm(pick_values(rows), desc="paging 20 values"):
+        started = time.monotonic()
+        found, pages = list_all(value, 1000)
+        expected = expected_ranges(value, rows, overlapping)
+        checked[value] = {
+            "ranges": len(found),
+            "pages": pages,
+            "equal_to_csv": found == expected,
+            "seconds": round(time.monotonic() - started, 2),
+        }
+    return {"all_equal": all(entry["equal_to_csv"] for entry in checked.values()), "values": checked}
+
+
+def first_page_cost(store: Store, value: str) -> dict[str, Any]:
+    calls: list[int] = []
+    original = store.query_index
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        items, more = original(*args, **kwargs)
+        calls.append(len(items))
+        return items, more
+
+    store.query_index = counting  # type: ignore[method-assign]
+    try:
+        started = time.monotonic()
+        status, body = get(f"/v1/ranges?field=asn&value={value}&limit=100")
+        seconds = time.monotonic() - started
+    finally:
+        store.query_index = original  # type: ignore[method-assign]
+    return {
+        "value": value,
+        "status": status,
+        "ranges": len(body["ranges"]),
+        "queries": len(calls),
+        "entries_read": sum(calls),
+        "seconds": round(seconds, 3),
+    }
+
+
+def main() -> int:
+    with Dynalite() as endpoint:
+        store = Store.from_settings(Settings("bench-reverse", endpoint, 0.0))
+        store.create_table_if_missing()
+        staging = PROJECT_ROOT / ".data" / "bench" / "reverse-staging"
+        result, load_seconds = load(store, staging)
+        dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+        report: dict[str, Any] = {
+            "load": {"status": result.status, "items": result.items, "seconds": round(load_seconds, 1)}
+        }
+        report["index_report"] = result.report.get("value_index")
+        report["spread"] = spread(store)
+        hottest = next(iter(report["spread"]["hottest_values"]))
+        report["first_page"] = first_page_cost(store, hottest)
+        report["completeness"] = completeness()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0 if report["completeness"]["all_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""`ipmeta ranges` and `ipmeta flagged`: reverse lookups, every page followed, printed as JSON.
+
+Without ``--endpoint`` the requests go to the very handler the API runs, on the
+local store (or ``--table``); with it, to a deployed API over HTTPS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from contextlib import ExitStack
+from typing import Any
+
+from ipmeta_cli.backend import add_backend_arguments, backend
+
+OK, REQUEST_FAILED = 0, 2
+
+
+def local_get(path: str) -> tuple[int, dict[str, Any]]:
+    from ipmeta.api.handler import handler
+    from ipmeta_cli.server import LocalLambdaContext, proxy_event
+
+    response = handler(proxy_event("GET", path, {}, b"", "127.0.0.1"), LocalLambdaContext())
+    return int(response["statusCode"]), json.loads(response["body"])
+
+
+def remote_get(endpoint: str, api_key: str | None, path: str) -> tuple[int, dict[str, Any]]:
+    headers = {"Accept": "application/json", **({"x-api-key": api_key} if api_key else {})}
+    request = urllib.request.Request(endpoint.rstrip("/") + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def follow_pages(args: argparse.Namespace, path: str, query: Mapping[str, str]) -> int:
+    """Every page of a listing, merged into one JSON answer; stops at ``--max-pages``."""
+    params = {name: value for name, value in query.items() if value}
+    answer: dict[str, Any] = {}
+    ranges: list[Any] = []
+    with ExitStack() as stack:
+        if not args.endpoint:
+            stack.enter_context(backend(args))
+        for _ in range(args.max_pages):
+            url = f"{path}?{urllib.parse.urlencode(params)}"
+            status, body = remote_get(args.endpoint, args.api_key, url) if args.endpoint else local_get(url)
+            if status != 200:
+                print(json.dumps(body, indent=2), file=sys.stderr)
+                return REQUEST_FAILED
+            ranges.extend(body.pop("ranges"))
+            answer = body
+            if not body.get("next"):
+                break
+            params["next"] = body["next"]
+    print(json.dumps({**answer, "count": len(ranges), "ranges": ranges}, indent=2))
+    return OK
+
+
+def command_ranges(args: argparse.Namespace) -> int:
+    query = {"field": args.field, "value": args.value, "limit": str(args.limit), "version": args.version}
+    return follow_pages(args, "/v1/ranges", query)
+
+
+def command_flagged(args: argparse.Namespace) -> int:
+    return follow_pages(args, "/v1/flagged", {"limit": str(args.limit), "version": args.version})
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    add_backend_arguments(parser)
+    parser.add_argument("--limit", type=int, default=1000, help="ranges per request (1-1000)")
+    parser.add_argument("--max-pages", type=int, default=1_000_000, help="stop after this many pages")
+    parser.add_argument("--version", help="a retained dataset version (default: the active one)")
+    parser.add_argument("--endpoint", help="a deployed API's base URL, e.g. https://abc.execute-api.../prod")
+    parser.add_argument("--api-key", help="the API key sent as x-api-key (with --endpoint)")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ranges = commands.add_parser(
+        "ranges",
+        help="list the ranges whose indexed field has a value (load with --index-field)",
+        description="Exit status: 0 listed (possibly nothing), 2 the request failed.",
+    )
+    _common(ranges)
+    ranges.add_argument("--field", required=True, help="the indexed field, e.g. asn")
+    ranges.add_argument("--value", required=True, help="the value, e.g. 13335")
+    ranges.set_defaults(run=command_ranges)
+
+    flagged = commands.add_parser(
+        "flagged",
+        help="list the flagged ranges (load with --flag-column)",
+        description="Exit status: 0 listed (possibly nothing), 2 the request failed.",
+    )
+    _common(flagged)
+    flagged.set_defaults(run=command_flagged)

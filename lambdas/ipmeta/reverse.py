@@ -1,0 +1,326 @@
+"""Reverse lookups: the ranges of one value, and the flagged ranges, in (family, start) order.
+
+A value's entries are spread over several shards (``loader.reverse_index``
+explains how many). One page queries the shards concurrently and merges them
+k-way: an entry is emitted only while every shard that may hold more has a
+known next entry, so no shard's unseen entries can sort before it. Each shard's
+position travels in the ``next`` token as the last sort key emitted from it.
+
+Tokens are signed (HMAC-SHA256) and bound to the version and the question, so
+a page never mixes versions, and an altered token is refused, not obeyed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ipmeta import keys
+from ipmeta.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, LimitInvalid, ValueMissing
+from ipmeta.ips import format_address, range_cidrs
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+#: Longer tokens are refused before any decoding: 64 shards' cursors take ~1.5 KB.
+MAX_TOKEN_LENGTH = 8192
+#: Each shard is asked for its share of a page plus this margin, so a page rarely needs a second round.
+_SHARE_MARGIN = 1.25
+
+Item = dict[str, Any]
+
+
+class IndexReader(Protocol):
+    """What a reverse lookup needs from the data layer (``ipmeta.store.Store`` provides it)."""
+
+    def query_index(
+        self, index: keys.IndexSchema, partition_key: str, *, after: str | None, limit: int
+    ) -> tuple[list[Item], bool]: ...
+
+
+# -- what a version's metadata says about its indexes ------------------------------------
+
+
+@dataclass(frozen=True)
+class ValueIndex:
+    field: str
+    column_type: str
+    shards: Mapping[str, int]
+
+    def label(self, value: str) -> str:
+        """The value as the loader spelled it: ``013335`` finds 13335 in a Number column."""
+        text = value.strip()
+        if self.column_type == "N":
+            try:
+                return keys.value_label(int(text))
+            except ValueError:
+                return text  # no Number column value is spelled so: the answer is empty
+        return text
+
+    def shard_count(self, label: str) -> int:
+        return int(self.shards.get(label, 1))
+
+
+@dataclass(frozen=True)
+class FlagIndex:
+    column: str
+    shards: int
+
+
+@dataclass(frozen=True)
+class ReverseIndexes:
+    values: ValueIndex | None
+    flags: FlagIndex | None
+
+    @classmethod
+    def from_version_meta(cls, meta: Mapping[str, Any]) -> ReverseIndexes:
+        value_meta = meta.get("value_index")
+        flag_meta = meta.get("flag_index")
+        values = (
+            ValueIndex(
+                str(value_meta["field"]),
+                str(value_meta.get("type", "S")),
+                keys.decode_shard_counts(bytes(value_meta["shards"])),
+            )
+            if value_meta
+            else None
+        )
+        flags = FlagIndex(str(flag_meta["column"]), int(flag_meta["shards"])) if flag_meta else None
+        return cls(values, flags)
+
+
+class IndexCatalog:
+    """Each version's index metadata, read once per container: it never changes after prepare."""
+
+    def __init__(self, read_meta: Callable[[int], Mapping[str, Any] | None], size: int = 16) -> None:
+        self._read_meta = read_meta
+        self._size = size
+        self._known: dict[int, ReverseIndexes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, version: int) -> ReverseIndexes:
+        with self._lock:
+            known = self._known.get(version)
+        if known is not None:
+            return known
+        indexes = ReverseIndexes.from_version_meta(self._read_meta(version) or {})
+        with self._lock:
+            if len(self._known) >= self._size:
+                self._known.pop(next(iter(self._known)))
+            self._known[version] = indexes
+        return indexes
+
+
+# -- the questions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One question against one version: which index, and its partition key per shard."""
+
+    index: keys.IndexSchema
+    version: int
+    scope: str  #: what a token is bound to, e.g. ``value:asn=13335``
+    partition_keys: tuple[str, ...]
+
+
+def ranges_of_value(indexes: ReverseIndexes, version: int, field: str | None, value: str | None) -> Listing:
+    if indexes.values is None:
+        raise FieldNotIndexed(
+            f"dataset {keys.format_version(version)} has no value index; load it with --index-field FIELD"
+        )
+    if not field or field.strip().lower() != indexes.values.field:
+        raise FieldNotIndexed(
+            f"field must be {indexes.values.field!r}, the field dataset "
+            f"{keys.format_version(version)} is indexed by" + (f" (got {field[:64]!r})" if field else "")
+        )
+    if value is None or not value.strip():
+        raise ValueMissing("value is required: the value of the field whose ranges to list")
+    label = indexes.values.label(value)
+    shards = indexes.values.shard_count(label)
+    return Listing(
+        keys.RANGES_BY_VALUE,
+        version,
+        f"value:{indexes.values.field}={label}",
+        tuple(
+            keys.value_partition_key(version, indexes.values.field, label, shard) for shard in range(shards)
+        ),
+    )
+
+
+def flagged_ranges(indexes: ReverseIndexes, version: int) -> Listing:
+    if indexes.flags is None:
+        raise FlagsNotIndexed(
+            f"dataset {keys.format_version(version)} was loaded without --flag-column; nothing is flagged"
+        )
+    column = indexes.flags.column
+    return Listing(
+        keys.FLAGGED,
+        version,
+        f"flag:{column}",
+        tuple(keys.flagged_partition_key(version, column, shard) for shard in range(indexes.flags.shards)),
+    )
+
+
+def parse_limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_LIMIT
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()) or not 1 <= int(stripped) <= MAX_LIMIT:
+        raise LimitInvalid(f"limit must be an integer from 1 to {MAX_LIMIT}, got {text[:20]!r}")
+    return int(stripped)
+
+
+# -- pages: the k-way merge ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where each shard stands: the last sort key emitted from it, and which shards are done."""
+
+    positions: Mapping[int, str]
+    done: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Item]
+    cursor: Cursor | None  #: None when the listing is complete
+
+
+def list_page(
+    reader: IndexReader, listing: Listing, limit: int, cursor: Cursor | None, executor: Executor
+) -> Page:
+    """Up to ``limit`` entries in (family, start) order, after ``cursor``."""
+    cursor = cursor or Cursor({}, frozenset())
+    sort_key = listing.index.sort_key
+    shards = [shard for shard in range(len(listing.partition_keys)) if shard not in cursor.done]
+    positions: dict[int, str] = dict(cursor.positions)
+    fetched_to: dict[int, str | None] = {shard: positions.get(shard) for shard in shards}
+    buffers: dict[int, deque[Item]] = {shard: deque() for shard in shards}
+    exhausted: set[int] = set()
+
+    def refill(empty: Sequence[int], wanted: int) -> None:
+        share = min(MAX_LIMIT + 1, int(wanted * _SHARE_MARGIN / max(1, len(shards))) + 2)
+
+        def fetch(shard: int) -> tuple[list[Item], bool]:
+            return reader.query_index(
+                listing.index, listing.partition_keys[shard], after=fetched_to[shard], limit=share
+            )
+
+        for shard, (items, more) in zip(empty, executor.map(fetch, empty), strict=True):
+            buffers[shard].extend(items)
+            if items:
+                fetched_to[shard] = items[-1][sort_key]
+            if not more:
+                exhausted.add(shard)
+
+    emitted: list[Item] = []
+    while len(emitted) < limit:
+        # A shard that may hold more must show its next entry before anything is emitted.
+        empty = [shard for shard in shards if not buffers[shard] and shard not in exhausted]
+        if empty:
+            refill(empty, limit - len(emitted))
+            continue
+        ready = [shard for shard in shards if buffers[shard]]
+        if not ready:
+            break
+        shard = min(ready, key=lambda candidate: buffers[candidate][0][sort_key])
+        item = buffers[shard].popleft()
+        positions[shard] = item[sort_key]
+        emitted.append(item)
+    done = cursor.done | {shard for shard in shards if shard in exhausted and not buffers[shard]}
+    if len(done) == len(listing.partition_keys):
+        return Page(emitted, None)
+    return Page(emitted, Cursor({shard: positions[shard] for shard in positions if shard not in done}, done))
+
+
+def range_entry(item: Mapping[str, Any], sort_key: str) -> dict[str, Any]:
+    """An index entry as the API shows it."""
+    family, start = keys.decode_index_sort_key(item[sort_key])
+    end_text = item[keys.ATTR_END]
+    end = int.from_bytes(_packed(family, end_text), "big")
+    return {
+        "start": format_address(family, start),
+        "end": end_text,
+        "cidrs": list(range_cidrs(family, start, end)),
+        "data": item.get(keys.ATTR_DATA, {}),
+    }
+
+
+def _packed(family: int, text: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET if family == 4 else socket.AF_INET6, text)
+
+
+# -- tokens ----------------------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _signature(key: bytes, payload: bytes) -> bytes:
+    return hmac.new(key, payload, hashlib.sha256).digest()[:16]
+
+
+def _compact(sort_key: str) -> str:
+    family, start = keys.decode_index_sort_key(sort_key)
+    return f"{family}:{start:x}"
+
+
+def _expand(position: str) -> str:
+    family, start = position.split(":")
+    if family not in ("4", "6"):
+        raise ValueError(family)
+    return keys.index_sort_key(int(family), int(start, 16))
+
+
+def encode_token(listing: Listing, cursor: Cursor, key: bytes) -> str:
+    body = {
+        "v": listing.version,
+        "q": listing.scope,
+        "p": {str(shard): _compact(position) for shard, position in sorted(cursor.positions.items())},
+        "d": sorted(cursor.done),
+    }
+    payload = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
+    return f"{_b64(payload)}.{_b64(_signature(key, payload))}"
+
+
+@dataclass(frozen=True)
+class Token:
+    version: int
+    scope: str
+    cursor: Cursor
+
+
+def decode_token(text: str, key: bytes) -> Token:
+    """The token's version, question and cursor, or ``InvalidToken`` for anything else."""
+    if len(text) > MAX_TOKEN_LENGTH or text.count(".") != 1:
+        raise InvalidToken("next is not a page token of this API")
+    payload_text, signature_text = text.split(".")
+    try:
+        payload, signature = _unb64(payload_text), _unb64(signature_text)
+    except (binascii.Error, ValueError) as error:
+        raise InvalidToken("next is not a page token of this API") from error
+    if not hmac.compare_digest(signature, _signature(key, payload)):
+        raise InvalidToken("next was altered or signed by another key; start again without it")
+    try:
+        body = json.loads(zlib.decompress(payload))
+        positions = {int(shard): _expand(str(position)) for shard, position in body["p"].items()}
+        return Token(int(body["v"]), str(body["q"]), Cursor(positions, frozenset(int(s) for s in body["d"])))
+    except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as error:
+        raise InvalidToken("next is not a page token of this API") from error
