@@ -14,6 +14,7 @@ from ipmeta.settings import (
     DEFAULT_CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
     ENV_CORS_ORIGINS,
+    ENV_EVENT_BUS_NAME,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_POINTER_CACHE_SECONDS,
     ENV_SOURCE_BUCKET,
@@ -28,6 +29,7 @@ from ipmeta.settings import (
 __all__ = [
     "ENV_CHUNK_PREFIX",
     "ENV_CORS_ORIGINS",
+    "ENV_EVENT_BUS_NAME",
     "ENV_HEALTH_MAX_DATASET_AGE_SECONDS",
     "ENV_POINTER_CACHE_SECONDS",
     "ENV_SOURCE_BUCKET",
@@ -94,3 +96,6 @@ DATASETS_PREFIX: Final = "datasets"
 
 API_STAGE_NAME: Final = "api"
 API_VERSION_PATH: Final = "v1"
+
+#: The change event goes to the account's default EventBridge bus.
+DEFAULT_EVENT_BUS: Final = "default"

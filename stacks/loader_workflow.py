@@ -12,6 +12,7 @@ from typing import Final
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
@@ -22,7 +23,9 @@ from constructs import Construct
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
+    DEFAULT_EVENT_BUS,
     ENV_CHUNK_PREFIX,
+    ENV_EVENT_BUS_NAME,
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
@@ -115,7 +118,11 @@ class LoaderWorkflow(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self.bucket = self._build_bucket()
+        # Activation announces each new version on the account's default bus, where
+        # consumers (caches, copies) subscribe with rules of their own.
+        self.change_events = events.EventBus.from_event_bus_name(self, "ChangeEvents", DEFAULT_EVENT_BUS)
         self.functions = self._build_functions(table)
+        self.change_events.grant_put_events_to(self.functions["activate"].role)
         self._grant_table(table)
         self._grant_bucket()
         acknowledge(
@@ -202,6 +209,8 @@ class LoaderWorkflow(Construct):
         }
 
     def _task_environment(self, task: str) -> dict[str, str]:
+        if task == "activate":
+            return {ENV_EVENT_BUS_NAME: self.change_events.event_bus_name}
         if task != FETCH_SOURCE_TASK:
             return {}
         # The download lands on the key the schedule loads, so both name one object.

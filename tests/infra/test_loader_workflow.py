@@ -12,7 +12,9 @@ from aws_cdk.assertions import Match
 
 from stacks.constants import (
     CHUNK_PREFIX,
+    DEFAULT_EVENT_BUS,
     ENV_CHUNK_PREFIX,
+    ENV_EVENT_BUS_NAME,
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
@@ -28,7 +30,14 @@ from stacks.loader_workflow import (
     THROTTLE_RETRY_MAX_ATTEMPTS,
     THROTTLING_ERRORS,
 )
-from tests.infra.cfn import function_by_handler, iter_states, only, state_machine_definition
+from tests.infra.cfn import (
+    as_list,
+    function_by_handler,
+    iter_states,
+    only,
+    policy_statements_of_role,
+    state_machine_definition,
+)
 from tests.infra.conftest import DEFAULT, EXAMPLE_SOURCE_URL, SOURCE_URL, Synthesized, cdk_json
 
 ASL_VALIDATOR = REPO_ROOT / "node_modules" / ".bin" / "asl-validator"
@@ -91,6 +100,28 @@ def test_each_loader_task_runs_its_handler_with_table_bucket_and_chunk_prefix(
         assert variables[ENV_SOURCE_BUCKET] == {"Ref": bucket_id}
         assert variables[ENV_CHUNK_PREFIX] == CHUNK_PREFIX
         assert function["Properties"]["MemorySize"] == cdk_json()["context"]["loaderMemoryMb"]
+
+
+def test_activate_may_announce_the_new_version_on_the_default_bus_and_nothing_else_may(
+    synthesized: Synthesized,
+) -> None:
+    template = synthesized.templates[DEFAULT]
+    for task in LOADER_TASKS:
+        _, function = function_by_handler(template, f"{LOADER_MODULE}.{task}")
+        variables = function["Properties"]["Environment"]["Variables"]
+        role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+        may_put_events = [
+            statement
+            for statement in policy_statements_of_role(template, role_id)
+            if "events:PutEvents" in as_list(statement["Action"])
+        ]
+        if task == "activate":
+            assert variables[ENV_EVENT_BUS_NAME] == DEFAULT_EVENT_BUS
+            assert len(may_put_events) == 1
+            assert f"event-bus/{DEFAULT_EVENT_BUS}" in json.dumps(may_put_events[0]["Resource"])
+        else:
+            assert ENV_EVENT_BUS_NAME not in variables
+            assert may_put_events == []
 
 
 def test_loader_asset_holds_the_loader_and_the_core_package_at_its_root(synthesized: Synthesized) -> None:
