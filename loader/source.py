@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Final, cast
 
 from ipmeta.errors import InvalidIpAddress, LoadRejected
-from ipmeta.ips import Address, Family, parse_address_field
+from ipmeta.ips import MAX_BY_FAMILY, Address, Family, parse_address_field
 
 START_COLUMN = "start"
 END_COLUMN = "end"
@@ -322,9 +322,14 @@ def _parse_field(text: str, family_hint: Family | None = None) -> Address:
 
 def _parse_bounds(start_text: str, end_text: str) -> tuple[Address, Address]:
     # An integer alone cannot tell v4 from v6; the other field, if it is text, can.
-    if start_text.strip().isdigit() and not end_text.strip().isdigit():
+    start_is_integer, end_is_integer = start_text.strip().isdigit(), end_text.strip().isdigit()
+    if start_is_integer and not end_is_integer:
         end = _parse_field(end_text)
         return _parse_field(start_text, end.family), end
+    if start_is_integer and end_is_integer:
+        # Both integers: the larger decides, so ``0,2**128-1`` is the whole of IPv6.
+        family: Family = 4 if int(end_text) <= MAX_BY_FAMILY[4] and int(start_text) <= MAX_BY_FAMILY[4] else 6
+        return _parse_field(start_text, family), _parse_field(end_text, family)
     start = _parse_field(start_text)
     return start, _parse_field(end_text, start.family)
 

@@ -162,3 +162,18 @@ def test_values_stay_verbatim_unless_the_layout_is_padded() -> None:
     ]
     assert plain[0].values["org"] == "PhotoShelter, Inc. "
     assert padded[0].values["org"] == "Example Org"
+
+
+def test_integer_rows_take_their_family_from_the_larger_bound() -> None:
+    from loader.source import SourceRow, parse_rows
+
+    rows = [
+        row
+        for row in parse_rows(
+            ["0,340282366920938463463374607431768211455,all of v6\n", "16777216,16777471,v4\n"],
+            "integers.csv",
+            ["start", "end", "name"],
+        )
+        if isinstance(row, SourceRow)
+    ]
+    assert [(row.family, row.start, row.end) for row in rows] == [(6, 0, 2**128 - 1), (4, 16777216, 16777471)]
