@@ -175,6 +175,11 @@ def test_cache_max_age_is_configurable(loaded: LocalApiServer) -> None:
     assert call(loaded, "/v1/ip/1.0.0.1/asn").headers["cache-control"] == "public, max-age=60"
 
 
+def test_cacheable_answers_vary_by_origin(loaded: LocalApiServer) -> None:
+    """With several CORS origins the answer names the caller's; caches must key on it."""
+    assert call(loaded, "/v1/ip/1.0.0.1", headers={"Origin": "https://a.example"}).headers["vary"] == "Origin"
+
+
 def test_cors_headers_for_the_configured_origins(loaded: LocalApiServer) -> None:
     """The default configuration allows any origin (a public lookup API)."""
     answer = call(loaded, "/v1/ip/1.0.0.1", headers={"Origin": "https://example.org"})

@@ -26,8 +26,13 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
 
 
 def cache_headers(etag: str, max_age: int, *, private: bool = False) -> dict[str, str]:
+    """ETag and Cache-Control of an answer.
+
+    ``Vary: Origin``: with several CORS origins the answer names the caller's
+    origin, so a shared cache must not hand one origin's copy to another.
+    """
     scope = "private" if private else "public"
-    return {"ETag": etag, "Cache-Control": f"{scope}, max-age={max_age}"}
+    return {"ETag": etag, "Cache-Control": f"{scope}, max-age={max_age}", "Vary": "Origin"}
 
 
 def _error(description: str) -> Any:
