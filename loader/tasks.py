@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ipmeta import keys
 from ipmeta.errors import (
@@ -453,14 +453,10 @@ def activate(
         store.activate_version(version, expected_current=previous)
     except ActivationConflict as error:
         current = store.read_active_version(consistent=True)
-        message = (
-            f"load {load_id} lost activation: it started from "
-            f"{load_id_of(previous) if previous else 'no dataset'}, but "
-            f"{load_id_of(current) if current else 'none'} is active now (another load activated first); "
-            f"{load_id} stays inactive and cleanup will delete it"
-        )
-        fail(load_id, message, store, now=now)
-        raise ActivationConflict(message) from error
+        # The pointer naming this very version means a retried Activate whose first
+        # attempt switched it and then died: only the bookkeeping below remains.
+        if current != version:
+            _lose_activation(load_id, previous, current, store, now=now, cause=error)
     at = _now(now)
     store.update_version_meta(version, status="active", activated_at=int(at))
     if previous is not None:
@@ -480,6 +476,25 @@ def activate(
         }
     )
     return {"load_id": load_id, "version": version, "status": ACTIVATED, "report": report}
+
+
+def _lose_activation(
+    load_id: str,
+    previous: int | None,
+    current: int | None,
+    store: Store,
+    *,
+    now: float | None,
+    cause: Exception,
+) -> NoReturn:
+    message = (
+        f"load {load_id} lost activation: it started from "
+        f"{load_id_of(previous) if previous else 'no dataset'}, but "
+        f"{load_id_of(current) if current else 'none'} is active now (another load activated first); "
+        f"{load_id} stays inactive and cleanup will delete it"
+    )
+    fail(load_id, message, store, now=now)
+    raise ActivationConflict(message) from cause
 
 
 def _final_report(

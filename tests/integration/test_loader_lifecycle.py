@@ -248,3 +248,20 @@ def test_an_abort_after_activation_leaves_the_live_version_serving(store: Store,
     assert meta is not None
     assert meta["status"] == "active"
     assert label_at(store, result.version, "1.1.0.1") == "A"
+
+
+def test_a_retried_activation_after_the_pointer_switched_completes(store: Store, tmp_path: Path) -> None:
+    """Step Functions retries Activate when its Lambda dies after the pointer write."""
+    staging = LocalStaging(tmp_path)
+    prepared = tasks.prepare([csv_of(tmp_path, "a.csv", "A")], SMALL, store, staging)
+    for index in range(prepared.chunks):
+        tasks.write_chunk(prepared.load_id, index, store, staging)
+    store.activate_version(prepared.version, expected_current=None)  # the first attempt's write, then death
+
+    outcome = tasks.activate(prepared.load_id, store, staging)
+
+    assert outcome["status"] == tasks.ACTIVATED
+    meta = store.get_version_meta(prepared.version)
+    assert meta is not None
+    assert meta["status"] == "active"
+    assert store.read_active_version(consistent=True) == prepared.version
