@@ -236,55 +236,63 @@ def _prepare(
     load_id = load_id_of(version)
     at = _now(now)
     store.acquire_lock(load_id, lease_seconds=options.lock_lease_seconds, now=at)
-    load = {
-        "load_id": load_id,
-        "status": PREPARING,
-        "sha256": checksum,
-        "fingerprint": fingerprint,
-        "options": options.to_event(),
-        "sources": [str(source) for source in sources],
-        "previous": active or 0,
-        "chunks": chunk_count,
-        "items": len(pieces),
-        "created_at": at,
-        "updated_at": int(at),
-    }
-    store.put_load(version, load)
-    store.put_version_meta(
-        version,
-        {
-            "status": "loading",
+    try:
+        load = {
             "load_id": load_id,
+            "status": PREPARING,
             "sha256": checksum,
             "fingerprint": fingerprint,
+            "options": options.to_event(),
             "sources": [str(source) for source in sources],
-            "column_types": column_types,
             "previous": active or 0,
-            "created_at": int(at),
-            "items": len(pieces),
             "chunks": chunk_count,
-            **(index_plan.metadata(column_types) if index_plan is not None else {}),
-        },
-    )
-    store.put_manifest(
-        version,
-        {
-            keys.partition_key(version, family, bucket): count
-            for (family, bucket), count in per_bucket.items()
-        },
-    )
-    normalize.shuffle_pieces(pieces, checksum, resolution.segments)
-    for index, offset in enumerate(range(0, len(pieces), options.chunk_size)):
-        chunk_pieces = pieces[offset : offset + options.chunk_size]
-        items = normalize.build_piece_items(
-            version, chunk_pieces, resolution.segments, parsed.rows, column_types, index=index_plan
+            "items": len(pieces),
+            "created_at": at,
+            "updated_at": int(at),
+        }
+        store.put_load(version, load)
+        store.put_version_meta(
+            version,
+            {
+                "status": "loading",
+                "load_id": load_id,
+                "sha256": checksum,
+                "fingerprint": fingerprint,
+                "sources": [str(source) for source in sources],
+                "column_types": column_types,
+                "previous": active or 0,
+                "created_at": int(at),
+                "items": len(pieces),
+                "chunks": chunk_count,
+                **(index_plan.metadata(column_types) if index_plan is not None else {}),
+            },
         )
-        staging.put(load_id, chunk_name(index), encode_chunk(list(items)))
-    report["prepare_seconds"] = round(time.monotonic() - started, 3)
-    staging.put(load_id, REPORT, json.dumps(report).encode())
-    summary = {name: value for name, value in report.items() if name not in ("items_per_bucket", "rejected")}
-    store.update_load(version, status=PREPARED, report=summary, updated_at=int(_now(now)))
-    return Prepared(PREPARED, load_id, version, chunk_count, len(pieces), report)
+        store.put_manifest(
+            version,
+            {
+                keys.partition_key(version, family, bucket): count
+                for (family, bucket), count in per_bucket.items()
+            },
+        )
+        normalize.shuffle_pieces(pieces, checksum, resolution.segments)
+        for index, offset in enumerate(range(0, len(pieces), options.chunk_size)):
+            chunk_pieces = pieces[offset : offset + options.chunk_size]
+            items = normalize.build_piece_items(
+                version, chunk_pieces, resolution.segments, parsed.rows, column_types, index=index_plan
+            )
+            staging.put(load_id, chunk_name(index), encode_chunk(list(items)))
+        report["prepare_seconds"] = round(time.monotonic() - started, 3)
+        staging.put(load_id, REPORT, json.dumps(report).encode())
+        summary = {
+            name: value for name, value in report.items() if name not in ("items_per_bucket", "rejected")
+        }
+        store.update_load(version, status=PREPARED, report=summary, updated_at=int(_now(now)))
+        return Prepared(PREPARED, load_id, version, chunk_count, len(pieces), report)
+    except BaseException as error:
+        # Nothing of this load can be live yet: failing it frees the lock now, not
+        # after the lease, and cleanup removes whatever was staged or written.
+        fail(load_id, f"prepare failed: {error!r}"[:1000], store)
+        raise
 
 
 def _plan_index(

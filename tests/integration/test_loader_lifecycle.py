@@ -265,3 +265,19 @@ def test_a_retried_activation_after_the_pointer_switched_completes(store: Store,
     assert meta is not None
     assert meta["status"] == "active"
     assert store.read_active_version(consistent=True) == prepared.version
+
+
+def test_a_prepare_that_breaks_frees_the_lock_for_the_next_load(store: Store, tmp_path: Path) -> None:
+    """Given staging that fails mid-prepare, the load is failed at once and a rerun proceeds."""
+
+    class BrokenStaging(LocalStaging):
+        def put(self, load_id: str, name: str, data: bytes) -> None:
+            raise OSError("disk full")
+
+    source = csv_of(tmp_path, "a.csv", "A")
+    with pytest.raises(OSError, match="disk full"):
+        tasks.prepare([source], SMALL, store, BrokenStaging(tmp_path / "broken"))
+
+    result = driver.run_load([source], SMALL, store, LocalStaging(tmp_path / "ok"))
+    assert result.status == tasks.ACTIVATED
+    assert label_at(store, result.version, "1.1.0.1") == "A"
