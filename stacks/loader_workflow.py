@@ -94,7 +94,11 @@ LAMBDA_SERVICE_ERRORS: Final = (
     "Lambda.TooManyRequestsException",
 )
 #: DynamoDB asks writers to back off with these; a chunk write is idempotent.
-THROTTLING_ERRORS: Final = ("ProvisionedThroughputExceededException", "ThrottlingException")
+THROTTLING_ERRORS: Final = (
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "WritesThrottled",
+)
 THROTTLE_RETRY_MAX_ATTEMPTS: Final = 8
 THROTTLE_RETRY_BACKOFF_RATE: Final = 2.0
 THROTTLE_RETRY_INTERVAL: Final = Duration.seconds(2)

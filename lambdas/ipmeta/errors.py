@@ -157,3 +157,14 @@ class FlagsNotIndexed(IpmetaError):
 
     status = 404
     code = "FLAGS_NOT_INDEXED"
+
+
+class WritesThrottled(IpmetaError):
+    """DynamoDB kept refusing a batch after every retry; Step Functions retries the task.
+
+    The class name is what a Lambda reports as ``errorType``, so the state
+    machine's throttling Retry lists it beside DynamoDB's own exception names.
+    """
+
+    status = 503
+    code = "WRITES_THROTTLED"

@@ -23,7 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ipmeta import keys
-from ipmeta.errors import ActivationConflict, LoadInProgress
+from ipmeta.errors import ActivationConflict, LoadInProgress, WritesThrottled
 from ipmeta.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: DynamoDB's limit on the requests of one BatchWriteItem call.
 BATCH_WRITE_LIMIT = 25
+#: Attempts of one batch before the error goes up to the caller (Step Functions retries the task).
+MAX_BATCH_ATTEMPTS = 10
 THROTTLING_CODES = frozenset(
     {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 )
@@ -522,28 +524,42 @@ class Store:
         )
 
     def _batch_requests(self, requests: list[WriteRequestTypeDef], stats: WriteStats | None) -> None:
-        """One BatchWriteItem of puts or deletes, retrying throttles and UnprocessedItems."""
+        """One BatchWriteItem of puts or deletes, retrying throttles and UnprocessedItems.
+
+        botocore retries a throttled call itself before raising; its
+        ``RetryAttempts`` are counted too, so the report shows every retry. After
+        ``MAX_BATCH_ATTEMPTS`` the batch gives up loudly rather than outlive its
+        Lambda: the state machine's Retry, with its own backoff, takes over.
+        """
         stats = stats if stats is not None else WriteStats()
         pending = requests
-        attempt = 0
-        while pending:
+        for attempt in range(1, MAX_BATCH_ATTEMPTS + 1):
             stats.add(requests=1)
             try:
                 response = self.client.batch_write_item(RequestItems={self.table_name: pending})
             except ClientError as error:
+                sdk_retries = int(error.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+                stats.add(throttles=sdk_retries, retries=sdk_retries)
                 if error.response["Error"]["Code"] not in THROTTLING_CODES:
                     raise
-                stats.add(throttles=1, retries=1)
+                stats.add(throttles=1)
+                if attempt == MAX_BATCH_ATTEMPTS:
+                    raise
             else:
+                sdk_retries = int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+                stats.add(throttles=sdk_retries, retries=sdk_retries)
                 written = len(pending)
                 unprocessed = response.get("UnprocessedItems", {}).get(self.table_name, [])
                 pending = cast("list[WriteRequestTypeDef]", unprocessed)
                 stats.add(items=written - len(pending))
                 if not pending:
                     return
+            if attempt < MAX_BATCH_ATTEMPTS:
                 stats.add(retries=1)
-            attempt += 1
-            self._sleep(backoff_delay(attempt))
+                self._sleep(backoff_delay(attempt))
+        raise WritesThrottled(
+            f"{len(pending)} items still unprocessed after {MAX_BATCH_ATTEMPTS} BatchWriteItem attempts"
+        )
 
     def _update(self, partition_key: str, sort_key: int, fields: Mapping[str, Any]) -> None:
         names = {f"#f{index}": name for index, name in enumerate(fields)}

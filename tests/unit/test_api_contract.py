@@ -19,7 +19,14 @@ from ipmeta.settings import ENV_CORS_ORIGINS, ApiSettings
 
 DOCS = Path(__file__).parents[2] / "docs" / "api.md"
 #: Domain errors that belong to the loader, not to the API.
-LOADER_ONLY = {"ActivationConflict", "LoadInProgress", "LoadRejected", "LoadNotFound", "LoadIncomplete"}
+LOADER_ONLY = {
+    "ActivationConflict",
+    "LoadInProgress",
+    "LoadRejected",
+    "LoadNotFound",
+    "LoadIncomplete",
+    "WritesThrottled",
+}
 
 
 @pytest.mark.parametrize(
