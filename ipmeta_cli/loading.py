@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ipmeta.settings import Settings
+from ipmeta_cli.arguments import non_negative_int, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 
 REPORTS_DIR = "reports"
@@ -166,12 +167,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load.add_argument("--types", help="declared metadata types, e.g. asn=int,name=str (default: inferred)")
     load.add_argument("--overlaps", choices=normalize.OVERLAP_POLICIES, default="last-wins")
     load.add_argument(
-        "--max-errors", type=int, default=0, help="skip up to N bad rows (listed in the report)"
+        "--max-errors", type=non_negative_int, default=0, help="skip up to N bad rows (listed in the report)"
     )
     load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
     load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
-    load.add_argument("--chunk-size", type=int, default=tasks.DEFAULT_CHUNK_SIZE)
-    load.add_argument("--parallel-chunks", type=int, default=driver.DEFAULT_PARALLEL_CHUNKS)
+    load.add_argument("--chunk-size", type=positive_int, default=tasks.DEFAULT_CHUNK_SIZE)
+    load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
     load.add_argument(
         "--index-field", metavar="FIELD", help="index ranges by this column's value (GET /v1/ranges)"
     )
@@ -180,12 +181,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     load.add_argument(
         "--shard-budget",
-        type=int,
+        type=non_negative_int,
         default=reverse_index.DEFAULT_SHARD_BUDGET,
         help="index shards beyond one per value (see docs/reverse.md)",
     )
     load.add_argument(
-        "--max-shards", type=int, default=reverse_index.DEFAULT_MAX_SHARDS, help="most shards of one value"
+        "--max-shards",
+        type=positive_int,
+        default=reverse_index.DEFAULT_MAX_SHARDS,
+        help="most shards of one value",
     )
     load.add_argument("--json", action="store_true", help="print the whole JSON report")
     load.set_defaults(run=command_load)

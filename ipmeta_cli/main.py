@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ipmeta_cli import loading, lookups, reverse, versions
+from ipmeta_cli.arguments import positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.dynalite import PROJECT_ROOT
 
@@ -65,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=min(4, os.cpu_count() or 1),
         help="processes serving requests, like concurrent Lambda containers (default: cores, at most 4)",
     )
@@ -87,12 +88,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     args = parser().parse_args(argv)
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from ipmeta.errors import IpmetaError
     from loader.source import SourceError
 
     try:
         return int(args.run(args))
-    except (SourceError, IpmetaError, OSError) as error:
+    except (SourceError, IpmetaError, OSError, BotoCoreError, ClientError, RuntimeError) as error:
+        # Bad input, AWS refusing (credentials, a missing object), or dynalite failing
+        # to start: a one-line reason, never a traceback.
         print(f"ipmeta {args.command}: {error}", file=sys.stderr)
         return 2
 

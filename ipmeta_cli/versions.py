@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ipmeta.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION
+from ipmeta_cli.arguments import non_negative_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 
 
@@ -70,7 +71,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     cleanup = commands.add_parser("cleanup", help="delete versions beyond retention and failed loads")
     add_backend_arguments(cleanup)
-    cleanup.add_argument("--retention", type=int, default=DEFAULT_RETENTION, help="retired versions to keep")
+    cleanup.add_argument(
+        "--retention", type=non_negative_int, default=DEFAULT_RETENTION, help="retired versions to keep"
+    )
     cleanup.add_argument(
         "--grace-seconds",
         type=float,
