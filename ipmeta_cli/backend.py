@@ -28,7 +28,11 @@ def backend(args: argparse.Namespace) -> Iterator[Settings]:
         os.environ[ENV_TABLE_NAME] = args.table
     with ExitStack() as stack:
         if not os.environ.get(ENV_DYNAMODB_ENDPOINT) and not args.table:
-            local = SharedLocalStore(Path(args.data_dir), port=getattr(args, "dynamodb_port", 0))
+            local = SharedLocalStore(
+                Path(args.data_dir),
+                port=getattr(args, "dynamodb_port", 0),
+                long_lived=args.command == "serve",
+            )
             os.environ[ENV_DYNAMODB_ENDPOINT] = stack.enter_context(local)
         settings = Settings.from_environment()
         if settings.dynamodb_endpoint:

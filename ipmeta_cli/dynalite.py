@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -108,31 +109,57 @@ class SharedLocalStore:
     dynalite's LevelDB can be opened by one process at a time, so whoever starts
     it records its endpoint in a file; a later command reuses that endpoint when
     the process is alive, and otherwise starts its own dynalite on the same path.
+
+    The owner stops dynalite when it exits, so a long-lived command (`serve`)
+    never borrows from a short-lived one (a `load`): it waits for that owner to
+    finish and then starts its own, rather than lose its database mid-serving.
     """
 
-    def __init__(self, data_dir: Path, *, port: int = 0) -> None:
+    def __init__(
+        self, data_dir: Path, *, port: int = 0, long_lived: bool = False, wait_seconds: float = 3600
+    ) -> None:
         self.data_dir = data_dir
         self.port = port
+        self.long_lived = long_lived
+        self.wait_seconds = wait_seconds
         self.record = data_dir / "dynalite.json"
         self._owned: Dynalite | None = None
 
-    def running_endpoint(self) -> str | None:
+    def _running_record(self) -> dict[str, object] | None:
         try:
             record = json.loads(self.record.read_text())
             os.kill(int(record["pid"]), 0)
         except (OSError, ValueError, KeyError):
             return None
-        return str(record["endpoint"]) if port_open(int(record["port"])) else None
+        return dict(record) if port_open(int(record["port"])) else None
+
+    def running_endpoint(self) -> str | None:
+        record = self._running_record()
+        return str(record["endpoint"]) if record else None
 
     def __enter__(self) -> str:
-        existing = self.running_endpoint()
-        if existing is not None:
-            return existing
+        record = self._running_record()
+        if record is not None and self.long_lived and not record.get("long_lived"):
+            print(
+                f"waiting for the running ipmeta command (pid {record['pid']}) to finish...",
+                file=sys.stderr,
+                flush=True,
+            )
+            deadline = time.monotonic() + self.wait_seconds
+            while record is not None and time.monotonic() < deadline:
+                time.sleep(0.5)
+                record = self._running_record()
+        if record is not None:
+            return str(record["endpoint"])
         self._owned = Dynalite(path=self.data_dir / "dynamodb", port=self.port)
         endpoint = self._owned.start()
-        self.record.write_text(
-            json.dumps({"pid": os.getpid(), "port": self._owned.port, "endpoint": endpoint})
-        )
+        record = {
+            "pid": os.getpid(),
+            "port": self._owned.port,
+            "endpoint": endpoint,
+            "long_lived": self.long_lived,
+        }
+        self.record.write_text(json.dumps(record))
         return endpoint
 
     def __exit__(

@@ -97,3 +97,28 @@ def test_a_killed_server_leaves_no_local_dynamodb(tmp_path: Path) -> None:
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_serve_never_borrows_a_dynalite_that_a_load_will_stop(tmp_path: Path) -> None:
+    """Given a short-lived command owning the local store, a long-lived one waits and starts its own."""
+    from ipmeta_cli.dynalite import SharedLocalStore
+
+    data = tmp_path / "data"
+    with SharedLocalStore(data) as borrowed:  # the `load`
+        waiting = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; from ipmeta_cli.dynalite import SharedLocalStore\n"
+                f"with SharedLocalStore(Path({str(data)!r}), long_lived=True) as endpoint: print(endpoint)",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(1.5)
+        assert waiting.poll() is None, "serve must wait while the load owns the store"
+    out, _ = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0
+    assert out.strip().startswith("http://127.0.0.1:")
+    assert out.strip() != borrowed
