@@ -10,6 +10,7 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
@@ -18,6 +19,7 @@ from stacks.constants import (
     API_VERSION_PATH,
     ENV_CORS_ORIGINS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
+    ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
     ENV_TABLE_NAME,
     LOOKUP_HANDLER,
@@ -97,6 +99,14 @@ class LookupApi(Construct):
             memory_mb=self._config.lookup_memory_mb,
             timeout=Duration.seconds(10),
             log_retention=self._config.log_retention,
+            tracing=True,
+        )
+        self.page_token_key = self._build_page_token_key(function)
+        acknowledge(
+            function.role,
+            "IAM5[Resource::*]",
+            "Active tracing's xray:PutTraceSegments and PutTelemetryRecords have no "
+            "resource-level permissions; the function's data access is scoped below.",
         )
         function.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(LOOKUP_TABLE_ACTIONS), resources=[table.table_arn])
@@ -111,6 +121,26 @@ class LookupApi(Construct):
             )
         return function
 
+    def _build_page_token_key(self, function: PythonFunction) -> secretsmanager.Secret:
+        """The key that signs /v1/ranges and /v1/flagged page tokens, never in the template."""
+        key = secretsmanager.Secret(
+            self,
+            "PageTokenKey",
+            description="ipmeta: signs the next-page tokens of reverse lookups",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                exclude_punctuation=True, password_length=48
+            ),
+        )
+        key.grant_read(function.role)
+        function.function.add_environment(ENV_PAGE_TOKEN_SECRET_ARN, key.secret_arn)
+        acknowledge(
+            key,
+            "SMG4",
+            "Rotating the page-token key would invalidate open paginations and buys nothing: "
+            "a token only names positions in data the caller may list anyway.",
+        )
+        return key
+
     def _build_rest_api(self) -> apigateway.RestApi:
         config = self._config
         return apigateway.RestApi(
@@ -124,6 +154,7 @@ class LookupApi(Construct):
             cloud_watch_role=False,
             deploy_options=apigateway.StageOptions(
                 stage_name=API_STAGE_NAME,
+                tracing_enabled=True,
                 throttling_rate_limit=config.api_throttle_rate_limit,
                 throttling_burst_limit=config.api_throttle_burst_limit,
                 access_log_destination=apigateway.LogGroupLogDestination(self.access_logs),

@@ -112,6 +112,7 @@ class PythonFunction(Construct):
         memory_mb: int,
         timeout: Duration,
         log_retention: logs.RetentionDays,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -141,6 +142,8 @@ class PythonFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             layers=[powertools_layer(self)],
+            # Lambda's own X-Ray segments, with no SDK in the code (docs/decisions.md).
+            tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,
         )
         # Grants land in the role's default policy after the function exists in
         # the tree; depending on the whole role makes CloudFormation attach them

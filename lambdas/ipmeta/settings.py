@@ -6,6 +6,7 @@ re-exports them so the stack sets exactly what the code reads.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -118,5 +119,22 @@ ENV_PAGE_TOKEN_KEY = "IPMETA_PAGE_TOKEN_KEY"
 DEFAULT_PAGE_TOKEN_KEY = "ipmeta-local-page-token-key"
 
 
+#: In AWS the stack generates the key in Secrets Manager and names it here.
+ENV_PAGE_TOKEN_SECRET_ARN = "IPMETA_PAGE_TOKEN_SECRET_ARN"
+
+
 def page_token_key() -> bytes:
-    return os.environ.get(ENV_PAGE_TOKEN_KEY, DEFAULT_PAGE_TOKEN_KEY).encode()
+    """The signing key: set directly, read once from Secrets Manager, or the local default."""
+    if key := os.environ.get(ENV_PAGE_TOKEN_KEY):
+        return key.encode()
+    if secret_arn := os.environ.get(ENV_PAGE_TOKEN_SECRET_ARN):
+        return _secret_value(secret_arn).encode()
+    return DEFAULT_PAGE_TOKEN_KEY.encode()
+
+
+@functools.cache
+def _secret_value(secret_arn: str) -> str:
+    # Read on the first paged listing, not at cold start: forward lookups never need it.
+    import boto3
+
+    return str(boto3.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"])

@@ -12,6 +12,7 @@ from stacks.constants import (
     API_VERSION_PATH,
     ENV_CORS_ORIGINS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
+    ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
     ENV_TABLE_NAME,
     LOOKUP_HANDLER,
@@ -148,3 +149,30 @@ def test_no_cors_preflight_unless_origins_are_configured(synthesized: Synthesize
     # The handler answers real requests with the same origins.
     _, function = function_by_handler(synthesized.templates[SOURCE_URL], LOOKUP_HANDLER)
     assert function["Properties"]["Environment"]["Variables"][ENV_CORS_ORIGINS] == EXAMPLE_ORIGIN
+
+
+def test_lookup_is_traced_by_lambda_and_api_gateway_without_an_sdk(synthesized: Synthesized) -> None:
+    template = synthesized.templates[DEFAULT]
+    _, function = function_by_handler(template, LOOKUP_HANDLER)
+    assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
+    _, stage = only(template, "AWS::ApiGateway::Stage")
+    assert stage["Properties"]["TracingEnabled"] is True
+
+
+def test_page_tokens_are_signed_with_a_generated_secret_only_the_lookup_reads(
+    synthesized: Synthesized,
+) -> None:
+    template = synthesized.templates[DEFAULT]
+    secret_id, secret = only(template, "AWS::SecretsManager::Secret")
+    assert "GenerateSecretString" in secret["Properties"]
+    _, function = function_by_handler(template, LOOKUP_HANDLER)
+    assert function["Properties"]["Environment"]["Variables"][ENV_PAGE_TOKEN_SECRET_ARN] == {"Ref": secret_id}
+    readers = [
+        policy["Properties"]["Roles"]
+        for policy in resources_of_type(template, "AWS::IAM::Policy").values()
+        if any(
+            "secretsmanager:GetSecretValue" in str(statement["Action"])
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        )
+    ]
+    assert readers == [[{"Ref": function["Properties"]["Role"]["Fn::GetAtt"][0]}]]
