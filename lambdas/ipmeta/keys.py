@@ -22,21 +22,22 @@ largest bucket of the ASN file (``@ip-location-db/asn``) holds 5.4% of its
 IPv6 uses the /24 (the first six hex digits), chosen from the 103,197 IPv6
 ranges of the same file:
 
-====== ========= ============== ================= ================
-prefix buckets   largest share  ranges that split extra items
-====== ========= ============== ================= ================
-/16        61        17.0%            0                 0
-/20       682        14.8%            3                17
-/24     9,305         5.0%           57               581 (0.6%)
-/28    45,638         4.4%          272             >10,800
-/32   303,778         1.0%       12,902            >250,000
-====== ========= ============== ================= ================
+====== ========= ================ ================= ==================
+prefix buckets   largest bucket's ranges that split items added by
+                 share of items                     splitting
+====== ========= ================ ================= ==================
+/16        61        17.0%              0                  0
+/20       682        14.8%              3                 17
+/24     9,305         5.0%             57                581 (0.6%)
+/28    45,638         4.4%            272             10,804 (10.5%)
+/32   303,778         1.0%         12,902            254,536 (247%)
+====== ========= ================ ================= ==================
 
-/24 is the narrowest prefix whose largest bucket holds no more than IPv4's
-largest /8 (5%), while splitting costs under 1% extra items. Wider prefixes
-concentrate one RIR block (2001::/16 holds 17%) in one key; narrower ones
-multiply the items of every large allocation. The price is bounded: a range
-spanning a whole /8 of IPv6 would become 65,536 items.
+/24 is the shortest prefix whose largest bucket holds no more than IPv4's
+largest /8 does (5%), while splitting adds under 1% items. Shorter prefixes
+put a whole RIR block in one key (2001::/16 holds 17% of the items); longer
+ones multiply the items of every large allocation. The price is bounded: a
+range spanning a whole IPv6 /8 would become 65,536 items.
 
 **Sort key.** A DynamoDB Number holds at most 38 significant digits, and
 2**128-1 has 39. The sort key is therefore the address's *offset within its
