@@ -177,10 +177,14 @@ def infer_column_types(
 
 
 def typed_values(values: Mapping[str, str], column_types: Mapping[str, str]) -> dict[str, Any]:
-    return {
-        column: (int(value) if column_types.get(column) == "N" and value else value)
-        for column, value in values.items()
-    }
+    """Numbers as int; an empty cell of a Number column is null, so a column keeps one type."""
+    return {column: _typed(value, column_types.get(column)) for column, value in values.items()}
+
+
+def _typed(value: str, column_type: str | None) -> int | str | None:
+    if column_type != "N":
+        return value
+    return int(value) if value else None
 
 
 def build_items(

@@ -168,3 +168,13 @@ def test_the_stratified_shuffle_spreads_every_bucket_evenly() -> None:
     again = [(index, bucket, index) for index, bucket in enumerate(buckets)]
     normalize.shuffle_pieces(again, "seed", segments)
     assert again == pieces  # deterministic: a re-run stages the same chunks
+
+
+def test_an_empty_cell_of_an_integer_column_is_null_not_a_string() -> None:
+    from loader.normalize import typed_values
+
+    assert typed_values({"asn": "", "name": ""}, {"asn": "N", "name": "S"}) == {"asn": None, "name": ""}
+    assert typed_values({"asn": "13335", "name": "x"}, {"asn": "N", "name": "S"}) == {
+        "asn": 13335,
+        "name": "x",
+    }
