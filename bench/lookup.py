@@ -33,7 +33,7 @@ from ipmeta.settings import Settings
 from ipmeta.store import Store
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
-from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
+from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, default_dataset_options
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -142,7 +142,13 @@ def main() -> int:
         settings = Settings("ipmeta", endpoint, 5.0)
         store = Store.from_settings(settings, max_pool_connections=args.clients * 2)
         store.create_table_if_missing()
-        loaded = load_files(settings, DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, Path(args.data_dir))
+        loaded = load_files(
+            settings,
+            DEFAULT_DATASET,
+            DEFAULT_DATASET_COLUMNS,
+            Path(args.data_dir),
+            options=default_dataset_options(),
+        )
         version = int(loaded["version"].lstrip("v"))
         addresses = random_addresses(50_000)
 

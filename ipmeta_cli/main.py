@@ -11,19 +11,32 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ipmeta_cli import loading, lookups, reverse, versions
 from ipmeta_cli.arguments import positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.dynalite import PROJECT_ROOT
 
+if TYPE_CHECKING:
+    from loader.tasks import LoadOptions
+
 DATASET_DIR = PROJECT_ROOT / "node_modules" / "@ip-location-db" / "asn"
 DEFAULT_DATASET = (DATASET_DIR / "asn-ipv4.csv", DATASET_DIR / "asn-ipv6.csv")
 DEFAULT_DATASET_COLUMNS = ("start", "end", "asn", "organization")
+#: `make run` indexes the demo data by ASN, so `GET /v1/ranges?field=asn&value=13335` answers.
+DEFAULT_INDEX_FIELD = "asn"
 ATTRIBUTION = (
     "ASN data: @ip-location-db/asn (CC BY 4.0), from RouteViews, DB-IP and the NRO; "
     "see node_modules/@ip-location-db/asn/README.md"
 )
+
+
+def default_dataset_options() -> LoadOptions:
+    """How `make run` (and the benchmarks, which share its store) load the ASN dataset."""
+    from loader.tasks import LoadOptions
+
+    return LoadOptions(columns=DEFAULT_DATASET_COLUMNS, index_field=DEFAULT_INDEX_FIELD)
 
 
 def command_serve(args: argparse.Namespace) -> int:
@@ -34,7 +47,11 @@ def command_serve(args: argparse.Namespace) -> int:
         if args.load_default_dataset:
             print(f"Loading the ASN dataset unless it is already active. {ATTRIBUTION}", flush=True)
             outcome = loading.load_files(
-                settings, DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, Path(args.data_dir)
+                settings,
+                DEFAULT_DATASET,
+                DEFAULT_DATASET_COLUMNS,
+                Path(args.data_dir),
+                options=default_dataset_options(),
             )
             print(f"dataset {outcome['version']}: {outcome['status']} ({outcome['items']} items)", flush=True)
         server = LocalApiServer(args.host, args.port, handler)
@@ -44,7 +61,9 @@ def command_serve(args: argparse.Namespace) -> int:
             f"  curl {base}/v1/ip/1.1.1.1\n"
             f"  curl {base}/v1/ip/2001:200::1\n"
             f"  curl {base}/v1/ip/10.0.0.1     # 404 IP_ADDRESS_RESERVED (private, not in the data)\n"
-            f"  curl {base}/v1/ip/999.1.1.1    # 400 IP_ADDRESS_INVALID\n",
+            f"  curl {base}/v1/ip/999.1.1.1    # 400 IP_ADDRESS_INVALID\n"
+            f"  curl '{base}/v1/ranges?field=asn&value=13335&limit=5'\n"
+            f"  open {base}/v1/docs\n",
             flush=True,
         )
         try:
