@@ -49,6 +49,7 @@ bench: setup
 	$(PY) -m bench.handler
 	$(PY) -m bench.lookup
 	$(PY) -m bench.load
+	$(PY) -m bench.reverse
 
 clean:
 	rm -rf cdk.out .mypy_cache .ruff_cache .pytest_cache
