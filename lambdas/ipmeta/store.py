@@ -208,14 +208,9 @@ class Store:
 
     def scan_index(self, index: keys.IndexSchema) -> Iterator[Item]:
         """Every entry of an index (benchmarks and tests check what the index really holds)."""
-        kwargs: dict[str, Any] = {"TableName": self.table_name, "IndexName": index.name}
-        while True:
-            response = self.client.scan(**kwargs)
-            for raw in response.get("Items", []):
+        for page in self._pages(self.client.scan, {"TableName": self.table_name, "IndexName": index.name}):
+            for raw in page.get("Items", []):
                 yield deserialize_item(raw)
-            if "LastEvaluatedKey" not in response:
-                return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # -- the active-version pointer and version metadata --------------------------
 
@@ -287,21 +282,8 @@ class Store:
         self._batch_requests([{"PutRequest": {"Item": serialize_item(item)}} for item in items], stats)
 
     def count_partition(self, partition_key: str) -> int:
-        count = 0
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY},
-            "ExpressionAttributeValues": {":pk": {"S": partition_key}},
-            "Select": "COUNT",
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self.client.query(**kwargs)
-            count += response["Count"]
-            if "LastEvaluatedKey" not in response:
-                return count
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        request = self._partition_request(partition_key, consistent=True, Select="COUNT")
+        return sum(int(page["Count"]) for page in self._pages(self.client.query, request))
 
     # -- table lifecycle (local runs; in AWS the CDK stack owns the table) -----------
 
@@ -498,24 +480,15 @@ class Store:
     def delete_partition(self, partition_key: str, stats: WriteStats | None = None) -> int:
         """Delete every item of one partition (keys-only Query, then batched deletes)."""
         deleted = 0
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY, "#sk": keys.SORT_KEY},
-            "ExpressionAttributeValues": {":pk": {"S": partition_key}},
-            "ProjectionExpression": "#pk, #sk",
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self.client.query(**kwargs)
-            found = response.get("Items", [])
+        request = self._partition_request(partition_key, consistent=True, ProjectionExpression="#pk, #sk")
+        request["ExpressionAttributeNames"]["#sk"] = keys.SORT_KEY
+        for page in self._pages(self.client.query, request):
+            found = page.get("Items", [])
             for offset in range(0, len(found), BATCH_WRITE_LIMIT):
                 batch = found[offset : offset + BATCH_WRITE_LIMIT]
                 self._batch_requests([{"DeleteRequest": {"Key": key}} for key in batch], stats)
                 deleted += len(batch)
-            if "LastEvaluatedKey" not in response:
-                return deleted
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return deleted
 
     def delete_item(self, partition_key: str, sort_key: int) -> None:
         self.client.delete_item(
@@ -587,17 +560,30 @@ class Store:
         return deserialize_item(raw) if raw else None
 
     def _query_partition(self, partition_key: str, *, consistent: bool) -> Iterator[Item]:
-        kwargs: dict[str, Any] = {
+        for page in self._pages(
+            self.client.query, self._partition_request(partition_key, consistent=consistent)
+        ):
+            for raw in page.get("Items", []):
+                yield deserialize_item(raw)
+
+    def _partition_request(self, partition_key: str, *, consistent: bool, **extra: Any) -> dict[str, Any]:
+        """A Query of one whole partition; ``extra`` adds Select, ProjectionExpression..."""
+        return {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk",
             "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY},
             "ExpressionAttributeValues": {":pk": {"S": partition_key}},
             "ConsistentRead": consistent,
+            **extra,
         }
+
+    @staticmethod
+    def _pages(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+        """Every page of a Query or Scan, following LastEvaluatedKey."""
+        request = dict(request)
         while True:
-            response = self.client.query(**kwargs)
-            for raw in response.get("Items", []):
-                yield deserialize_item(raw)
+            response = operation(**request)
+            yield response
             if "LastEvaluatedKey" not in response:
                 return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
