@@ -20,7 +20,7 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
-from ipmeta.settings import Settings
+from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import Store, make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import LocalApiServer
@@ -47,6 +47,14 @@ def table_settings(dynalite_endpoint: str) -> Settings:
     )
     Store.from_settings(settings).create_table_if_missing()
     return settings
+
+
+@pytest.fixture
+def table_environment(table_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The environment a CLI command or a Lambda handler reads, pointed at the test's table."""
+    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, str(table_settings.dynamodb_endpoint))
+    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
+    return table_settings
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from ipmeta.api import dependencies
 from ipmeta.api.handler import handler
 from ipmeta.lookup import ActiveVersionCache
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.settings import Settings
 from ipmeta.store import Store
 from ipmeta_cli.main import main
 from ipmeta_cli.server import LocalApiServer
@@ -76,13 +76,9 @@ def test_lookup_exit_status_says_some_ips_failed(
 
 def test_lookup_on_a_table_without_a_server(
     loaded_store: Store,
-    table_settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+    table_environment: Settings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert table_settings.dynamodb_endpoint is not None
-    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, table_settings.dynamodb_endpoint)
-    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
     dependencies.install(None)
     try:
         code = main(["lookup", "1.0.0.1", "10.0.0.150"])

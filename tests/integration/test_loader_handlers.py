@@ -13,11 +13,9 @@ from moto import mock_aws
 
 from ipmeta.settings import (
     ENV_CHUNK_PREFIX,
-    ENV_DYNAMODB_ENDPOINT,
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
-    ENV_TABLE_NAME,
     Settings,
 )
 from ipmeta.store import Store
@@ -35,9 +33,7 @@ class Context:
 
 
 @pytest.fixture
-def aws(table_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, str(table_settings.dynamodb_endpoint))
-    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
+def aws(table_environment: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
     monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
     handlers.reset()

@@ -16,8 +16,6 @@ from ipmeta.settings import (
     DEFAULT_CLEANUP_GRACE_SECONDS,
     DEFAULT_LOCK_LEASE_SECONDS,
     DEFAULT_POINTER_CACHE_SECONDS,
-    ENV_DYNAMODB_ENDPOINT,
-    ENV_TABLE_NAME,
     Settings,
 )
 from ipmeta.store import Store
@@ -213,14 +211,10 @@ def test_activation_announces_the_new_version(
 
 
 def test_the_cli_loads_lists_rolls_back_and_cleans_up(
-    table_settings: Settings,
+    table_environment: Settings,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert table_settings.dynamodb_endpoint is not None
-    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, table_settings.dynamodb_endpoint)
-    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
     common = ["--data-dir", str(tmp_path)]
     assert cli.main(["load", *common, str(csv_of(tmp_path, "one.csv", "one")), "--dry-run"]) == 0
     assert "load (dry run): dry-run" in capsys.readouterr().out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.settings import Settings
 from ipmeta.store import Store
 from ipmeta_cli.main import main
 from loader import driver, tasks
@@ -24,17 +24,14 @@ SOURCE = """start,end,asn,rule
 
 def test_ranges_and_flagged_list_every_page(
     store: Store,
-    table_settings: Settings,
+    table_environment: Settings,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     source = tmp_path / "ranges.csv"
     source.write_text(SOURCE)
     options = tasks.LoadOptions(index_field="asn", flag_column="rule")
     driver.run_load([source], options, store, LocalStaging(tmp_path / "staging"))
-    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, str(table_settings.dynamodb_endpoint))
-    monkeypatch.setenv(ENV_TABLE_NAME, table_settings.table_name)
 
     assert main(["ranges", "--field", "asn", "--value", "13335", "--limit", "1"]) == 0
     listed = json.loads(capsys.readouterr().out)
