@@ -15,7 +15,6 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
 
 from ipmeta.api import datasets, lookups, ranges
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
@@ -116,7 +115,6 @@ DESCRIPTION = (
 )
 #: Query parameters the routes read from the event themselves, by operationId.
 _QUERY_PARAMETERS = {**lookups.QUERY_PARAMETERS, **ranges.QUERY_PARAMETERS}
-_SWAGGER_ASSETS = Path(generate_swagger_html.__code__.co_filename).parent
 
 
 @cache
@@ -159,9 +157,16 @@ def openapi_json(base_path: str) -> str:
 
 @cache
 def docs_html(base_path: str) -> str:
-    """Swagger UI with its JS and CSS inlined (powertools ships them): no CDN needed."""
-    js = (_SWAGGER_ASSETS / "swagger-ui-bundle.min.js").read_text(encoding="utf-8")
-    css = (_SWAGGER_ASSETS / "swagger-ui.min.css").read_text(encoding="utf-8")
+    """Swagger UI with its JS and CSS inlined (powertools ships them): no CDN needed.
+
+    Imported here, not at module level: the docs page is rare, and the Swagger
+    module would otherwise be paid at every lookup container's cold start.
+    """
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
+
+    assets = Path(generate_swagger_html.__code__.co_filename).parent
+    js = (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8")
+    css = (assets / "swagger-ui.min.css").read_text(encoding="utf-8")
     spec = openapi_json(base_path).replace("</", "<\\/")
     return generate_swagger_html(spec, js, css, "", None)
 
