@@ -93,7 +93,8 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             index = report["value_index"]
             lines.append(
                 f"  index {index['field']}: {index['values']:,} values in {index['shards']:,} shards "
-                f"(~{index['target_entries_per_shard']} ranges a shard)"
+                f"(~{index['target_entries_per_shard']} ranges a shard, by the {index['shard_rule']} rule; "
+                f"largest shard ~{index['predicted_spread']}x the mean)"
             )
         if "flag_index" in report:
             flags = report["flag_index"]

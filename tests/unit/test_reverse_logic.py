@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -11,7 +12,13 @@ from hypothesis import strategies as st
 
 from ipmeta import keys, reverse
 from ipmeta.errors import InvalidToken
-from loader.reverse_index import plan_shard_counts
+from loader.reverse_index import (
+    DEFAULT_MAX_SHARDS,
+    KEYS_PER_PARTITION,
+    LOAD_WRITES_PER_SECOND,
+    PARTITION_WRITES_PER_SECOND,
+    plan_shard_counts,
+)
 
 KEY = b"test-key"
 
@@ -72,13 +79,62 @@ def test_pages_return_every_entry_once_in_order(
 
 def test_shard_counts_follow_frequency_within_the_budget() -> None:
     counts = {"hot": 3500, "warm": 100, **{f"rare{n}": 1 + n % 3 for n in range(1000)}}
-    shards, target = plan_shard_counts(counts, budget=100, max_shards=64)
-    assert sum(count - 1 for count in shards.values()) <= 100
-    assert shards["hot"] > shards["warm"] > 1
-    assert all(shards[f"rare{n}"] == 1 for n in range(1000))
-    assert shards["hot"] == min(64, -(-3500 // target))
+    plan = plan_shard_counts(counts, budget=100, max_shards=64)
+    assert sum(count - 1 for count in plan.shards.values()) <= 100
+    assert plan.shards["hot"] > plan.shards["warm"] > 1
+    assert all(plan.shards[f"rare{n}"] == 1 for n in range(1000))
+    assert plan.shards["hot"] == min(64, -(-3500 // plan.target))
     # The cap bounds the fan-out even with a generous budget
-    assert plan_shard_counts({"hot": 10**6}, budget=10**6, max_shards=64)[0]["hot"] == 64
+    assert plan_shard_counts({"hot": 10**6}, budget=10**6, max_shards=64).shards["hot"] == 64
+
+
+def shard_sizes(counts: dict[str, int], shards: dict[str, int]) -> list[int]:
+    """Entries per index key when each value's ranges are hashed as the loader hashes them."""
+    sizes: Counter[tuple[str, int]] = Counter()
+    start = 0
+    for value, count in counts.items():
+        for _ in range(count):
+            start += 4096  # distinct range starts, spaced like /20s
+            sizes[value, keys.shard_of(4, start, shards[value])] += 1
+    return list(sizes.values())
+
+
+def test_a_low_cardinality_field_meets_the_spread_goal_over_every_key() -> None:
+    # A country-like column: 250 values, Zipf-distributed, the commonest with ~30% of the ranges
+    weights = [1 / (rank + 1) ** 1.3 for rank in range(250)]
+    counts = {
+        f"C{rank}": max(1, round(200_000 * weight / sum(weights))) for rank, weight in enumerate(weights)
+    }
+    plan = plan_shard_counts(counts)
+    assert plan.rule == "spread"
+    sizes = shard_sizes(counts, plan.shards)
+    mean = sum(sizes) / len(sizes)
+    assert max(sizes) <= 2.0 * mean
+    # Unsharded, the commonest value alone is far beyond the goal
+    assert max(counts.values()) > 50 * (sum(counts.values()) / len(counts))
+    assert 1 < max(plan.shards.values()) <= DEFAULT_MAX_SHARDS
+
+
+def test_hot_values_get_ten_keys_per_partition_their_load_writes_need() -> None:
+    counts = {"hot": 144_200, **{f"other{n}": 14_000 for n in range(19)}}
+    plan = plan_shard_counts(counts)
+    total = sum(counts.values())
+    for value, count in counts.items():
+        partitions = count / total * LOAD_WRITES_PER_SECOND / PARTITION_WRITES_PER_SECOND
+        assert plan.shards[value] >= KEYS_PER_PARTITION * partitions
+    assert plan.shards["hot"] > plan.shards["other0"]
+
+
+def test_a_field_of_rare_values_spends_the_budget_on_the_hot_ones() -> None:
+    # asn-like: the mean key holds a few entries whatever the rule, so the goal is out of reach
+    counts = {f"AS{n}": 1 + n % 8 for n in range(20_000)}
+    counts |= {"hot1": 4800, "hot2": 4500, "hot3": 3000}
+    plan = plan_shard_counts(counts, budget=500)
+    assert plan.rule == "budget"
+    assert plan.predicted_spread > 2
+    assert 400 < sum(count - 1 for count in plan.shards.values()) <= 500
+    assert plan.shards["hot1"] > plan.shards["hot3"] > 1
+    assert all(plan.shards[f"AS{n}"] == 1 for n in range(20_000))
 
 
 def test_tokens_refuse_alteration_and_other_keys() -> None:
