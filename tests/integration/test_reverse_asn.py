@@ -105,12 +105,12 @@ def get(path: str) -> tuple[int, dict[str, Any]]:
     return int(response["statusCode"]), json.loads(response["body"])
 
 
-def list_all(value: str, limit: int) -> tuple[list[tuple[str, str]], int]:
+def list_all(value: str, limit: int, field: str = "asn") -> tuple[list[tuple[str, str]], int]:
     found: list[tuple[str, str]] = []
     token: str | None = None
     pages = 0
     while True:
-        path = f"/v1/ranges?field=asn&value={value}&limit={limit}" + (f"&next={token}" if token else "")
+        path = f"/v1/ranges?field={field}&value={value}&limit={limit}" + (f"&next={token}" if token else "")
         status, body = get(path)
         assert status == 200, body
         found.extend((entry["start"], entry["end"]) for entry in body["ranges"])
