@@ -140,6 +140,11 @@ class ValueMissing(IpmetaError):
     code = "VALUE_MISSING"
 
 
+class ValueInvalid(IpmetaError):
+    status = 400
+    code = "VALUE_INVALID"
+
+
 class LimitInvalid(IpmetaError):
     status = 400
     code = "LIMIT_INVALID"

@@ -136,10 +136,12 @@ def test_hot_value_is_sharded_and_unknown_value_is_empty(
     status, body = get(server, "/v1/ranges", field="asn", value="999999")
     assert (status, body["ranges"], body["next"]) == (200, [], None)
     # A Number column finds 13335 however it is spelled
-    status, body = get(server, "/v1/ranges", field="ASN", value="013335", limit=1)
-    assert status == 200
-    assert body["value"] == "13335"
-    assert body["ranges"]
+    first = get(server, "/v1/ranges", field="asn", value="13335", limit=3)[1]["ranges"]
+    for spelling in ("013335", "AS13335", " as13335 "):
+        status, body = get(server, "/v1/ranges", field="ASN", value=spelling, limit=3)
+        assert status == 200
+        assert body["value"] == "13335"
+        assert body["ranges"] == first
 
 
 def test_flagged_lists_exactly_the_flagged_rows_and_the_index_holds_nothing_else(
@@ -172,6 +174,9 @@ def test_flagged_lists_exactly_the_flagged_rows_and_the_index_holds_nothing_else
         ({"field": "organization", "value": "org"}, "FIELD_NOT_INDEXED"),
         ({"field": "asn"}, "VALUE_MISSING"),
         ({"field": "asn", "value": " "}, "VALUE_MISSING"),
+        ({"field": "asn", "value": "cloudflare"}, "VALUE_INVALID"),
+        ({"field": "asn", "value": "13335.0"}, "VALUE_INVALID"),
+        ({"field": "asn", "value": "AS"}, "VALUE_INVALID"),
         ({"field": "asn", "value": "1", "limit": "0"}, "LIMIT_INVALID"),
         ({"field": "asn", "value": "1", "limit": "1001"}, "LIMIT_INVALID"),
         ({"field": "asn", "value": "1", "limit": "ten"}, "LIMIT_INVALID"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -135,6 +136,14 @@ def test_a_field_of_rare_values_spends_the_budget_on_the_hot_ones() -> None:
     assert 400 < sum(count - 1 for count in plan.shards.values()) <= 500
     assert plan.shards["hot1"] > plan.shards["hot3"] > 1
     assert all(plan.shards[f"AS{n}"] == 1 for n in range(20_000))
+
+
+def test_a_token_for_the_widest_fan_out_fits_the_length_limit() -> None:
+    rng = random.Random(7)
+    positions = {shard: keys.index_sort_key(6, rng.getrandbits(128)) for shard in range(DEFAULT_MAX_SHARDS)}
+    token = reverse.encode_token(listing(DEFAULT_MAX_SHARDS), reverse.Cursor(positions, frozenset()), KEY)
+    assert len(token) <= reverse.MAX_TOKEN_LENGTH
+    assert reverse.decode_token(token, KEY).cursor.positions == positions
 
 
 def test_tokens_refuse_alteration_and_other_keys() -> None:

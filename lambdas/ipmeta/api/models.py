@@ -17,6 +17,7 @@ ERROR_CODES: dict[str, str] = {
     "BATCH_TOO_LARGE": "400: more IPs than the configured batch limit",
     "FIELD_NOT_INDEXED": "400: /v1/ranges ?field= is missing or not the field the version is indexed by",
     "VALUE_MISSING": "400: /v1/ranges without ?value=",
+    "VALUE_INVALID": "400: /v1/ranges with a value the indexed field cannot hold",
     "LIMIT_INVALID": "400: ?limit= is not an integer from 1 to 1000",
     "INVALID_TOKEN": "400: ?next= is malformed, altered, or from another listing or version",
     "IP_ADDRESS_NOT_FOUND": "404: no range of the dataset holds the address",

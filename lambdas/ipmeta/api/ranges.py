@@ -2,7 +2,8 @@
 
 Query parameters are read from the event, as the lookup routes do, so each bad
 one answers with its own code (``FIELD_NOT_INDEXED``, ``VALUE_MISSING``,
-``LIMIT_INVALID``, ``INVALID_TOKEN``) rather than a generic validation error.
+``VALUE_INVALID``, ``LIMIT_INVALID``, ``INVALID_TOKEN``) rather than a generic
+validation error.
 """
 
 from __future__ import annotations
