@@ -36,7 +36,11 @@ def remote_get(endpoint: str, api_key: str | None, path: str) -> tuple[int, dict
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
+        body = error.read()
+        try:
+            return error.code, json.loads(body or b"{}")
+        except ValueError:  # a gateway's own error page, not the API's JSON
+            return error.code, {"message": body.decode(errors="replace")[:500]}
 
 
 def follow_pages(args: argparse.Namespace, path: str, query: Mapping[str, str]) -> int:
