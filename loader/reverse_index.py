@@ -151,6 +151,7 @@ class IndexPlan:
     flagged: int = 0
     rule: ShardRule = "spread"
     predicted_spread: float = 1.0
+    values_too_long: int = 0  #: ranges left out of ``ranges-by-value``: value over the length limit
 
     def attributes(
         self, version: int, family: Family, start: int, values: Mapping[str, Any]
@@ -158,14 +159,14 @@ class IndexPlan:
         sort_key = keys.index_sort_key(family, start)
         attributes: dict[str, str] = {}
         value = values.get(self.value_field) if self.value_field else None
-        if self.value_field and value not in (None, ""):
+        if self.value_field and keys.is_indexable_value(value):
             label = keys.value_label(value)
             shard = keys.shard_of(family, start, self.shards.get(label, 1))
             attributes[keys.GSI1_PARTITION_KEY] = keys.value_partition_key(
                 version, self.value_field, label, shard
             )
             attributes[keys.GSI1_SORT_KEY] = sort_key
-        if self.flag_column and values.get(self.flag_column) not in (None, ""):
+        if self.flag_column and not keys.is_blank(values.get(self.flag_column)):
             shard = keys.shard_of(family, start, self.flag_shards)
             attributes[keys.GSI2_PARTITION_KEY] = keys.flagged_partition_key(version, self.flag_column, shard)
             attributes[keys.GSI2_SORT_KEY] = sort_key
@@ -202,6 +203,7 @@ class IndexPlan:
                 "shard_rule": self.rule,
                 "predicted_spread": self.predicted_spread,
                 "most_shards": dict(top),
+                "ranges_not_indexed_value_too_long": self.values_too_long,
             }
         if self.flag_column:
             figures["flag_index"] = {
@@ -222,18 +224,24 @@ def plan_index(
 ) -> IndexPlan:
     """Shard counts from the frequency of each value among the ranges (one entry per range).
 
-    The flag index is sharded by the same target: its flagged ranges are one
-    "value" of the same rule.
+    A blank cell (empty or only whitespace) puts a range in neither index; a value
+    longer than ``keys.MAX_INDEXED_VALUE_BYTES`` is left out of ``ranges-by-value``
+    and counted in the report. The flagged ranges form one "value" whose spread is
+    even by construction, so only the heat step decides their shards.
     """
     counts: Counter[str] = Counter()
-    flagged = 0
+    flagged = too_long = ranges = 0
     for values in values_of_ranges:
-        if value_field and values.get(value_field) not in (None, ""):
-            counts[keys.value_label(values[value_field])] += 1
-        if flag_column and values.get(flag_column) not in (None, ""):
+        ranges += 1
+        value = values.get(value_field) if value_field else None
+        if keys.is_indexable_value(value):
+            counts[keys.value_label(value)] += 1
+        elif not keys.is_blank(value):
+            too_long += 1
+        if flag_column and not keys.is_blank(values.get(flag_column)):
             flagged += 1
     plan = plan_shard_counts(counts, budget=budget, max_shards=max_shards)
-    flag_shards = min(max_shards, max(1, -(-flagged // plan.target))) if flag_column else 1
+    flag_shards = min(max_shards, max(1, -(-flagged // heat_target(ranges)))) if flag_column else 1
     return IndexPlan(
         value_field,
         plan.shards,
@@ -243,4 +251,5 @@ def plan_index(
         flagged,
         plan.rule,
         plan.predicted_spread,
+        too_long,
     )

@@ -232,9 +232,28 @@ def decode_index_sort_key(sort_key: str) -> tuple[int, int]:
     return int(family), int(start, 16)
 
 
+#: The longest value (in UTF-8) the ``ranges-by-value`` index holds. With the version, field
+#: and shard around it, the key stays far below DynamoDB's 2,048-byte partition-key limit,
+#: which would otherwise fail a whole batch of writes on AWS (dynalite does not enforce it).
+MAX_INDEXED_VALUE_BYTES: Final = 1024
+
+
 def value_label(value: object) -> str:
-    """How a metadata value is spelled in a key: integers in decimal, text as is."""
+    """How a metadata value is spelled in a key: integers in decimal, text verbatim.
+
+    Verbatim, spaces included: the loader keeps values as the CSV has them
+    (``"PhotoShelter, Inc. "``), so a query must not trim them either.
+    """
     return str(value)
+
+
+def is_blank(value: object) -> bool:
+    """Whether a cell counts as empty for both indexes: missing, empty or only whitespace."""
+    return value is None or not str(value).strip()
+
+
+def is_indexable_value(value: object) -> bool:
+    return not is_blank(value) and len(value_label(value).encode()) <= MAX_INDEXED_VALUE_BYTES
 
 
 def value_partition_key(version: int, field: str, value: object, shard: int) -> str:

@@ -46,6 +46,8 @@ MAX_TOKEN_LENGTH = 8192
 _SHARE_MARGIN = 1.25
 
 Item = dict[str, Any]
+#: A DynamoDB Number has at most 38 significant digits; a longer integer is in no Number column.
+_MAX_NUMBER_DIGITS = 38
 
 
 class IndexReader(Protocol):
@@ -66,16 +68,23 @@ class ValueIndex:
     shards: Mapping[str, int]
 
     def label(self, value: str) -> str:
-        """The value as the loader spelled it: ``013335`` and ``AS13335`` find 13335 in a Number column.
+        """The value as the loader spelled it.
 
-        The ``AS`` prefix is how AS numbers are usually written; a Number column holds
-        no letters, so accepting it cannot make one value look like another.
+        In a Number column ``013335``, `` 13335`` and ``AS13335`` all find 13335: the
+        ``AS`` prefix is how AS numbers are usually written, and a Number column holds
+        no letters, so accepting it cannot make one value look like another. Text is
+        matched verbatim, spaces included, because the loader keeps it so.
         """
-        text = value.strip()
         if self.column_type != "N":
-            return text
+            if not keys.is_indexable_value(value):
+                raise ValueInvalid(
+                    f"value is longer than the {keys.MAX_INDEXED_VALUE_BYTES} bytes the index holds"
+                )
+            return keys.value_label(value)
+        text = value.strip()
         digits = text[2:] if text[:2].upper() == "AS" else text
-        if not (digits.isascii() and digits.isdigit()):
+        unsigned = digits.removeprefix("-")
+        if not (unsigned.isascii() and unsigned.isdigit()) or len(unsigned) > _MAX_NUMBER_DIGITS:
             raise ValueInvalid(f"{self.field} holds integers, optionally written AS13335; got {text[:64]!r}")
         return keys.value_label(int(digits))
 
@@ -156,7 +165,7 @@ def ranges_of_value(indexes: ReverseIndexes, version: int, field: str | None, va
             f"field must be {indexes.values.field!r}, the field dataset "
             f"{keys.format_version(version)} is indexed by" + (f" (got {field[:64]!r})" if field else "")
         )
-    if value is None or not value.strip():
+    if value is None or keys.is_blank(value):
         raise ValueMissing("value is required: the value of the field whose ranges to list")
     label = indexes.values.label(value)
     shards = indexes.values.shard_count(label)

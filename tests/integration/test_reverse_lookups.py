@@ -222,3 +222,48 @@ def test_a_version_loaded_without_indexes_says_so(
     assert (status, body["code"]) == (404, "FLAGS_NOT_INDEXED")
     assert not list(store.scan_index(keys.RANGES_BY_VALUE))
     assert not list(store.scan_index(keys.FLAGGED))
+
+
+def test_text_is_matched_verbatim_and_blank_or_oversized_cells_index_nothing(
+    store: Store, tmp_path: Path, api_server: LocalApiServer
+) -> None:
+    long_value = "x" * (keys.MAX_INDEXED_VALUE_BYTES + 1)
+    rows = [
+        ["1.0.0.0", "1.0.0.255", "PhotoShelter, Inc. ", " ", "-5"],
+        ["1.0.1.0", "1.0.1.255", "PhotoShelter, Inc.", "block", "7"],
+        ["1.0.2.0", "1.0.2.255", "   ", "", "-5"],
+        ["1.0.3.0", "1.0.3.255", long_value, "\t", "7"],
+    ]
+    path = tmp_path / "cells.csv"
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows([["start", "end", "org", "rule", "num"], *rows])
+    options = tasks.LoadOptions(index_field="org", flag_column="rule")
+    result = driver.run_load([path], options, store, LocalStaging(tmp_path / "by-org"))
+    assert result.status == tasks.ACTIVATED
+    assert result.report["value_index"]["ranges_not_indexed_value_too_long"] == 1
+
+    # Trailing spaces are part of the value, as the forward lookup shows it
+    for value, start in (("PhotoShelter, Inc. ", "1.0.0.0"), ("PhotoShelter, Inc.", "1.0.1.0")):
+        status, body = get(api_server, "/v1/ranges", field="org", value=value)
+        assert status == 200, body
+        assert [entry["start"] for entry in body["ranges"]] == [start]
+    assert get(api_server, "/v1/ranges", field="org", value="   ")[1]["code"] == "VALUE_MISSING"
+    assert get(api_server, "/v1/ranges", field="org", value=long_value)[1]["code"] == "VALUE_INVALID"
+    # The indexes themselves: no entry for a blank or oversized value, no flag for a blank rule
+    by_value = sorted(entry["start"] for entry in store.scan_index(keys.RANGES_BY_VALUE))
+    assert by_value == ["1.0.0.0", "1.0.1.0"]
+    assert [entry["start"] for entry in store.scan_index(keys.FLAGGED)] == ["1.0.1.0"]
+    assert [entry["start"] for entry in get(api_server, "/v1/flagged")[1]["ranges"]] == ["1.0.1.0"]
+
+    # Negative integers in a Number column, and a token used with ?version= spelled another way
+    result = driver.run_load(
+        [path], tasks.LoadOptions(index_field="num"), store, LocalStaging(tmp_path / "by-num")
+    )
+    assert result.status == tasks.ACTIVATED
+    status, first = get(api_server, "/v1/ranges", field="num", value="-5", limit=1)
+    assert (status, first["value"], as_pairs(first["ranges"])) == (200, "-5", [("1.0.0.0", "1.0.0.255")])
+    version = first["dataset"]["version"].removeprefix("v")
+    status, second = get(
+        api_server, "/v1/ranges", field="num", value="-5", next=first["next"], version=f"v0{version}"
+    )
+    assert (status, as_pairs(second["ranges"]), second["next"]) == (200, [("1.0.2.0", "1.0.2.255")], None)

@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta import keys, reverse
-from ipmeta.errors import InvalidToken
+from ipmeta.errors import InvalidToken, ValueInvalid
 from loader.reverse_index import (
     DEFAULT_MAX_SHARDS,
     KEYS_PER_PARTITION,
     LOAD_WRITES_PER_SECOND,
     PARTITION_WRITES_PER_SECOND,
+    plan_index,
     plan_shard_counts,
 )
 
@@ -165,3 +166,27 @@ def test_index_sort_key_orders_like_family_then_start() -> None:
     points = [(4, 0), (4, 2**32 - 1), (6, 0), (6, 1), (6, 2**128 - 1)]
     assert sorted(points, key=lambda p: keys.index_sort_key(*p)) == points
     assert all(keys.decode_index_sort_key(keys.index_sort_key(*p)) == p for p in points)
+
+
+def test_flagged_ranges_get_shards_only_for_the_heat_of_their_writes() -> None:
+    # Flag-only loads used to take T = 1 from an empty value plan: a shard per flagged range
+    rows = [{"rule": "block" if n % 100 == 0 else " "} for n in range(400_000)]
+    plan = plan_index(rows, value_field=None, flag_column="rule")
+    assert (plan.flagged, plan.flag_shards) == (4000, 1)
+    hot = [{"rule": "block" if n % 2 else ""} for n in range(400_000)]
+    shards = plan_index(hot, value_field=None, flag_column="rule").flag_shards
+    total_writes_share = 0.5 * LOAD_WRITES_PER_SECOND / PARTITION_WRITES_PER_SECOND
+    assert shards >= KEYS_PER_PARTITION * total_writes_share
+
+
+@pytest.mark.parametrize(
+    ("spelling", "label"), [("13335", "13335"), (" 013335 ", "13335"), ("AS13335", "13335"), ("-5", "-5")]
+)
+def test_a_number_column_reads_the_usual_spellings(spelling: str, label: str) -> None:
+    assert reverse.ValueIndex("asn", "N", {}).label(spelling) == label
+
+
+@pytest.mark.parametrize("spelling", ["cloudflare", "13335.0", "AS", "--5", "1" * 39, "AS-"])
+def test_a_number_column_refuses_what_it_cannot_hold(spelling: str) -> None:
+    with pytest.raises(ValueInvalid):
+        reverse.ValueIndex("asn", "N", {}).label(spelling)

@@ -17,7 +17,7 @@ from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetRef, FlaggedResponse, RangeEntry, RangesResponse
 from ipmeta.api.responses import documented
 from ipmeta.errors import InvalidToken
-from ipmeta.lookup import resolve_version
+from ipmeta.lookup import parse_version, resolve_version
 from ipmeta.settings import page_token_key
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -64,7 +64,7 @@ def _page(listing_of: Any) -> tuple[reverse.Listing, reverse.Page, str | None]:
     token = reverse.decode_token(token_text, page_token_key()) if token_text else None
     requested = _query("version")
     if token is not None:
-        if requested is not None and requested.lstrip("vV") != str(token.version):
+        if requested is not None and parse_version(requested) != token.version:
             raise InvalidToken("next belongs to another dataset version than ?version=")
         requested = keys.format_version(token.version)
     version = resolve_version(deps.store, deps.versions, requested)
