@@ -31,7 +31,10 @@ from ipmeta.api.app import app, cors_config, metrics
 from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import ApiSettings
 from ipmeta.store import Store
+from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
+
+RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
 
 BATCH_SIZE = 100
 
@@ -147,6 +150,7 @@ def main() -> None:
     args = parser.parse_args()
 
     single = bench_single(args.rounds, args.per_round)
+    report: dict[str, Any] = {"single_lookup_cpu": single, "batch": {}}
     print("CPU per single lookup, in-process (median of rounds):")
     print(f"  GET /v1/ip/{{ip}} (ours)            {single['lookup_us']:8.1f} us")
     print(f"  trivial route, same resolver config {single['trivial_us']:8.1f} us")
@@ -158,7 +162,10 @@ def main() -> None:
         print(f"  {BATCH_SIZE} sequential single lookups  {batch['sequential_ms']:8.1f} ms")
         print(f"  one batch of {BATCH_SIZE}              {batch['batch_ms']:8.1f} ms")
         print(f"  batch speed-up                      {batch['speedup']:8.1f} x")
+        report["batch"][f"query_{query_ms:g}_ms"] = batch
     dependencies.install(None)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     print(json.dumps(report, indent=2))
-    saved = PROJECT_ROOT / ".data" / "bench" / "load.json"
+    saved = PROJECT_ROOT / "bench" / "results" / "load.json"
     saved.parent.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(report, indent=2) + "\n")
     return 0
