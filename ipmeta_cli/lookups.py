@@ -9,15 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.backend import add_backend_arguments, backend
+from ipmeta_cli.client import add_endpoint_arguments, call_api
 
 #: Exit codes: every IP answered; some IPs answered with an error; the request failed.
 ALL_ANSWERED, SOME_ERRORS, REQUEST_FAILED = 0, 1, 2
@@ -32,42 +31,6 @@ def chunks(ips: Sequence[str], size: int) -> Iterator[list[str]]:
         yield list(ips[start : start + size])
 
 
-def local_batch(ips: list[str], fields: str | None) -> tuple[int, dict[str, Any]]:
-    from ipmeta.api.handler import handler
-    from ipmeta_cli.server import LocalLambdaContext, proxy_event
-
-    event = proxy_event(
-        "POST",
-        batch_path(fields),
-        {"Content-Type": "application/json"},
-        json.dumps(ips).encode(),
-        "127.0.0.1",
-    )
-    response = handler(event, LocalLambdaContext())
-    return int(response["statusCode"]), json.loads(response["body"])
-
-
-def remote_batch(endpoint: str, api_key: str | None, ips: list[str], fields: str | None) -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if api_key:
-        headers["x-api-key"] = api_key
-    request = urllib.request.Request(
-        endpoint.rstrip("/") + batch_path(fields),
-        data=json.dumps(ips).encode(),
-        headers=headers,
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        body = error.read()
-        try:
-            return error.code, json.loads(body)
-        except ValueError:
-            return error.code, {"code": f"HTTP_{error.code}", "message": body.decode(errors="replace")[:500]}
-
-
 def command_lookup(args: argparse.Namespace) -> int:
     size = ApiSettings().batch_max_ips
     answers: dict[str, Any] = {}
@@ -75,10 +38,7 @@ def command_lookup(args: argparse.Namespace) -> int:
         if not args.endpoint:
             stack.enter_context(backend(args))
         for ips in chunks(args.ips, size):
-            if args.endpoint:
-                status, body = remote_batch(args.endpoint, args.api_key, ips, args.fields)
-            else:
-                status, body = local_batch(ips, args.fields)
+            status, body = call_api(args, "POST", batch_path(args.fields), ips)
             if status != 200:
                 print(json.dumps(body, indent=2), file=sys.stderr)
                 return REQUEST_FAILED
@@ -97,6 +57,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_backend_arguments(lookup)
     lookup.add_argument("ips", nargs="+", metavar="IP")
     lookup.add_argument("--fields", help="comma-separated data attributes to keep, e.g. asn,organization")
-    lookup.add_argument("--endpoint", help="a deployed API's base URL, e.g. https://abc.execute-api.../prod")
-    lookup.add_argument("--api-key", help="the API key sent as x-api-key (with --endpoint)")
+    add_endpoint_arguments(lookup)
     lookup.set_defaults(run=command_lookup)

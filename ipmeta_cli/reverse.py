@@ -9,38 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
 
 from ipmeta_cli.backend import add_backend_arguments, backend
+from ipmeta_cli.client import add_endpoint_arguments, call_api
 
 OK, REQUEST_FAILED = 0, 2
-
-
-def local_get(path: str) -> tuple[int, dict[str, Any]]:
-    from ipmeta.api.handler import handler
-    from ipmeta_cli.server import LocalLambdaContext, proxy_event
-
-    response = handler(proxy_event("GET", path, {}, b"", "127.0.0.1"), LocalLambdaContext())
-    return int(response["statusCode"]), json.loads(response["body"])
-
-
-def remote_get(endpoint: str, api_key: str | None, path: str) -> tuple[int, dict[str, Any]]:
-    headers = {"Accept": "application/json", **({"x-api-key": api_key} if api_key else {})}
-    request = urllib.request.Request(endpoint.rstrip("/") + path, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        body = error.read()
-        try:
-            return error.code, json.loads(body or b"{}")
-        except ValueError:  # a gateway's own error page, not the API's JSON
-            return error.code, {"message": body.decode(errors="replace")[:500]}
 
 
 def follow_pages(args: argparse.Namespace, path: str, query: Mapping[str, str]) -> int:
@@ -53,7 +30,7 @@ def follow_pages(args: argparse.Namespace, path: str, query: Mapping[str, str]) 
             stack.enter_context(backend(args))
         for _ in range(args.max_pages):
             url = f"{path}?{urllib.parse.urlencode(params)}"
-            status, body = remote_get(args.endpoint, args.api_key, url) if args.endpoint else local_get(url)
+            status, body = call_api(args, "GET", url)
             if status != 200:
                 print(json.dumps(body, indent=2), file=sys.stderr)
                 return REQUEST_FAILED
@@ -80,8 +57,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=1000, help="ranges per request (1-1000)")
     parser.add_argument("--max-pages", type=int, default=1_000_000, help="stop after this many pages")
     parser.add_argument("--version", help="a retained dataset version (default: the active one)")
-    parser.add_argument("--endpoint", help="a deployed API's base URL, e.g. https://abc.execute-api.../prod")
-    parser.add_argument("--api-key", help="the API key sent as x-api-key (with --endpoint)")
+    add_endpoint_arguments(parser)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,4 +1,4 @@
-"""`ipmeta ranges --endpoint`: an error page that is not the API's JSON still ends as a clean failure."""
+"""`ipmeta ranges|flagged|lookup --endpoint`: a non-JSON error page still ends as a clean failure."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class GatewayErrorPage(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    do_POST = do_GET  # noqa: N815 - the name http.server calls for POST
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
@@ -37,9 +39,12 @@ def gateway() -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.parametrize(
+    "argv", [["ranges", "--field", "asn", "--value", "13335"], ["flagged"], ["lookup", "1.1.1.1"]]
+)
 def test_a_non_json_error_page_is_reported_not_raised(
-    gateway: str, capsys: pytest.CaptureFixture[str]
+    gateway: str, argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["ranges", "--field", "asn", "--value", "13335", "--endpoint", gateway])
+    code = main([*argv, "--endpoint", gateway])
     assert code == REQUEST_FAILED
     assert "502 Bad Gateway" in capsys.readouterr().err
