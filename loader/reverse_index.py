@@ -81,8 +81,8 @@ def heat_target(total: int) -> int:
     return max(1, math.floor(1 / (KEYS_PER_PARTITION * partitions_per_entry)))
 
 
-def predicted_spread(values_by_count: Mapping[int, int], target: int, max_shards: int) -> tuple[float, int]:
-    """Largest shard (with three standard deviations of hash noise) / mean shard, and the key count."""
+def predicted_spread(values_by_count: Mapping[int, int], target: int, max_shards: int) -> float:
+    """Largest shard (with three standard deviations of hash noise) / mean shard."""
     entries = keys_total = 0
     largest = 0.0
     for count, values in values_by_count.items():
@@ -91,7 +91,7 @@ def predicted_spread(values_by_count: Mapping[int, int], target: int, max_shards
         keys_total += shards * values
         per_shard = count / shards
         largest = max(largest, per_shard + 3 * math.sqrt(per_shard) if shards > 1 else per_shard)
-    return largest * keys_total / max(1, entries), keys_total
+    return largest * keys_total / max(1, entries)
 
 
 def plan_shard_counts(
@@ -117,7 +117,7 @@ def plan_shard_counts(
         candidates.add(int(candidate))
         candidate /= _TARGET_STEP
     for target in sorted(candidates, reverse=True):
-        spread, _ = predicted_spread(values_by_count, target, max_shards)
+        spread = predicted_spread(values_by_count, target, max_shards)
         if spread <= PLANNED_SPREAD and extra(target) <= budget:
             return _plan(counts, target, max_shards, "spread", spread)
 
@@ -128,7 +128,7 @@ def plan_shard_counts(
             high = middle
         else:
             low = middle + 1
-    spread, _ = predicted_spread(values_by_count, low, max_shards)
+    spread = predicted_spread(values_by_count, low, max_shards)
     return _plan(counts, low, max_shards, "budget", spread)
 
 
