@@ -17,6 +17,8 @@ from types import TracebackType
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DYNALITE_CLI = PROJECT_ROOT / "node_modules" / "dynalite" / "cli.js"
+# Our launcher of dynalite: its cli.js, but a client killed mid-request cannot stop it.
+DYNALITE_SERVER = Path(__file__).with_name("dynalite_server.js")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -57,12 +59,13 @@ class Dynalite:
     def start(self) -> str:
         if not DYNALITE_CLI.exists():
             raise RuntimeError(f"{DYNALITE_CLI} is missing: run `npm ci` (or `make setup`) first")
-        command = ["node", str(DYNALITE_CLI), "--host", "127.0.0.1", "--port", str(self.port)]
+        options: dict[str, str | int] = {"host": "127.0.0.1", "port": self.port}
         # Table lifecycle delays only slow tests down; DynamoDB's own are simulated by waiters.
-        command += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
+        options |= {"createTableMs": 0, "deleteTableMs": 0, "updateTableMs": 0}
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
-            command += ["--path", str(self.path)]
+            options["path"] = str(self.path)
+        command = ["node", str(DYNALITE_SERVER), json.dumps(options)]
         # A file, not a pipe: nobody drains a pipe while dynalite runs for hours.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
         # preexec_fn only calls prctl before exec, which is safe even with threads around.
