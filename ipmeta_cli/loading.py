@@ -92,9 +92,10 @@ def summarize(outcome: Mapping[str, Any]) -> str:
         if "value_index" in report:
             index = report["value_index"]
             lines.append(
-                f"  index {index['field']}: {index['values']:,} values in {index['shards']:,} shards "
-                f"(~{index['target_entries_per_shard']} ranges a shard, by the {index['shard_rule']} rule; "
-                f"largest shard ~{index['predicted_spread']}x the mean)"
+                f"  index {index['field']}: {index['values']:,} values in {index['keys']:,} keys: "
+                f"{index['shards']:,} shards of {index['values_with_own_keys']:,} frequent values and "
+                f"{index['packs']:,} packs of the rest (~{index['target_entries_per_shard']:,} ranges a "
+                f"key, by the {index['shard_rule']} rule; largest key ~{index['predicted_spread']}x the mean)"
             )
         if "flag_index" in report:
             flags = report["flag_index"]
@@ -182,9 +183,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     load.add_argument(
         "--shard-budget",
-        type=non_negative_int,
+        type=positive_int,
         default=reverse_index.DEFAULT_SHARD_BUDGET,
-        help="index shards beyond one per value (see docs/reverse.md)",
+        help="most keys of the value index, shards and packs together (see docs/reverse.md)",
     )
     load.add_argument(
         "--max-shards",

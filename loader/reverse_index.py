@@ -1,41 +1,51 @@
-"""What ``prepare`` decides for the reverse-lookup indexes: shard counts and index keys.
+"""What ``prepare`` decides for the reverse-lookup indexes: which key each entry goes to.
 
-**The shard-count rule.** A GSI keyed on a field's value puts every range of a
-value under one partition key, and one key lives in one partition (at most
-1,000 writes/s, 3,000 reads/s). Write sharding spreads a value over several
-keys. ``prepare`` counts the index entries of each value (one per range), *c(v)*
-of *N* in all, and gives value *v*
+**The goal.** A GSI keyed on a field's value puts every range of a value under
+one partition key, and one key lives in one partition (at most 1,000 writes/s,
+3,000 reads/s). The index should instead be many keys of about the same size,
+*T* entries each: no key hotter than the rest, none much larger than the mean.
+Two moves get there from a field's value counts *c(v)*, *N* in all:
 
-    shards(v) = min(max_shards, ceil(c(v) / T))
+- **Frequent values are split (write sharding).** A value with ``2·c(v) >= T``
+  gets keys of its own, ``v{version}#{field}#{value}#{shard}``, and
 
-so frequent values get shards in proportion to their frequency and rare ones get
-one (a value with 35% of the items gets more shards than one with 1%). All the
-choice is in *T*, the target entries per shard, taken in this order:
+      shards(v) = min(max_shards, ceil(c(v) / T))
+
+  of them, so shards follow frequency: a value with 35% of the entries gets
+  more shards than one with 1%. A range's shard is a hash of its start
+  (``ipmeta.keys.shard_of``), so a reload of the same data puts it in the same shard.
+- **Rare values share keys (packing).** The others, ordered by a hash of the
+  value, fill *packs* of at most *T* entries, ``v{version}#{field}##{pack}``; a
+  value's entries carry its hash at the head of their sort key, so a query reads
+  only them (``begins_with``), and finds its pack from the first hash of every
+  pack, stored in the version's metadata with the shard counts.
+
+Packing is what makes the spread goal (largest key ≤ 2× the mean key) reachable
+for a high-cardinality field. ``asn`` on the ASN data has 91k values, 90% of
+them with at most eight ranges; with a key per value the mean key holds 5.5
+entries whatever the hot values do (18× at best with 66 shards for AS174, 853×
+unsharded). Packed, every key holds between T/2 and T entries, plus hash noise
+on the shards of split values.
+
+**Choosing T.**
 
 1. **Heat (the ten-keys-per-partition guideline).** A hot value's shards should
    be about ten times the partitions its writes must spread over: with ten keys
    a partition, hashing spreads keys evenly; with one, some partitions get two
    and some none. A load writes ``LOAD_WRITES_PER_SECOND`` entries a second, so
    value *v* needs ``c(v)/N × rate / 1000`` partitions and ten times as many
-   shards, which is ``ceil(c(v) / T)`` for ``T <= 100 × N / rate``.
-2. **Spread.** Below that bound, *T* is the largest target (the fewest Queries
-   a page) for which the largest shard is predicted to stay within
-   ``PLANNED_SPREAD`` (1.6×) of the mean shard over every key of the index. The
-   acceptance goal is 2×; the margin is for hash noise, estimated as three
-   standard deviations, ``c/k + 3·sqrt(c/k)``, for a value split *k* ways.
-3. **Budget.** Shards beyond one per value must fit ``budget`` and no value may
-   exceed ``max_shards`` (its fan-out per page). When no *T* meets the spread
-   goal within them, *T* is the smallest target the budget allows, which makes
-   the hot values' shards as small as the budget affords.
+   shards, which is ``ceil(c(v) / T)`` for ``T = 100 × N / rate``. It is the
+   largest T that keeps every key at a tenth of a partition's writes, and the
+   largest T means the fewest Queries a page. At 40,000 writes/s, ``asn`` on the
+   ASN data gets T = 1,287: AS174 (0.94% of the entries) has 4 shards, 43
+   values have keys of their own, and the other 91,022 share 359 packs. T is
+   at least ``MIN_TARGET``: below it a key's whole load is a burst any
+   partition absorbs, and splitting only adds fan-out.
+2. **Budget.** The index may use ``budget`` keys in all (shards and packs); when
+   T gives more, T grows until they fit. ``max_shards`` caps one value's fan-out.
 
-Step 3 is what a high-cardinality field gets. On the ASN data, ``asn`` has 91k
-values, 90% of them with at most eight ranges, so the mean key holds about 5.5
-entries whatever the rule; reaching 2× would mean shards of about ten entries
-and AS174 fanning out over ~500 Queries a page. A low-cardinality field
-(country, a rule name) meets the goal in step 2 with a fan-out in the tens.
-
-**Assignment.** ``ipmeta.keys.shard_of`` hashes the range start, so a reload of
-the same data puts every range in the same shard.
+The plan predicts its spread (largest key / mean key; a split value's shards are
+allowed three standard deviations of hash noise), and the load report shows it.
 """
 
 from __future__ import annotations
@@ -49,30 +59,34 @@ from typing import Any, Literal
 from ipmeta import keys
 from ipmeta.ips import Family
 
-#: Shards beyond one per value that the index may use.
+#: Keys (shards and packs) the index may use in all.
 DEFAULT_SHARD_BUDGET = 2048
 #: The most shards (and so the widest query fan-out) of one value.
 DEFAULT_MAX_SHARDS = 256
-#: Entries a load writes a second: the state machine's 8 concurrent chunk writers at
-#: ~1,000 items/s each (the blog measured 3,600/s from one shuffled writer).
-LOAD_WRITES_PER_SECOND = 8_000
+#: Entries a load may write a second: the state machine runs up to 40 chunk writers
+#: (``mapMaxConcurrency``, 8 by default) at ~1,000 items/s each, which is also DynamoDB's
+#: default on-demand write quota of a table (40,000 WRU/s). The plan holds for the fastest.
+LOAD_WRITES_PER_SECOND = 40_000
 #: What one partition absorbs, and how many keys the guideline puts on it.
 PARTITION_WRITES_PER_SECOND = 1_000
 KEYS_PER_PARTITION = 10
-#: Largest shard / mean shard that step 2 plans for; the goal is 2.0.
-PLANNED_SPREAD = 1.6
-#: Successive candidate targets differ by this factor (step 2 scans them all).
-_TARGET_STEP = 1.03
+#: The smallest target: 25 entries, one BatchWriteItem's worth, is a burst for any partition.
+MIN_TARGET = 25
 
-ShardRule = Literal["spread", "budget"]
+ShardRule = Literal["heat", "budget"]
 
 
 @dataclass(frozen=True)
 class ShardPlan:
-    shards: dict[str, int]
-    target: int  #: T, the entries per shard a value is split by
+    shards: dict[str, int]  #: the values with keys of their own, and how many
+    pack_starts: tuple[int, ...]  #: the first value hash of each pack, ascending
+    target: int  #: T, the entries a key is planned to hold
     rule: ShardRule  #: which step decided T
-    predicted_spread: float  #: largest shard / mean shard, as planned
+    predicted_spread: float  #: largest key / mean key, as planned
+
+    @property
+    def key_count(self) -> int:
+        return sum(self.shards.values()) + len(self.pack_starts)
 
 
 def heat_target(total: int) -> int:
@@ -81,62 +95,69 @@ def heat_target(total: int) -> int:
     return max(1, math.floor(1 / (KEYS_PER_PARTITION * partitions_per_entry)))
 
 
-def predicted_spread(values_by_count: Mapping[int, int], target: int, max_shards: int) -> float:
-    """Largest shard (with three standard deviations of hash noise) / mean shard."""
-    entries = keys_total = 0
+def has_own_keys(count: int, target: int) -> bool:
+    """At least half a key's worth of entries: packing it would not make keys more even."""
+    return 2 * count >= target
+
+
+def plan_keys(
+    counts: Mapping[str, int], hash_order: list[tuple[int, str]], target: int, max_shards: int
+) -> tuple[dict[str, int], tuple[int, ...], float]:
+    """Shards of the split values, the packs of the others, and the predicted spread."""
+    shards: dict[str, int] = {}
     largest = 0.0
-    for count, values in values_by_count.items():
-        shards = min(max_shards, -(-count // target))
-        entries += count * values
-        keys_total += shards * values
-        per_shard = count / shards
-        largest = max(largest, per_shard + 3 * math.sqrt(per_shard) if shards > 1 else per_shard)
-    return largest * keys_total / max(1, entries)
+    for value, count in counts.items():
+        if has_own_keys(count, target):
+            shards[value] = min(max_shards, -(-count // target))
+            per_shard = count / shards[value]
+            noise = 3 * math.sqrt(per_shard) if shards[value] > 1 else 0.0
+            largest = max(largest, per_shard + noise)
+    starts: list[int] = []
+    filled = 0
+    previous_hash = -1
+    for value_hash, value in hash_order:
+        count = counts[value]
+        if has_own_keys(count, target):
+            continue
+        # A pack closes before the value that would overfill it (never between equal
+        # hashes: a query finds its pack by hash alone).
+        if not starts or (filled + count > target and value_hash != previous_hash):
+            largest = max(largest, filled)
+            starts.append(0 if not starts else value_hash)
+            filled = 0
+        filled += count
+        previous_hash = value_hash
+    largest = max(largest, filled)
+    key_count = sum(shards.values()) + len(starts)
+    spread = largest * key_count / max(1, sum(counts.values()))
+    return shards, tuple(starts), round(spread, 2)
 
 
 def plan_shard_counts(
     counts: Mapping[str, int], *, budget: int = DEFAULT_SHARD_BUDGET, max_shards: int = DEFAULT_MAX_SHARDS
 ) -> ShardPlan:
-    """Shards per value, by the three steps of the module's rule."""
+    """Own shards and packs, by the two steps of the module's rule."""
     if not counts:
-        return ShardPlan({}, 1, "spread", 1.0)
-    values_by_count = Counter(counts.values())
-    largest, total, value_count = max(values_by_count), sum(counts.values()), len(counts)
-    lowest = max(1, math.ceil(largest / max_shards))  # below it the cap, not T, would decide
-    highest = max(lowest, min(largest, heat_target(total)))
+        return ShardPlan({}, (), MIN_TARGET, "heat", 1.0)
+    total = sum(counts.values())
+    hash_order = sorted((keys.value_hash(value), value) for value in counts)
 
-    def extra(target: int) -> int:
-        return (
-            sum(min(max_shards, -(-count // target)) * n for count, n in values_by_count.items())
-            - value_count
-        )
+    def plan(target: int, rule: ShardRule) -> ShardPlan:
+        shards, starts, spread = plan_keys(counts, hash_order, target, max_shards)
+        return ShardPlan(shards, starts, target, rule, spread)
 
-    candidates = {highest, lowest}
-    candidate = float(highest)
-    while candidate > lowest:
-        candidates.add(int(candidate))
-        candidate /= _TARGET_STEP
-    for target in sorted(candidates, reverse=True):
-        spread = predicted_spread(values_by_count, target, max_shards)
-        if spread <= PLANNED_SPREAD and extra(target) <= budget:
-            return _plan(counts, target, max_shards, "spread", spread)
-
-    low, high = lowest, max(lowest, largest)
-    while low < high:  # the smallest target whose extra shards fit the budget
+    target = max(MIN_TARGET, heat_target(total))
+    chosen = plan(target, "heat")
+    if chosen.key_count <= budget:
+        return chosen
+    low, high = target + 1, max(target + 1, total)
+    while low < high:  # the smallest T whose keys fit the budget
         middle = (low + high) // 2
-        if extra(middle) <= budget:
+        if plan(middle, "budget").key_count <= budget:
             high = middle
         else:
             low = middle + 1
-    spread = predicted_spread(values_by_count, low, max_shards)
-    return _plan(counts, low, max_shards, "budget", spread)
-
-
-def _plan(
-    counts: Mapping[str, int], target: int, max_shards: int, rule: ShardRule, spread: float
-) -> ShardPlan:
-    shards = {value: min(max_shards, -(-count // target)) for value, count in counts.items()}
-    return ShardPlan(shards, target, rule, round(spread, 2))
+    return plan(low, "budget")
 
 
 @dataclass(frozen=True)
@@ -144,44 +165,48 @@ class IndexPlan:
     """The reverse-index attributes ``prepare`` gives each range's first item."""
 
     value_field: str | None = None
-    shards: Mapping[str, int] = field(default_factory=dict)
-    target: int = 1
+    values: ShardPlan | None = None
+    value_counts: Mapping[str, int] = field(default_factory=dict)
     flag_column: str | None = None
     flag_shards: int = 1
     flagged: int = 0
-    rule: ShardRule = "spread"
-    predicted_spread: float = 1.0
     values_too_long: int = 0  #: ranges left out of ``ranges-by-value``: value over the length limit
+    _keys_of: dict[str, keys.ValueKeys] = field(default_factory=dict, repr=False, compare=False)
+
+    def _value_keys(self, version: int, field: str, plan: ShardPlan, label: str) -> keys.ValueKeys:
+        found = self._keys_of.get(label)
+        if found is None:  # once per value, not once per range
+            found = keys.value_keys(version, field, label, plan.shards, plan.pack_starts)
+            self._keys_of[label] = found
+        return found
 
     def attributes(
         self, version: int, family: Family, start: int, values: Mapping[str, Any]
     ) -> dict[str, str]:
-        sort_key = keys.index_sort_key(family, start)
         attributes: dict[str, str] = {}
         value = values.get(self.value_field) if self.value_field else None
-        if self.value_field and keys.is_indexable_value(value):
-            label = keys.value_label(value)
-            shard = keys.shard_of(family, start, self.shards.get(label, 1))
-            attributes[keys.GSI1_PARTITION_KEY] = keys.value_partition_key(
-                version, self.value_field, label, shard
-            )
-            attributes[keys.GSI1_SORT_KEY] = sort_key
+        if self.value_field and self.values is not None and keys.is_indexable_value(value):
+            where = self._value_keys(version, self.value_field, self.values, keys.value_label(value))
+            shard = keys.shard_of(family, start, len(where.partition_keys))
+            attributes[keys.GSI1_PARTITION_KEY] = where.partition_keys[shard]
+            attributes[keys.GSI1_SORT_KEY] = keys.index_sort_key(family, start, where.sort_key_prefix)
         if self.flag_column and not keys.is_blank(values.get(self.flag_column)):
             shard = keys.shard_of(family, start, self.flag_shards)
             attributes[keys.GSI2_PARTITION_KEY] = keys.flagged_partition_key(version, self.flag_column, shard)
-            attributes[keys.GSI2_SORT_KEY] = sort_key
+            attributes[keys.GSI2_SORT_KEY] = keys.index_sort_key(family, start)
         return attributes
 
     def metadata(self, column_types: Mapping[str, str]) -> dict[str, Any]:
         """What a query needs to know, stored in the version's metadata item."""
         meta: dict[str, Any] = {}
-        if self.value_field:
+        if self.value_field and self.values is not None:
             meta["value_index"] = {
                 "field": self.value_field,
                 "type": column_types.get(self.value_field, "S"),
-                "shards": keys.encode_shard_counts(self.shards),
-                "values": len(self.shards),
-                "target": self.target,
+                "shards": keys.encode_shard_counts(self.values.shards),
+                "packs": keys.encode_pack_starts(self.values.pack_starts),
+                "values": len(self.value_counts),
+                "target": self.values.target,
             }
         if self.flag_column:
             meta["flag_index"] = {
@@ -193,16 +218,22 @@ class IndexPlan:
 
     def report(self, hottest: int = 5) -> dict[str, Any]:
         figures: dict[str, Any] = {}
-        if self.value_field:
-            top = sorted(self.shards.items(), key=lambda entry: -entry[1])[:hottest]
+        if self.value_field and self.values is not None:
+            plan = self.values
+            top = sorted(self.value_counts.items(), key=lambda entry: (-entry[1], entry[0]))[:hottest]
             figures["value_index"] = {
                 "field": self.value_field,
-                "values": len(self.shards),
-                "shards": sum(self.shards.values()),
-                "target_entries_per_shard": self.target,
-                "shard_rule": self.rule,
-                "predicted_spread": self.predicted_spread,
-                "most_shards": dict(top),
+                "values": len(self.value_counts),
+                "keys": plan.key_count,
+                "values_with_own_keys": len(plan.shards),
+                "shards": sum(plan.shards.values()),
+                "packs": len(plan.pack_starts),
+                "target_entries_per_shard": plan.target,
+                "shard_rule": plan.rule,
+                "predicted_spread": plan.predicted_spread,
+                "hottest_values": {
+                    value: {"entries": count, "shards": plan.shards.get(value, 1)} for value, count in top
+                },
                 "ranges_not_indexed_value_too_long": self.values_too_long,
             }
         if self.flag_column:
@@ -222,7 +253,7 @@ def plan_index(
     budget: int = DEFAULT_SHARD_BUDGET,
     max_shards: int = DEFAULT_MAX_SHARDS,
 ) -> IndexPlan:
-    """Shard counts from the frequency of each value among the ranges (one entry per range).
+    """Keys from the frequency of each value among the ranges (one entry per range).
 
     A blank cell (empty or only whitespace) puts a range in neither index; a value
     longer than ``keys.MAX_INDEXED_VALUE_BYTES`` is left out of ``ranges-by-value``
@@ -240,16 +271,6 @@ def plan_index(
             too_long += 1
         if flag_column and not keys.is_blank(values.get(flag_column)):
             flagged += 1
-    plan = plan_shard_counts(counts, budget=budget, max_shards=max_shards)
+    plan = plan_shard_counts(counts, budget=budget, max_shards=max_shards) if value_field else None
     flag_shards = min(max_shards, max(1, -(-flagged // heat_target(ranges)))) if flag_column else 1
-    return IndexPlan(
-        value_field,
-        plan.shards,
-        plan.target,
-        flag_column,
-        flag_shards,
-        flagged,
-        plan.rule,
-        plan.predicted_spread,
-        too_long,
-    )
+    return IndexPlan(value_field, plan, counts, flag_column, flag_shards, flagged, too_long)

@@ -54,10 +54,11 @@ and the address is in the bucket that was queried).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -183,14 +184,21 @@ def bucket_name_of_partition(partition: str) -> str:
 # only the first piece of a range (the one holding its start) carries them, so a
 # range that crosses a bucket edge is listed once.
 #
-# ``ranges-by-value`` (write-sharded)   gsi1pk ``v{version}#{field}#{value}#{shard}``
+# ``ranges-by-value`` (write-sharded)
+#   a frequent value, its own keys:     gsi1pk ``v{version}#{field}#{value}#{shard}``
 #                                       gsi1sk ``{family}#{start as 32 hex digits}``
+#   a rare value, in a shared pack:     gsi1pk ``v{version}#{field}##{pack}``
+#                                       gsi1sk ``{value hash, 16 hex digits}#{family}#{start}``
 # ``flagged-ranges``  (sparse)          gsi2pk ``v{version}#{column}#{shard}``
-#                                       gsi2sk as gsi1sk
+#                                       gsi2sk ``{family}#{start}``
 #
 # The version leads every index partition key, so answers never mix versions. The
 # sort key is a String: the start of an IPv6 range does not fit a Number's 38
 # digits, and fixed-width hex sorts bytewise exactly as (family, start) does.
+# In a pack, the value's hash leads the sort key, so one value's entries are
+# contiguous and ``begins_with`` reads exactly them, in (family, start) order.
+# A pack key's value slot is empty: a blank value is never indexed, so no value's
+# own key can be a pack's. ``loader.reverse_index`` explains which values pack.
 
 RANGES_BY_VALUE_INDEX: Final = "ranges-by-value"
 FLAGGED_INDEX: Final = "flagged-ranges"
@@ -222,13 +230,17 @@ INDEXES: Final = (RANGES_BY_VALUE, FLAGGED)
 _HEX_DIGITS = ADDRESS_BITS[6] // 4
 
 
-def index_sort_key(family: int, start: int) -> str:
-    """``4#000…0a000000``: orders by (family, start) as a String, for both families."""
-    return f"{family}#{start:0{_HEX_DIGITS}x}"
+def index_sort_key(family: int, start: int, prefix: str = "") -> str:
+    """``4#000…0a000000``: orders by (family, start) as a String, for both families.
+
+    ``prefix`` is a packed value's ``value_sort_key_prefix``, empty on a value's own keys.
+    """
+    return f"{prefix}{family}#{start:0{_HEX_DIGITS}x}"
 
 
 def decode_index_sort_key(sort_key: str) -> tuple[int, int]:
-    family, start = sort_key.split("#", 1)
+    """(family, start) of an index sort key, with or without a packed value's prefix."""
+    family, start = sort_key.rsplit("#", 2)[-2:]
     return int(family), int(start, 16)
 
 
@@ -260,6 +272,52 @@ def value_partition_key(version: int, field: str, value: object, shard: int) -> 
     return f"{format_version(version)}#{field}#{value_label(value)}#{shard}"
 
 
+def pack_partition_key(version: int, field: str, pack: int) -> str:
+    """The key that rare values of ``field`` share: ``v7#asn##12``, an empty value slot."""
+    return f"{format_version(version)}#{field}##{pack}"
+
+
+def value_hash(label: str) -> int:
+    """A packed value's place in the hash order: its pack, and its sort-key prefix."""
+    return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "big")
+
+
+def value_sort_key_prefix(label: str) -> str:
+    """What leads the sort keys of a packed value's entries: its hash, fixed width."""
+    return f"{value_hash(label):016x}#"
+
+
+def pack_of(label: str, pack_starts: Sequence[int]) -> int:
+    """The pack holding ``label``: the last pack whose first hash is at or below the value's."""
+    return max(0, bisect.bisect_right(pack_starts, value_hash(label)) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueKeys:
+    """Where one value's entries are: its partition keys (shards), and their sort-key prefix."""
+
+    partition_keys: tuple[str, ...]
+    sort_key_prefix: str
+
+
+def value_keys(
+    version: int, field: str, label: str, shards: Mapping[str, int], pack_starts: Sequence[int] | None
+) -> ValueKeys:
+    """The loader writes a value's entries here, and a query reads them from here.
+
+    ``shards`` names the values with keys of their own; every other value is in a
+    pack. Versions loaded before packing have no ``pack_starts``: there every value
+    has its own keys, one unless ``shards`` says more.
+    """
+    own = shards.get(label)
+    if own is None and pack_starts is not None:
+        pack = pack_partition_key(version, field, pack_of(label, pack_starts))
+        return ValueKeys((pack,), value_sort_key_prefix(label))
+    return ValueKeys(
+        tuple(value_partition_key(version, field, label, shard) for shard in range(own or 1)), ""
+    )
+
+
 def flagged_partition_key(version: int, column: str, shard: int) -> str:
     return f"{format_version(version)}#{column}#{shard}"
 
@@ -276,15 +334,25 @@ def shard_of(family: int, start: int, shards: int) -> int:
 
 
 def encode_shard_counts(counts: Mapping[str, int]) -> bytes:
-    """Shard counts per value, compressed, keeping only values with more than one.
+    """Shard counts of the values that have keys of their own, compressed.
 
-    A field like ``asn`` has ~90k values; most have one shard and are left out
-    (a missing value has one shard), so the map fits a metadata item's 400 KB.
+    Only values with at least half a shard's target entries have their own keys,
+    so there are at most ``2 × entries / target`` of them (``asn`` on the ASN data:
+    3 of 91k values), and the map fits a metadata item's 400 KB.
     """
-    sharded = {value: count for value, count in counts.items() if count > 1}
-    return zlib.compress(json.dumps(sharded, separators=(",", ":"), sort_keys=True).encode())
+    return zlib.compress(json.dumps(dict(counts), separators=(",", ":"), sort_keys=True).encode())
 
 
 def decode_shard_counts(data: bytes) -> dict[str, int]:
     counts: dict[str, int] = json.loads(zlib.decompress(data))
     return counts
+
+
+def encode_pack_starts(starts: Sequence[int]) -> bytes:
+    """The first value hash of every pack, ascending: 8 bytes each, compressed."""
+    return zlib.compress(b"".join(start.to_bytes(8, "big") for start in starts))
+
+
+def decode_pack_starts(data: bytes) -> list[int]:
+    raw = zlib.decompress(data)
+    return [int.from_bytes(raw[offset : offset + 8], "big") for offset in range(0, len(raw), 8)]

@@ -54,7 +54,7 @@ class IndexReader(Protocol):
     """What a reverse lookup needs from the data layer (``ipmeta.store.Store`` provides it)."""
 
     def query_index(
-        self, index: keys.IndexSchema, partition_key: str, *, after: str | None, limit: int
+        self, index: keys.IndexSchema, partition_key: str, *, prefix: str, after: str | None, limit: int
     ) -> tuple[list[Item], bool]: ...
 
 
@@ -65,7 +65,8 @@ class IndexReader(Protocol):
 class ValueIndex:
     field: str
     column_type: str
-    shards: Mapping[str, int]
+    shards: Mapping[str, int]  #: the values with keys of their own
+    pack_starts: Sequence[int] | None  #: None for a version loaded before rare values were packed
 
     def label(self, value: str) -> str:
         """The value as the loader spelled it.
@@ -88,8 +89,8 @@ class ValueIndex:
             raise ValueInvalid(f"{self.field} holds integers, optionally written AS13335; got {text[:64]!r}")
         return keys.value_label(int(digits))
 
-    def shard_count(self, label: str) -> int:
-        return int(self.shards.get(label, 1))
+    def keys_of(self, version: int, label: str) -> keys.ValueKeys:
+        return keys.value_keys(version, self.field, label, self.shards, self.pack_starts)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class ReverseIndexes:
                 str(value_meta["field"]),
                 str(value_meta.get("type", "S")),
                 keys.decode_shard_counts(bytes(value_meta["shards"])),
+                keys.decode_pack_starts(bytes(value_meta["packs"])) if "packs" in value_meta else None,
             )
             if value_meta
             else None
@@ -153,6 +155,7 @@ class Listing:
     version: int
     scope: str  #: what a token is bound to, e.g. ``value:asn=13335``
     partition_keys: tuple[str, ...]
+    sort_key_prefix: str = ""  #: a packed value's, which its key shares with other values
 
 
 def ranges_of_value(indexes: ReverseIndexes, version: int, field: str | None, value: str | None) -> Listing:
@@ -168,14 +171,13 @@ def ranges_of_value(indexes: ReverseIndexes, version: int, field: str | None, va
     if value is None or keys.is_blank(value):
         raise ValueMissing("value is required: the value of the field whose ranges to list")
     label = indexes.values.label(value)
-    shards = indexes.values.shard_count(label)
+    where = indexes.values.keys_of(version, label)
     return Listing(
         keys.RANGES_BY_VALUE,
         version,
         f"value:{indexes.values.field}={label}",
-        tuple(
-            keys.value_partition_key(version, indexes.values.field, label, shard) for shard in range(shards)
-        ),
+        where.partition_keys,
+        where.sort_key_prefix,
     )
 
 
@@ -224,9 +226,10 @@ def list_page(
 ) -> Page:
     """Up to ``limit`` entries in (family, start) order, after ``cursor``."""
     cursor = cursor or Cursor({}, frozenset())
-    sort_key = listing.index.sort_key
+    sort_key, prefix = listing.index.sort_key, listing.sort_key_prefix
     shards = [shard for shard in range(len(listing.partition_keys)) if shard not in cursor.done]
-    positions: dict[int, str] = dict(cursor.positions)
+    # A cursor's positions are (family, start) sort keys; a packed value's carry its prefix.
+    positions: dict[int, str] = {shard: prefix + position for shard, position in cursor.positions.items()}
     fetched_to: dict[int, str | None] = {shard: positions.get(shard) for shard in shards}
     buffers: dict[int, deque[Item]] = {shard: deque() for shard in shards}
     exhausted: set[int] = set()
@@ -236,7 +239,11 @@ def list_page(
 
         def fetch(shard: int) -> tuple[list[Item], bool]:
             return reader.query_index(
-                listing.index, listing.partition_keys[shard], after=fetched_to[shard], limit=share
+                listing.index,
+                listing.partition_keys[shard],
+                prefix=prefix,
+                after=fetched_to[shard],
+                limit=share,
             )
 
         for shard, (items, more) in zip(empty, executor.map(fetch, empty), strict=True):
@@ -263,7 +270,8 @@ def list_page(
     done = cursor.done | {shard for shard in shards if shard in exhausted and not buffers[shard]}
     if len(done) == len(listing.partition_keys):
         return Page(emitted, None)
-    return Page(emitted, Cursor({shard: positions[shard] for shard in positions if shard not in done}, done))
+    remaining = {shard: positions[shard].removeprefix(prefix) for shard in positions if shard not in done}
+    return Page(emitted, Cursor(remaining, done))
 
 
 def range_entry(item: Mapping[str, Any], sort_key: str) -> dict[str, Any]:

@@ -144,6 +144,10 @@ def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:
     return definitions
 
 
+#: Sorts after any ``{family}#{hex}`` tail of an index sort key ("~" is above digits, a-f and "#").
+_AFTER_ANY_SORT_KEY_TAIL = "~"
+
+
 class Store:
     """One DynamoDB table laid out as ``ipmeta.keys`` describes."""
 
@@ -182,29 +186,54 @@ class Store:
         return deserialize_item(items[0]) if items else None
 
     def query_index(
-        self, index: keys.IndexSchema, partition_key: str, *, after: str | None, limit: int
+        self,
+        index: keys.IndexSchema,
+        partition_key: str,
+        *,
+        prefix: str = "",
+        after: str | None,
+        limit: int,
     ) -> tuple[list[Item], bool]:
         """Up to ``limit`` entries of one index partition whose sort key follows ``after``.
 
         Returns the items and whether the partition may hold more. A cursor is the
         last sort key seen (``>`` it, not ExclusiveStartKey): index sort keys are
         unique within a partition, and a sort key is all a page token must carry.
+        ``prefix`` narrows a pack to one value's entries (``after`` then includes it).
         """
-        condition = "#pk = :pk" + (" AND #sk > :after" if after is not None else "")
+        names = {"#pk": index.partition_key}
         values: dict[str, AttributeValueTypeDef] = {":pk": {"S": partition_key}}
-        if after is not None:
+        condition = "#pk = :pk"
+        if after is None and prefix:
+            condition += " AND begins_with(#sk, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        elif after is not None and prefix:
+            # One condition per sort key: BETWEEN keeps to the value, and includes ``after``
+            # itself, which is dropped below (hence one more item asked for).
+            condition += " AND #sk BETWEEN :after AND :last"
             values[":after"] = {"S": after}
+            values[":last"] = {"S": prefix + _AFTER_ANY_SORT_KEY_TAIL}
+        elif after is not None:
+            condition += " AND #sk > :after"
+            values[":after"] = {"S": after}
+        if len(values) > 1:
+            names["#sk"] = index.sort_key
+        inclusive = after is not None and bool(prefix)
         response = self.client.query(
             TableName=self.table_name,
             IndexName=index.name,
             KeyConditionExpression=condition,
-            ExpressionAttributeNames={"#pk": index.partition_key}
-            | ({"#sk": index.sort_key} if after is not None else {}),
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
-            Limit=limit,
+            Limit=limit + 1 if inclusive else limit,
         )
         items = [deserialize_item(raw) for raw in response.get("Items", [])]
-        return items, "LastEvaluatedKey" in response
+        more = "LastEvaluatedKey" in response
+        if inclusive:
+            items = [item for item in items if item[index.sort_key] != after]
+            more = more or len(items) > limit
+            items = items[:limit]
+        return items, more
 
     def scan_index(self, index: keys.IndexSchema) -> Iterator[Item]:
         """Every entry of an index (benchmarks and tests check what the index really holds)."""

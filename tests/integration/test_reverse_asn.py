@@ -164,3 +164,20 @@ def test_twenty_asns_page_to_exactly_their_csv_ranges(asn_subset: tuple[list[Row
         assert len(found) == len(set(found)), f"AS{value}: duplicates"
         assert found == expected, f"AS{value}: {len(found)} found, {len(expected)} expected"
         assert pages <= len(expected) // limit + 2
+
+
+def test_every_index_key_is_within_twice_the_mean_key(asn_subset: tuple[list[Row], Store]) -> None:
+    _, store = asn_subset
+    # Given the index itself, read key by key (not through the API)
+    entries = list(store.scan_index(keys.RANGES_BY_VALUE))
+    per_key = Counter(entry[keys.GSI1_PARTITION_KEY] for entry in entries)
+    per_value = Counter(entry[keys.ATTR_DATA]["asn"] for entry in entries)
+    # Then the largest key, shard or pack, holds at most twice the mean key
+    assert max(per_key.values()) <= 2 * len(entries) / len(per_key)
+    # Where one key per value would put the hottest value far beyond it
+    assert max(per_value.values()) > 50 * len(entries) / len(per_value)
+    # And the hottest values have several keys of their own, the rarest share packs
+    counts = per_value.most_common()
+    own_keys = Counter(key.split("#")[2] for key in per_key if key.split("#")[2])
+    assert own_keys[str(counts[0][0])] >= 8
+    assert own_keys[str(counts[-1][0])] == 0

@@ -1,4 +1,4 @@
-"""Reverse lookups without AWS: the shard-count rule, the k-way merge, the page tokens."""
+"""Reverse lookups without AWS: the key plan (shards and packs), the k-way merge, the page tokens."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from loader.reverse_index import (
     KEYS_PER_PARTITION,
     LOAD_WRITES_PER_SECOND,
     PARTITION_WRITES_PER_SECOND,
+    IndexPlan,
+    heat_target,
     plan_index,
     plan_shard_counts,
 )
@@ -26,23 +28,31 @@ KEY = b"test-key"
 
 
 class FakeIndex:
-    """Index partitions as sorted lists; answers like Query with ``sk > after`` and Limit."""
+    """Index partitions as sorted lists; answers like Query with ``begins_with``, ``sk > after`` and Limit."""
 
     def __init__(self, partitions: dict[str, list[str]]) -> None:
         self.partitions = {pk: sorted(sks) for pk, sks in partitions.items()}
         self.queries = 0
 
     def query_index(
-        self, index: keys.IndexSchema, partition_key: str, *, after: str | None, limit: int
+        self, index: keys.IndexSchema, partition_key: str, *, prefix: str, after: str | None, limit: int
     ) -> tuple[list[dict[str, Any]], bool]:
         self.queries += 1
-        rest = [sk for sk in self.partitions.get(partition_key, []) if after is None or sk > after]
+        rest = [
+            sk
+            for sk in self.partitions.get(partition_key, [])
+            if sk.startswith(prefix) and (after is None or sk > after)
+        ]
         return [{index.sort_key: sk} for sk in rest[:limit]], len(rest) > limit
 
 
-def listing(shards: int) -> reverse.Listing:
+def listing(shards: int, prefix: str = "") -> reverse.Listing:
     return reverse.Listing(
-        keys.RANGES_BY_VALUE, 1, "value:asn=1", tuple(f"v1#asn#1#{shard}" for shard in range(shards))
+        keys.RANGES_BY_VALUE,
+        1,
+        "value:asn=1",
+        tuple(f"v1#asn#1#{shard}" for shard in range(shards)),
+        prefix,
     )
 
 
@@ -51,15 +61,24 @@ def listing(shards: int) -> reverse.Listing:
     starts=st.sets(st.tuples(st.sampled_from([4, 6]), st.integers(0, 2**32)), max_size=300),
     shards=st.integers(1, 9),
     limit=st.integers(1, 40),
+    packed=st.booleans(),
 )
 def test_pages_return_every_entry_once_in_order(
-    starts: set[tuple[int, int]], shards: int, limit: int
+    starts: set[tuple[int, int]], shards: int, limit: int, packed: bool
 ) -> None:
-    # Given entries spread over shards by the real shard function
-    sort_keys = [keys.index_sort_key(family, start) for family, start in starts]
+    # Given entries spread over shards by the real shard function, or in one pack
+    # whose other values' entries sort before, among and after them
+    prefix = keys.value_sort_key_prefix("1") if packed else ""
+    shards = 1 if packed else shards
+    sort_keys = [keys.index_sort_key(family, start, prefix) for family, start in starts]
     partitions: dict[str, list[str]] = {pk: [] for pk in listing(shards).partition_keys}
     for (family, start), sort_key in zip(starts, sort_keys, strict=True):
         partitions[listing(shards).partition_keys[keys.shard_of(family, start, shards)]].append(sort_key)
+        if packed:
+            for neighbour in ("0", "7", "13335"):
+                partitions[listing(1).partition_keys[0]].append(
+                    keys.index_sort_key(family, start, keys.value_sort_key_prefix(neighbour))
+                )
     reader = FakeIndex(partitions)
     # When every page is read, each through an encoded token
     seen: list[str] = []
@@ -67,38 +86,54 @@ def test_pages_return_every_entry_once_in_order(
     with ThreadPoolExecutor(4) as pool:
         while True:
             cursor = reverse.decode_token(token, KEY).cursor if token else None
-            page = reverse.list_page(reader, listing(shards), limit, cursor, pool)
+            page = reverse.list_page(reader, listing(shards, prefix), limit, cursor, pool)
             assert len(page.items) <= limit
             assert page.cursor is None or len(page.items) == limit
             seen.extend(item[keys.GSI1_SORT_KEY] for item in page.items)
             if page.cursor is None:
                 break
-            token = reverse.encode_token(listing(shards), page.cursor, KEY)
+            token = reverse.encode_token(listing(shards, prefix), page.cursor, KEY)
     # Then the entries are all there, once, sorted by (family, start)
     assert seen == sorted(sort_keys)
     assert [keys.decode_index_sort_key(sk) for sk in seen] == sorted(starts)
 
 
+def index_keys(counts: dict[str, int], **options: Any) -> tuple[IndexPlan, Counter[str], dict[str, set[str]]]:
+    """Plan an index as ``prepare`` does, then key one range per entry as the loader does.
+
+    Returns the plan, the entries of every index key, and the keys each value landed in.
+    """
+    rows = [{"v": value} for value, count in counts.items() for _ in range(count)]
+    plan = plan_index(rows, value_field="v", flag_column=None, **options)
+    sizes: Counter[str] = Counter()
+    keys_of: dict[str, set[str]] = {}
+    for number, row in enumerate(rows):
+        # distinct range starts, spaced like /20s
+        attributes = plan.attributes(1, 4, number * 4096, row)
+        sizes[attributes[keys.GSI1_PARTITION_KEY]] += 1
+        keys_of.setdefault(row["v"], set()).add(attributes[keys.GSI1_PARTITION_KEY])
+    return plan, sizes, keys_of
+
+
+def spread(sizes: Counter[str]) -> float:
+    return max(sizes.values()) / (sum(sizes.values()) / len(sizes))
+
+
 def test_shard_counts_follow_frequency_within_the_budget() -> None:
     counts = {"hot": 3500, "warm": 100, **{f"rare{n}": 1 + n % 3 for n in range(1000)}}
     plan = plan_shard_counts(counts, budget=100, max_shards=64)
-    assert sum(count - 1 for count in plan.shards.values()) <= 100
-    assert plan.shards["hot"] > plan.shards["warm"] > 1
-    assert all(plan.shards[f"rare{n}"] == 1 for n in range(1000))
+    assert plan.key_count <= 100
+    assert plan.shards["hot"] > plan.shards["warm"] >= 1
     assert plan.shards["hot"] == min(64, -(-3500 // plan.target))
+    # Rare values have no keys of their own: they share packs
+    assert not any(f"rare{n}" in plan.shards for n in range(1000))
+    assert len(plan.pack_starts) >= 1
+    # A tighter budget makes keys larger (the budget step), never more of them
+    tight = plan_shard_counts(counts, budget=20, max_shards=64)
+    assert (tight.rule, tight.key_count <= 20) == ("budget", True)
+    assert tight.target > plan.target
     # The cap bounds the fan-out even with a generous budget
     assert plan_shard_counts({"hot": 10**6}, budget=10**6, max_shards=64).shards["hot"] == 64
-
-
-def shard_sizes(counts: dict[str, int], shards: dict[str, int]) -> list[int]:
-    """Entries per index key when each value's ranges are hashed as the loader hashes them."""
-    sizes: Counter[tuple[str, int]] = Counter()
-    start = 0
-    for value, count in counts.items():
-        for _ in range(count):
-            start += 4096  # distinct range starts, spaced like /20s
-            sizes[value, keys.shard_of(4, start, shards[value])] += 1
-    return list(sizes.values())
 
 
 def test_a_low_cardinality_field_meets_the_spread_goal_over_every_key() -> None:
@@ -107,14 +142,49 @@ def test_a_low_cardinality_field_meets_the_spread_goal_over_every_key() -> None:
     counts = {
         f"C{rank}": max(1, round(200_000 * weight / sum(weights))) for rank, weight in enumerate(weights)
     }
-    plan = plan_shard_counts(counts)
-    assert plan.rule == "spread"
-    sizes = shard_sizes(counts, plan.shards)
-    mean = sum(sizes) / len(sizes)
-    assert max(sizes) <= 2.0 * mean
+    plan, sizes, keys_of = index_keys(counts)
+    assert plan.values is not None
+    assert plan.values.rule == "heat"
+    assert spread(sizes) <= 2.0
+    assert spread(sizes) <= plan.values.predicted_spread + 0.1
     # Unsharded, the commonest value alone is far beyond the goal
     assert max(counts.values()) > 50 * (sum(counts.values()) / len(counts))
-    assert 1 < max(plan.shards.values()) <= DEFAULT_MAX_SHARDS
+    assert 1 < len(keys_of["C0"]) <= DEFAULT_MAX_SHARDS
+    assert len(keys_of["C0"]) > len(keys_of["C5"]) >= 1
+
+
+def test_a_field_of_many_rare_values_meets_the_spread_goal_by_packing_them() -> None:
+    # asn-like: 90% of the values have a handful of ranges, a few have thousands
+    counts = {f"{n}": 1 + n % 8 for n in range(20_000)}
+    counts |= {"hot1": 4800, "hot2": 4500, "hot3": 3000}
+    plan, sizes, keys_of = index_keys(counts)
+    assert plan.values is not None
+    # Every key, packs included, is within 2x of the mean key
+    assert spread(sizes) <= 2.0
+    # One key per value would put the hottest value hundreds of times over the mean
+    assert max(counts.values()) / (sum(counts.values()) / len(counts)) > 500
+    # The hot values have keys of their own, shards following frequency; rare ones share packs
+    assert len(keys_of["hot1"]) >= len(keys_of["hot3"]) >= 1
+    assert all(key.split("#")[2] == "hot1" for key in keys_of["hot1"])
+    assert all(len(keys_of[f"{n}"]) == 1 for n in range(20_000))
+    packs = {key for n in range(20_000) for key in keys_of[f"{n}"]}
+    assert all(key.split("#")[2] == "" for key in packs)
+    assert len(packs) == len(plan.values.pack_starts)
+    assert max(sizes[key] for key in packs) <= plan.values.target
+
+
+def test_a_query_finds_a_packed_value_where_the_loader_put_it() -> None:
+    counts = {f"AS{n}": 1 + n % 5 for n in range(3000)} | {"hot": 2000}
+    plan, _, keys_of = index_keys(counts)
+    assert plan.values is not None
+    index = reverse.ValueIndex("v", "S", plan.values.shards, list(plan.values.pack_starts))
+    for value in ("hot", "AS0", "AS7", "AS2999"):
+        where = index.keys_of(1, value)
+        assert set(where.partition_keys) == keys_of[value]
+        assert bool(where.sort_key_prefix) == (value != "hot")
+    # A version loaded before packing (no pack starts): every value has its own key
+    legacy = reverse.ValueIndex("v", "S", {"hot": 3}, None).keys_of(1, "AS7")
+    assert (legacy.partition_keys, legacy.sort_key_prefix) == (("v1#v#AS7#0",), "")
 
 
 def test_hot_values_get_ten_keys_per_partition_their_load_writes_need() -> None:
@@ -125,18 +195,6 @@ def test_hot_values_get_ten_keys_per_partition_their_load_writes_need() -> None:
         partitions = count / total * LOAD_WRITES_PER_SECOND / PARTITION_WRITES_PER_SECOND
         assert plan.shards[value] >= KEYS_PER_PARTITION * partitions
     assert plan.shards["hot"] > plan.shards["other0"]
-
-
-def test_a_field_of_rare_values_spends_the_budget_on_the_hot_ones() -> None:
-    # asn-like: the mean key holds a few entries whatever the rule, so the goal is out of reach
-    counts = {f"AS{n}": 1 + n % 8 for n in range(20_000)}
-    counts |= {"hot1": 4800, "hot2": 4500, "hot3": 3000}
-    plan = plan_shard_counts(counts, budget=500)
-    assert plan.rule == "budget"
-    assert plan.predicted_spread > 2
-    assert 400 < sum(count - 1 for count in plan.shards.values()) <= 500
-    assert plan.shards["hot1"] > plan.shards["hot3"] > 1
-    assert all(plan.shards[f"AS{n}"] == 1 for n in range(20_000))
 
 
 def test_a_token_for_the_widest_fan_out_fits_the_length_limit() -> None:
@@ -172,7 +230,8 @@ def test_flagged_ranges_get_shards_only_for_the_heat_of_their_writes() -> None:
     # Flag-only loads used to take T = 1 from an empty value plan: a shard per flagged range
     rows = [{"rule": "block" if n % 100 == 0 else " "} for n in range(400_000)]
     plan = plan_index(rows, value_field=None, flag_column="rule")
-    assert (plan.flagged, plan.flag_shards) == (4000, 1)
+    assert plan.flagged == 4000
+    assert plan.flag_shards == -(-4000 // heat_target(400_000))
     hot = [{"rule": "block" if n % 2 else ""} for n in range(400_000)]
     shards = plan_index(hot, value_field=None, flag_column="rule").flag_shards
     total_writes_share = 0.5 * LOAD_WRITES_PER_SECOND / PARTITION_WRITES_PER_SECOND
@@ -183,10 +242,10 @@ def test_flagged_ranges_get_shards_only_for_the_heat_of_their_writes() -> None:
     ("spelling", "label"), [("13335", "13335"), (" 013335 ", "13335"), ("AS13335", "13335"), ("-5", "-5")]
 )
 def test_a_number_column_reads_the_usual_spellings(spelling: str, label: str) -> None:
-    assert reverse.ValueIndex("asn", "N", {}).label(spelling) == label
+    assert reverse.ValueIndex("asn", "N", {}, []).label(spelling) == label
 
 
 @pytest.mark.parametrize("spelling", ["cloudflare", "13335.0", "AS", "--5", "1" * 39, "AS-"])
 def test_a_number_column_refuses_what_it_cannot_hold(spelling: str) -> None:
     with pytest.raises(ValueInvalid):
-        reverse.ValueIndex("asn", "N", {}).label(spelling)
+        reverse.ValueIndex("asn", "N", {}, []).label(spelling)
