@@ -176,7 +176,7 @@ class IndexPlan:
     def _value_keys(self, version: int, field: str, plan: ShardPlan, label: str) -> keys.ValueKeys:
         found = self._keys_of.get(label)
         if found is None:  # once per value, not once per range
-            found = keys.value_keys(version, field, label, plan.shards, plan.pack_starts)
+            found = keys.value_keys(version, field, label, plan.shards.get(label), plan.pack_starts)
             self._keys_of[label] = found
         return found
 
@@ -203,7 +203,7 @@ class IndexPlan:
             meta["value_index"] = {
                 "field": self.value_field,
                 "type": column_types.get(self.value_field, "S"),
-                "shards": keys.encode_shard_counts(self.values.shards),
+                "own_shards": keys.encode_own_shards(self.values.shards),
                 "packs": keys.encode_pack_starts(self.values.pack_starts),
                 "values": len(self.value_counts),
                 "target": self.values.target,

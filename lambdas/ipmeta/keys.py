@@ -282,9 +282,14 @@ def value_hash(label: str) -> int:
     return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "big")
 
 
+def value_hash_text(label: str) -> str:
+    """The value's hash, fixed width: it names a value in sort keys and in the version's metadata."""
+    return f"{value_hash(label):016x}"
+
+
 def value_sort_key_prefix(label: str) -> str:
-    """What leads the sort keys of a packed value's entries: its hash, fixed width."""
-    return f"{value_hash(label):016x}#"
+    """What leads the sort keys of a packed value's entries: its hash."""
+    return value_hash_text(label) + "#"
 
 
 def pack_of(label: str, pack_starts: Sequence[int]) -> int:
@@ -301,20 +306,17 @@ class ValueKeys:
 
 
 def value_keys(
-    version: int, field: str, label: str, shards: Mapping[str, int], pack_starts: Sequence[int] | None
+    version: int, field: str, label: str, own_shards: int | None, pack_starts: Sequence[int]
 ) -> ValueKeys:
     """The loader writes a value's entries here, and a query reads them from here.
 
-    ``shards`` names the values with keys of their own; every other value is in a
-    pack. Versions loaded before packing have no ``pack_starts``: there every value
-    has its own keys, one unless ``shards`` says more.
+    ``own_shards`` is how many keys of its own the value has, None when it is packed.
     """
-    own = shards.get(label)
-    if own is None and pack_starts is not None:
+    if own_shards is None:
         pack = pack_partition_key(version, field, pack_of(label, pack_starts))
         return ValueKeys((pack,), value_sort_key_prefix(label))
     return ValueKeys(
-        tuple(value_partition_key(version, field, label, shard) for shard in range(own or 1)), ""
+        tuple(value_partition_key(version, field, label, shard) for shard in range(own_shards)), ""
     )
 
 
@@ -333,17 +335,19 @@ def shard_of(family: int, start: int, shards: int) -> int:
     return int.from_bytes(digest, "big") % shards
 
 
-def encode_shard_counts(counts: Mapping[str, int]) -> bytes:
-    """Shard counts of the values that have keys of their own, compressed.
+def encode_own_shards(shards: Mapping[str, int]) -> bytes:
+    """Shard counts of the values with keys of their own, by value hash, compressed.
 
-    Only values with at least half a shard's target entries have their own keys,
-    so there are at most ``2 × entries / target`` of them (``asn`` on the ASN data:
-    3 of 91k values), and the map fits a metadata item's 400 KB.
+    By hash, not by value: the values with their own keys are bounded by the key
+    budget, and their hashes by 16 characters each, so the map fits a metadata
+    item's 400 KB however long the values are.
     """
-    return zlib.compress(json.dumps(dict(counts), separators=(",", ":"), sort_keys=True).encode())
+    by_hash = {value_hash_text(label): count for label, count in shards.items()}
+    return zlib.compress(json.dumps(by_hash, separators=(",", ":"), sort_keys=True).encode())
 
 
-def decode_shard_counts(data: bytes) -> dict[str, int]:
+def decode_own_shards(data: bytes) -> dict[str, int]:
+    """Shard counts by ``value_hash_text``."""
     counts: dict[str, int] = json.loads(zlib.decompress(data))
     return counts
 

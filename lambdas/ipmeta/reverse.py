@@ -65,8 +65,8 @@ class IndexReader(Protocol):
 class ValueIndex:
     field: str
     column_type: str
-    shards: Mapping[str, int]  #: the values with keys of their own
-    pack_starts: Sequence[int] | None  #: None for a version loaded before rare values were packed
+    own_shards: Mapping[str, int]  #: by value hash; by value in a version loaded before packing
+    pack_starts: Sequence[int] | None  #: None in a version loaded before rare values were packed
 
     def label(self, value: str) -> str:
         """The value as the loader spelled it.
@@ -90,7 +90,10 @@ class ValueIndex:
         return keys.value_label(int(digits))
 
     def keys_of(self, version: int, label: str) -> keys.ValueKeys:
-        return keys.value_keys(version, self.field, label, self.shards, self.pack_starts)
+        if self.pack_starts is None:  # loaded before packing: every value has keys of its own
+            return keys.value_keys(version, self.field, label, int(self.own_shards.get(label, 1)), ())
+        own = self.own_shards.get(keys.value_hash_text(label))
+        return keys.value_keys(version, self.field, label, own, self.pack_starts)
 
 
 @dataclass(frozen=True)
@@ -108,16 +111,17 @@ class ReverseIndexes:
     def from_version_meta(cls, meta: Mapping[str, Any]) -> ReverseIndexes:
         value_meta = meta.get("value_index")
         flag_meta = meta.get("flag_index")
-        values = (
-            ValueIndex(
+        values = None
+        if value_meta and "packs" in value_meta:
+            values = ValueIndex(
                 str(value_meta["field"]),
                 str(value_meta.get("type", "S")),
-                keys.decode_shard_counts(bytes(value_meta["shards"])),
-                keys.decode_pack_starts(bytes(value_meta["packs"])) if "packs" in value_meta else None,
+                keys.decode_own_shards(bytes(value_meta["own_shards"])),
+                keys.decode_pack_starts(bytes(value_meta["packs"])),
             )
-            if value_meta
-            else None
-        )
+        elif value_meta:  # loaded before packing: shard counts by value, only those above one
+            counts = json.loads(zlib.decompress(bytes(value_meta["shards"])))
+            values = ValueIndex(str(value_meta["field"]), str(value_meta.get("type", "S")), counts, None)
         flags = FlagIndex(str(flag_meta["column"]), int(flag_meta["shards"])) if flag_meta else None
         return cls(values, flags)
 

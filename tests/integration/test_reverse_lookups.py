@@ -131,8 +131,8 @@ def test_hot_value_is_sharded_and_unknown_value_is_empty(
 ) -> None:
     _, server = synthetic
     meta = store.get_version_meta(store.read_active_version() or 0) or {}
-    shards = keys.decode_shard_counts(meta["value_index"]["shards"])
-    assert shards["13335"] > 1
+    shards = keys.decode_own_shards(meta["value_index"]["own_shards"])
+    assert shards[keys.value_hash_text("13335")] > 1
     status, body = get(server, "/v1/ranges", field="asn", value="999999")
     assert (status, body["ranges"], body["next"]) == (200, [], None)
     # A Number column finds 13335 however it is spelled

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,6 +23,7 @@ from loader.reverse_index import (
     IndexPlan,
     heat_target,
     plan_index,
+    plan_keys,
     plan_shard_counts,
 )
 
@@ -177,14 +180,31 @@ def test_a_query_finds_a_packed_value_where_the_loader_put_it() -> None:
     counts = {f"AS{n}": 1 + n % 5 for n in range(3000)} | {"hot": 2000}
     plan, _, keys_of = index_keys(counts)
     assert plan.values is not None
-    index = reverse.ValueIndex("v", "S", plan.values.shards, list(plan.values.pack_starts))
+    # As a query sees the plan: through the version's metadata, encoded and decoded
+    meta = plan.metadata({"v": "S"})
+    index = reverse.ReverseIndexes.from_version_meta(meta).values
+    assert index is not None
     for value in ("hot", "AS0", "AS7", "AS2999"):
         where = index.keys_of(1, value)
         assert set(where.partition_keys) == keys_of[value]
         assert bool(where.sort_key_prefix) == (value != "hot")
-    # A version loaded before packing (no pack starts): every value has its own key
-    legacy = reverse.ValueIndex("v", "S", {"hot": 3}, None).keys_of(1, "AS7")
-    assert (legacy.partition_keys, legacy.sort_key_prefix) == (("v1#v#AS7#0",), "")
+    # A version loaded before packing: counts by value, only those above one, no pack starts
+    legacy_counts = zlib.compress(json.dumps({"hot": 3}).encode())
+    legacy = reverse.ReverseIndexes.from_version_meta(
+        {"value_index": {"field": "v", "type": "S", "shards": legacy_counts}}
+    ).values
+    assert legacy is not None
+    assert legacy.keys_of(1, "AS7") == keys.ValueKeys(("v1#v#AS7#0",), "")
+    assert legacy.keys_of(1, "hot").partition_keys == ("v1#v#hot#0", "v1#v#hot#1", "v1#v#hot#2")
+
+
+def test_values_with_the_same_hash_are_never_split_across_packs() -> None:
+    # Given three values whose hashes collide, at the point where a pack fills up
+    counts = {"a": 20, "b": 20, "c": 20, "d": 20}
+    hash_order = [(5, "a"), (9, "b"), (9, "c"), (11, "d")]
+    _, starts, _ = plan_keys(counts, hash_order, target=50, max_shards=8)
+    # Then b and c share a pack (a query finds its pack by hash alone), though it holds 60 > 50
+    assert starts == (0, 11)
 
 
 def test_hot_values_get_ten_keys_per_partition_their_load_writes_need() -> None:
