@@ -171,13 +171,13 @@ class IndexPlan:
     flag_shards: int = 1
     flagged: int = 0
     values_too_long: int = 0  #: ranges left out of ``ranges-by-value``: value over the length limit
-    _keys_of: dict[str, keys.ValueKeys] = field(default_factory=dict, repr=False, compare=False)
+    _keys_of: dict[tuple[int, str], keys.ValueKeys] = field(default_factory=dict, repr=False, compare=False)
 
     def _value_keys(self, version: int, field: str, plan: ShardPlan, label: str) -> keys.ValueKeys:
-        found = self._keys_of.get(label)
+        found = self._keys_of.get((version, label))
         if found is None:  # once per value, not once per range
             found = keys.value_keys(version, field, label, plan.shards.get(label), plan.pack_starts)
-            self._keys_of[label] = found
+            self._keys_of[version, label] = found
         return found
 
     def attributes(

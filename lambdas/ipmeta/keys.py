@@ -347,7 +347,7 @@ def encode_own_shards(shards: Mapping[str, int]) -> bytes:
 
 
 def decode_own_shards(data: bytes) -> dict[str, int]:
-    """Shard counts by ``value_hash_text``."""
+    """Shard counts by ``value_hash_text`` (by value, in versions loaded before packing)."""
     counts: dict[str, int] = json.loads(zlib.decompress(data))
     return counts
 

@@ -120,7 +120,7 @@ class ReverseIndexes:
                 keys.decode_pack_starts(bytes(value_meta["packs"])),
             )
         elif value_meta:  # loaded before packing: shard counts by value, only those above one
-            counts = json.loads(zlib.decompress(bytes(value_meta["shards"])))
+            counts = keys.decode_own_shards(bytes(value_meta["shards"]))
             values = ValueIndex(str(value_meta["field"]), str(value_meta.get("type", "S")), counts, None)
         flags = FlagIndex(str(flag_meta["column"]), int(flag_meta["shards"])) if flag_meta else None
         return cls(values, flags)
