@@ -292,6 +292,12 @@ def value_sort_key_prefix(label: str) -> str:
     return value_hash_text(label) + "#"
 
 
+def last_sort_key_of_prefix(prefix: str) -> str:
+    """A bound above every sort key that starts with ``prefix``: "~" sorts after the
+    digits, a-f and "#" that the ``{family}#{start}`` tail is made of."""
+    return prefix + "~"
+
+
 def pack_of(label: str, pack_starts: Sequence[int]) -> int:
     """The pack holding ``label``: the last pack whose first hash is at or below the value's."""
     return max(0, bisect.bisect_right(pack_starts, value_hash(label)) - 1)

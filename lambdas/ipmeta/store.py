@@ -144,10 +144,6 @@ def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:
     return definitions
 
 
-#: Sorts after any ``{family}#{hex}`` tail of an index sort key ("~" is above digits, a-f and "#").
-_AFTER_ANY_SORT_KEY_TAIL = "~"
-
-
 class Store:
     """One DynamoDB table laid out as ``ipmeta.keys`` describes."""
 
@@ -212,7 +208,7 @@ class Store:
             # itself, which is dropped below (hence one more item asked for).
             condition += " AND #sk BETWEEN :after AND :last"
             values[":after"] = {"S": after}
-            values[":last"] = {"S": prefix + _AFTER_ANY_SORT_KEY_TAIL}
+            values[":last"] = {"S": keys.last_sort_key_of_prefix(prefix)}
         elif after is not None:
             condition += " AND #sk > :after"
             values[":after"] = {"S": after}
