@@ -29,10 +29,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, cors_config, metrics
 from ipmeta.lookup import ActiveVersionCache
+from ipmeta.records import VersionMeta, VersionStatus
 from ipmeta.settings import ApiSettings
-from ipmeta.store import Store
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
+from loader.table import LoaderTable
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
 
@@ -48,8 +49,8 @@ class StubStore:
     def read_active_version(self, *, consistent: bool = False) -> int | None:
         return 1
 
-    def get_version_meta(self, version: int, *, consistent: bool = True) -> dict[str, Any] | None:
-        return {"version": version, "status": "active"}
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
+        return VersionMeta(version, VersionStatus.ACTIVE)
 
     def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
         if self.query_seconds:
@@ -70,7 +71,7 @@ def _ipv4(value: int) -> str:
 
 def install(stub: StubStore) -> None:
     dependencies.install(
-        dependencies.Dependencies(store=cast(Store, stub), versions=ActiveVersionCache(3600.0))
+        dependencies.Dependencies(store=cast(LoaderTable, stub), versions=ActiveVersionCache(3600.0))
     )
 
 

@@ -33,19 +33,25 @@ from tqdm import tqdm
 
 from ipmeta import keys
 from ipmeta.settings import Settings
-from ipmeta.store import BATCH_WRITE_LIMIT, Store, serialize_item
+from ipmeta.store import serialize_item
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
-from loader import driver, tasks
+from loader import driver
+from loader.activate import activate
+from loader.batching import batched
+from loader.options import DEFAULT_WRITE_WORKERS, LoadOptions
+from loader.prepare import prepare
 from loader.staging import LocalStaging, chunk_name, decode_chunk
+from loader.table import BATCH_WRITE_LIMIT, LoaderTable
+from loader.write import write_chunk
 
 ASN_V4 = PROJECT_ROOT / "node_modules" / "@ip-location-db" / "asn" / "asn-ipv4.csv"
 COLUMNS = ("start", "end", "asn", "organization")
 WINDOW = 1000
-WORKERS = tasks.DEFAULT_WRITE_WORKERS * driver.DEFAULT_PARALLEL_CHUNKS
+WORKERS = DEFAULT_WRITE_WORKERS * driver.DEFAULT_PARALLEL_CHUNKS
 
 
-def store_on(endpoint: str, table: str = "bench") -> Store:
-    store = Store.from_settings(Settings(table, endpoint, 5.0), max_pool_connections=WORKERS * 2)
+def store_on(endpoint: str, table: str = "bench") -> LoaderTable:
+    store = LoaderTable.from_settings(Settings(table, endpoint, 5.0), max_pool_connections=WORKERS * 2)
     store.create_table_if_missing()
     return store
 
@@ -53,9 +59,7 @@ def store_on(endpoint: str, table: str = "bench") -> Store:
 def prepare_only(endpoint: str, staging_dir: Path, source: Path) -> None:
     """The subprocess: prepare, then report the peak RSS of this process alone."""
     started = time.monotonic()
-    prepared = tasks.prepare(
-        [source], tasks.LoadOptions(columns=COLUMNS), store_on(endpoint), LocalStaging(staging_dir)
-    )
+    prepared = prepare([source], LoadOptions(columns=COLUMNS), store_on(endpoint), LocalStaging(staging_dir))
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(
         json.dumps(
@@ -63,7 +67,7 @@ def prepare_only(endpoint: str, staging_dir: Path, source: Path) -> None:
                 "load_id": prepared.load_id,
                 "chunks": prepared.chunks,
                 "items": prepared.items,
-                "rows": prepared.report["rows_read"],
+                "rows": prepared.report.rows_read,
                 "prepare_seconds": round(time.monotonic() - started, 1),
                 "peak_rss_mb": round(peak_kib / 1024, 1),
             }
@@ -105,11 +109,9 @@ def window_spread(items: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def bare_loop(store: Store, items: list[dict[str, Any]]) -> float:
+def bare_loop(store: LoaderTable, items: list[dict[str, Any]]) -> float:
     """BatchWriteItem of 25 with WORKERS threads, retrying UnprocessedItems; returns seconds."""
-    batches = [
-        items[offset : offset + BATCH_WRITE_LIMIT] for offset in range(0, len(items), BATCH_WRITE_LIMIT)
-    ]
+    batches = [list(batch) for batch in batched(items, BATCH_WRITE_LIMIT)]
     bar = tqdm(total=len(items), unit="items", desc="bare BatchWriteItem", disable=None)
     lock = threading.Lock()
 
@@ -131,12 +133,12 @@ def bare_loop(store: Store, items: list[dict[str, Any]]) -> float:
     return seconds
 
 
-def loader_writes(store: Store, staging: LocalStaging, load_id: str, chunks: int, items: int) -> float:
+def loader_writes(store: LoaderTable, staging: LocalStaging, load_id: str, chunks: int, items: int) -> float:
     """The driver's write phase: write_chunk over every chunk, DEFAULT_PARALLEL_CHUNKS at a time."""
     bar = tqdm(total=items, unit="items", desc="loader write_chunk", disable=None)
 
     def write(index: int) -> None:
-        bar.update(tasks.write_chunk(load_id, index, store, staging).items)
+        bar.update(write_chunk(load_id, index, store, staging).items)
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=driver.DEFAULT_PARALLEL_CHUNKS) as pool:
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 store, staging, prepared["load_id"], prepared["chunks"], len(items)
             )
             activation_started = time.monotonic()
-            tasks.activate(prepared["load_id"], store, staging)
+            activate(prepared["load_id"], store, staging)
             activate_seconds = time.monotonic() - activation_started
         with Dynalite() as endpoint:
             bare_seconds = bare_loop(store_on(endpoint), items)

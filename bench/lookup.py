@@ -30,10 +30,10 @@ from pathlib import Path
 from ipmeta.ips import Address
 from ipmeta.keys import lookup_key
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, default_dataset_options
+from loader.table import LoaderTable
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -140,7 +140,7 @@ def main() -> int:
 
     with SharedLocalStore(Path(args.data_dir)) as endpoint:
         settings = Settings("ipmeta", endpoint, 5.0)
-        store = Store.from_settings(settings, max_pool_connections=args.clients * 2)
+        store = LoaderTable.from_settings(settings, max_pool_connections=args.clients * 2)
         store.create_table_if_missing()
         loaded = load_files(
             settings,

@@ -40,11 +40,12 @@ from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
-from loader import driver, tasks
+from loader import driver
+from loader.options import LoadOptions
 from loader.staging import LocalStaging
+from loader.table import LoaderTable
 from tests.integration.test_reverse_asn import (
     expected_ranges,
     get,
@@ -63,7 +64,7 @@ ZONE_SKEW = 1.3
 
 
 def load(
-    store: Store,
+    store: LoaderTable,
     staging: Path,
     files: tuple[Path, ...] = DEFAULT_DATASET,
     columns: tuple[str, ...] = DEFAULT_DATASET_COLUMNS,
@@ -77,7 +78,7 @@ def load(
 
     result = driver.run_load(
         files,
-        tasks.LoadOptions(columns=columns, index_field=index_field),
+        LoadOptions(columns=columns, index_field=index_field),
         store,
         LocalStaging(staging),
         on_items_written=advance,
@@ -87,7 +88,7 @@ def load(
     return result, time.monotonic() - started
 
 
-def spread(store: Store, field: str = "asn") -> dict[str, Any]:
+def spread(store: LoaderTable, field: str = "asn") -> dict[str, Any]:
     """Entries per index key (own shards and shared packs) and per value, from the index itself."""
     per_key: Counter[str] = Counter()
     per_value_key: dict[str, Counter[str]] = defaultdict(Counter)
@@ -155,7 +156,7 @@ def zoned_copy(destination: Path) -> Path:
 
 
 def low_cardinality_spread(endpoint: str, work: Path) -> dict[str, Any]:
-    store = Store.from_settings(Settings("bench-reverse-zone", endpoint, 0.0))
+    store = LoaderTable.from_settings(Settings("bench-reverse-zone", endpoint, 0.0))
     store.create_table_if_missing()
     source = zoned_copy(work / "asn-ipv4-zone.csv")
     result, seconds = load(
@@ -176,7 +177,7 @@ def low_cardinality_spread(endpoint: str, work: Path) -> dict[str, Any]:
     }
     return {
         "load": {"status": result.status, "items": result.items, "seconds": round(seconds, 1)},
-        "index_report": result.report.get("value_index"),
+        "index_report": result.report.value_index,
         "spread": figures,
         "first_page": first_page_cost(store, hottest, "zone"),
         "hottest_listing": listing,
@@ -204,7 +205,7 @@ def completeness() -> dict[str, Any]:
     return {"all_equal": all(entry["equal_to_csv"] for entry in checked.values()), "values": checked}
 
 
-def first_page_cost(store: Store, value: str, field: str = "asn") -> dict[str, Any]:
+def first_page_cost(store: LoaderTable, value: str, field: str = "asn") -> dict[str, Any]:
     calls: list[int] = []
     original = store.query_index
 
@@ -232,7 +233,7 @@ def first_page_cost(store: Store, value: str, field: str = "asn") -> dict[str, A
 
 def main() -> int:
     with Dynalite() as endpoint:
-        store = Store.from_settings(Settings("bench-reverse", endpoint, 0.0))
+        store = LoaderTable.from_settings(Settings("bench-reverse", endpoint, 0.0))
         store.create_table_if_missing()
         staging = PROJECT_ROOT / ".data" / "bench" / "reverse-staging"
         result, load_seconds = load(store, staging)
@@ -240,7 +241,7 @@ def main() -> int:
         report: dict[str, Any] = {
             "load": {"status": result.status, "items": result.items, "seconds": round(load_seconds, 1)}
         }
-        report["index_report"] = result.report.get("value_index")
+        report["index_report"] = result.report.value_index
         report["spread"] = spread(store)
         hottest = next(iter(report["spread"]["hottest_values"]))
         report["first_page"] = first_page_cost(store, hottest)

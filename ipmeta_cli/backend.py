@@ -36,8 +36,8 @@ def backend(args: argparse.Namespace) -> Iterator[Settings]:
             os.environ[ENV_DYNAMODB_ENDPOINT] = stack.enter_context(local)
         settings = Settings.from_environment()
         if settings.dynamodb_endpoint:
-            from ipmeta.store import Store
+            from loader.table import LoaderTable
 
             # In AWS the stack owns the table; locally the first command creates it.
-            Store.from_settings(settings).create_table_if_missing()
+            LoaderTable.from_settings(settings).create_table_if_missing()
         yield settings

@@ -30,19 +30,22 @@ def load_files(
     """Run a load on the local driver; returns the outcome with its report (also saved as JSON)."""
     from tqdm import tqdm
 
-    from ipmeta.store import Store
-    from loader import driver, tasks
+    from loader import driver
+    from loader.options import LoadOptions
+    from loader.prepare import Prepared
+    from loader.records import LoadStatus
     from loader.staging import LocalStaging
+    from loader.table import LoaderTable
 
-    load_options = options if options is not None else tasks.LoadOptions(columns=columns)
-    store = Store.from_settings(settings)
+    load_options = options if options is not None else LoadOptions(columns=columns)
+    table = LoaderTable.from_settings(settings)
     bar = tqdm(total=0, unit="items", desc="writing", disable=None)
 
     def advance(count: int) -> None:
         bar.update(count)
 
-    def prepared(result: tasks.Prepared) -> None:
-        bar.reset(total=result.items if result.status == tasks.PREPARED else 0)
+    def prepared(result: Prepared) -> None:
+        bar.reset(total=result.items if result.status == LoadStatus.PREPARED else 0)
         if result.done:
             bar.set_description(f"writing ({len(result.done)} chunks already done)")
 
@@ -50,7 +53,7 @@ def load_files(
         result = driver.run_load(
             sources,
             load_options,
-            store,
+            table,
             LocalStaging(data_dir / "staging"),
             on_items_written=advance,
             on_prepared=prepared,
@@ -59,7 +62,7 @@ def load_files(
         )
     finally:
         bar.close()
-    report = {"status": result.status, **result.report}
+    report = {**result.report.to_dict(), "status": result.status}
     report_path = data_dir / REPORTS_DIR / f"{result.load_id or 'dry-run'}.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(json.dumps(report, indent=2) + "\n")
@@ -122,7 +125,7 @@ def _types(text: str | None) -> dict[str, str]:
 
 
 def command_load(args: argparse.Namespace) -> int:
-    from loader import tasks
+    from loader.options import LoadOptions
 
     if not args.files and not args.resume:
         print("ipmeta load: give FILE... or --resume LOAD_ID", file=sys.stderr)
@@ -130,7 +133,7 @@ def command_load(args: argparse.Namespace) -> int:
     # The change event is a log line locally; show it.
     logging.basicConfig(format="%(message)s")
     logging.getLogger("loader.events").setLevel(logging.INFO)
-    options = tasks.LoadOptions(
+    options = LoadOptions(
         columns=[column.strip() for column in args.columns.split(",")] if args.columns else None,
         types=_types(args.types),
         overlaps=args.overlaps,
@@ -160,20 +163,21 @@ def command_load(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from loader import driver, normalize, reverse_index, tasks
+    from loader import driver, reverse_index
+    from loader.options import DEFAULT_CHUNK_SIZE, OVERLAP_POLICIES
 
     load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
     add_backend_arguments(load)
     load.add_argument("files", nargs="*", help="CSV files, .csv.gz, or s3://bucket/key")
     load.add_argument("--columns", help="column names for files without a header row, e.g. start,end,asn,org")
     load.add_argument("--types", help="declared metadata types, e.g. asn=int,name=str (default: inferred)")
-    load.add_argument("--overlaps", choices=normalize.OVERLAP_POLICIES, default="last-wins")
+    load.add_argument("--overlaps", choices=OVERLAP_POLICIES, default="last-wins")
     load.add_argument(
         "--max-errors", type=non_negative_int, default=0, help="skip up to N bad rows (listed in the report)"
     )
     load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
     load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
-    load.add_argument("--chunk-size", type=positive_int, default=tasks.DEFAULT_CHUNK_SIZE)
+    load.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK_SIZE)
     load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
     load.add_argument(
         "--index-field", metavar="FIELD", help="index ranges by this column's value (GET /v1/ranges)"

@@ -10,13 +10,13 @@ import argparse
 import json
 import sys
 import urllib.parse
-from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.client import add_endpoint_arguments, call_api
+from loader.batching import batched
 
 #: Exit codes: every IP answered; some IPs answered with an error; the request failed.
 ALL_ANSWERED, SOME_ERRORS, REQUEST_FAILED = 0, 1, 2
@@ -26,19 +26,14 @@ def batch_path(fields: str | None) -> str:
     return "/v1/batch" + (f"?{urllib.parse.urlencode({'fields': fields})}" if fields else "")
 
 
-def chunks(ips: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(ips), size):
-        yield list(ips[start : start + size])
-
-
 def command_lookup(args: argparse.Namespace) -> int:
     size = ApiSettings().batch_max_ips
     answers: dict[str, Any] = {}
     with ExitStack() as stack:
         if not args.endpoint:
             stack.enter_context(backend(args))
-        for ips in chunks(args.ips, size):
-            status, body = call_api(args, "POST", batch_path(args.fields), ips)
+        for ips in batched(args.ips, size):
+            status, body = call_api(args, "POST", batch_path(args.fields), list(ips))
             if status != 200:
                 print(json.dumps(body, indent=2), file=sys.stderr)
                 return REQUEST_FAILED

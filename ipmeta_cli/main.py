@@ -19,7 +19,7 @@ from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.dynalite import PROJECT_ROOT
 
 if TYPE_CHECKING:
-    from loader.tasks import LoadOptions
+    from loader.options import LoadOptions
 
 DATASET_DIR = PROJECT_ROOT / "node_modules" / "@ip-location-db" / "asn"
 DEFAULT_DATASET = (DATASET_DIR / "asn-ipv4.csv", DATASET_DIR / "asn-ipv6.csv")
@@ -34,7 +34,7 @@ ATTRIBUTION = (
 
 def default_dataset_options() -> LoadOptions:
     """How `make run` (and the benchmarks, which share its store) load the ASN dataset."""
-    from loader.tasks import LoadOptions
+    from loader.options import LoadOptions
 
     return LoadOptions(columns=DEFAULT_DATASET_COLUMNS, index_field=DEFAULT_INDEX_FIELD)
 
@@ -110,11 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from ipmeta.errors import IpmetaError
-    from loader.source import SourceError
+    from loader.errors import LoadError
 
     try:
         return int(args.run(args))
-    except (SourceError, IpmetaError, OSError, BotoCoreError, ClientError, RuntimeError) as error:
+    except (LoadError, IpmetaError, OSError, BotoCoreError, ClientError, RuntimeError) as error:
         # Bad input, AWS refusing (credentials, a missing object), or dynalite failing
         # to start: a one-line reason, never a traceback.
         print(f"ipmeta {args.command}: {error}", file=sys.stderr)

@@ -6,17 +6,17 @@ import argparse
 import json
 from pathlib import Path
 
-from ipmeta.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION
 from ipmeta_cli.arguments import non_negative_int
 from ipmeta_cli.backend import add_backend_arguments, backend
+from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION
 
 
 def command_versions(args: argparse.Namespace) -> int:
-    from ipmeta.store import Store
-    from loader import tasks
+    from loader import retention
+    from loader.table import LoaderTable
 
     with backend(args) as settings:
-        rows = tasks.list_versions(Store.from_settings(settings))
+        rows = retention.list_versions(LoaderTable.from_settings(settings))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -32,24 +32,25 @@ def command_versions(args: argparse.Namespace) -> int:
 
 
 def command_rollback(args: argparse.Namespace) -> int:
-    from ipmeta.store import Store
-    from loader import tasks
+    from loader import retention
+    from loader.records import version_of
+    from loader.table import LoaderTable
 
-    target = tasks.version_of(args.to) if args.to else None
+    target = version_of(args.to) if args.to else None
     with backend(args) as settings:
-        outcome = tasks.rollback(Store.from_settings(settings), target)
+        outcome = retention.rollback(LoaderTable.from_settings(settings), target)
     print(json.dumps(outcome, indent=2))
     return 0
 
 
 def command_cleanup(args: argparse.Namespace) -> int:
-    from ipmeta.store import Store
-    from loader import tasks
+    from loader import retention
     from loader.staging import LocalStaging
+    from loader.table import LoaderTable
 
     with backend(args) as settings:
-        outcome = tasks.cleanup(
-            Store.from_settings(settings),
+        outcome = retention.cleanup(
+            LoaderTable.from_settings(settings),
             LocalStaging(Path(args.data_dir) / "staging"),
             retention=args.retention,
             grace_seconds=args.grace_seconds,

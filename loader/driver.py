@@ -13,11 +13,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from ipmeta.store import Store, WriteStats
-from loader import tasks
+from loader.activate import activate
+from loader.options import LoadOptions
+from loader.prepare import Prepared, prepare
+from loader.prepare import resume as resume_load
+from loader.records import LoadReport, LoadStatus
 from loader.staging import Staging
+from loader.table import LoaderTable, WriteStats
+from loader.write import write_chunk
 
 #: Chunks written at once; with DEFAULT_WRITE_WORKERS each, 16 requests are in flight.
 DEFAULT_PARALLEL_CHUNKS = 2
@@ -31,45 +35,41 @@ class LoadResult:
     items: int
     seconds: float
     write: dict[str, int] = field(default_factory=dict)
-    report: dict[str, Any] = field(default_factory=dict)
+    report: LoadReport = field(default_factory=LoadReport)
 
 
 def run_load(
     sources: Sequence[str | Path],
-    options: tasks.LoadOptions,
-    store: Store,
+    options: LoadOptions,
+    table: LoaderTable,
     staging: Staging,
     *,
     parallel_chunks: int = DEFAULT_PARALLEL_CHUNKS,
     on_items_written: Callable[[int], None] | None = None,
-    on_prepared: Callable[[tasks.Prepared], None] | None = None,
+    on_prepared: Callable[[Prepared], None] | None = None,
     resume: str | None = None,
 ) -> LoadResult:
     started = time.monotonic()
-    if resume is not None:
-        prepared = tasks.resume(resume, store, options)
-    else:
-        prepared = tasks.prepare(sources, options, store, staging)
+    prepared = resume_load(resume, table, options) if resume else prepare(sources, options, table, staging)
     if on_prepared is not None:
         on_prepared(prepared)
-    if prepared.status != tasks.PREPARED:
+    if prepared.status != LoadStatus.PREPARED:
+        seconds = round(time.monotonic() - started, 3)
         return LoadResult(
             prepared.status,
             prepared.load_id,
             prepared.version,
             prepared.items,
-            round(time.monotonic() - started, 3),
+            seconds,
             report=prepared.report,
         )
-
     totals = WriteStats()
-    done = set(prepared.done)
 
     def write(index: int) -> None:
-        stats = tasks.write_chunk(
+        stats = write_chunk(
             prepared.load_id,
             index,
-            store,
+            table,
             staging,
             workers=options.write_workers,
             lease_seconds=options.lock_lease_seconds,
@@ -79,15 +79,16 @@ def run_load(
             on_items_written(stats.items)
 
     with ThreadPoolExecutor(max_workers=parallel_chunks) as pool:
-        for _ in pool.map(write, [index for index in range(prepared.chunks) if index not in done]):
+        for _ in pool.map(write, [index for index in range(prepared.chunks) if index not in prepared.done]):
             pass
-    outcome = tasks.activate(prepared.load_id, store, staging, lease_seconds=options.lock_lease_seconds)
+    outcome = activate(prepared.load_id, table, staging, lease_seconds=options.lock_lease_seconds)
+    seconds = round(time.monotonic() - started, 3)
     return LoadResult(
-        tasks.ACTIVATED,
+        str(LoadStatus.ACTIVATED),
         prepared.load_id,
         prepared.version,
         prepared.items,
-        round(time.monotonic() - started, 3),
+        seconds,
         totals.as_dict(),
-        outcome["report"],
+        outcome.report,
     )

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ipmeta.settings import ENV_EVENT_BUS_NAME
+from loader.settings import ENV_EVENT_BUS_NAME
 
 log = logging.getLogger(__name__)
 

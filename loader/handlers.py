@@ -12,7 +12,7 @@ Execution input: ``{"source": "s3://bucket/key", "options": {...}}``.
 - ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
   and frees the lock; ``cleanup`` deletes its partial version later.
 
-Each handler is one call into ``loader.tasks``; chunks are staged in the
+Each handler is one call into the task of its state; chunks are staged in the
 source bucket under ``IPMETA_CHUNK_PREFIX``.
 """
 
@@ -27,48 +27,45 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.settings import (
-    DEFAULT_CHUNK_PREFIX,
-    ENV_CHUNK_PREFIX,
+from ipmeta.settings import METRICS_NAMESPACE, Settings
+from loader import abort as abort_task
+from loader import activate as activate_task
+from loader import prepare as prepare_task
+from loader import retention, s3
+from loader import write as write_task
+from loader.options import LoadOptions
+from loader.settings import (
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
-    METRICS_NAMESPACE,
-    Settings,
 )
-from ipmeta.store import Store
-from loader import tasks
-from loader.staging import S3Staging
+from loader.table import LoaderTable
 
 logger = Logger(service=LOADER_SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=LOADER_SERVICE_NAME)
 
 
 @functools.cache
-def _store() -> Store:
-    return Store.from_settings(Settings.from_environment())
+def _table() -> LoaderTable:
+    return LoaderTable.from_settings(Settings.from_environment())
 
 
 @functools.cache
-def _staging() -> S3Staging:
-    return S3Staging(
-        boto3.client("s3"),
-        os.environ[ENV_SOURCE_BUCKET],
-        os.environ.get(ENV_CHUNK_PREFIX, DEFAULT_CHUNK_PREFIX),
-    )
+def _staging() -> s3.S3Staging:
+    return s3.S3Staging.from_environment()
 
 
 def reset() -> None:
     """Forget the cached clients (tests change the environment between cases)."""
-    _store.cache_clear()
+    _table.cache_clear()
     _staging.cache_clear()
+    s3.client.cache_clear()
 
 
 @logger.inject_lambda_context
@@ -80,15 +77,15 @@ def fetch_source(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
         download = Path(folder) / "source"
         with urllib.request.urlopen(url, timeout=60) as response, download.open("wb") as target:
             shutil.copyfileobj(response, target, 1 << 20)
-        boto3.client("s3").upload_file(str(download), bucket, key)
+        s3.upload(download, bucket, key)
     logger.info("source fetched", extra={"url": url, "key": key})
     return {"source": f"s3://{bucket}/{key}", "options": event.get("options", {})}
 
 
 @logger.inject_lambda_context
 def prepare(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    options = tasks.LoadOptions.from_event(event.get("options"))
-    prepared = tasks.prepare([event["source"]], options, _store(), _staging())
+    options = LoadOptions.from_event(event.get("options"))
+    prepared = prepare_task.prepare([event["source"]], options, _table(), _staging())
     logger.info(
         "prepared", extra={"status": prepared.status, "load_id": prepared.load_id, "items": prepared.items}
     )
@@ -97,34 +94,30 @@ def prepare(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context
 def write_chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    stats = tasks.write_chunk(event["load_id"], int(event["chunk"]), _store(), _staging())
+    stats = write_task.write_chunk(event["load_id"], int(event["chunk"]), _table(), _staging())
     return {"load_id": event["load_id"], "chunk": event["chunk"], **stats.as_dict()}
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = tasks.activate(event["load_id"], _store(), _staging())
+    outcome = activate_task.activate(event["load_id"], _table(), _staging())
     # The data-age alarm fires when no activation arrived within the allowed age.
     metrics.add_metric(name=METRIC_DATASET_ACTIVATED, unit=MetricUnit.Count, value=1)
     # The per-bucket table stays in the saved report; Step Functions payloads are small.
-    report = {
-        name: value
-        for name, value in outcome["report"].items()
-        if name not in ("items_per_bucket", "rejected")
-    }
+    report = outcome.report.summary()
     logger.info("activated", extra={"load_id": event["load_id"], "report": report})
     return {
         "load_id": event["load_id"],
-        "version": outcome["version"],
-        "status": outcome["status"],
+        "version": outcome.version,
+        "status": str(outcome.status),
         "report": report,
     }
 
 
 @logger.inject_lambda_context
 def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = tasks.cleanup(_store(), _staging())
+    outcome = retention.cleanup(_table(), _staging())
     logger.info("cleanup", extra=outcome)
     return outcome
 
@@ -137,6 +130,6 @@ def abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if not load_id:
         logger.error("load failed before it had an id", extra={"error": message})
         return {"aborted": None, "error": message}
-    tasks.fail(load_id, message, _store())
+    abort_task.fail(load_id, message, _table())
     logger.error("load aborted", extra={"load_id": load_id, "error": message})
     return {"aborted": load_id, "error": message}

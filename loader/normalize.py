@@ -24,22 +24,18 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any
 
 from ipmeta import keys
-from ipmeta.errors import LoadRejected
 from ipmeta.ips import Address, Family, format_address
+from loader.errors import OverlapRejected
+from loader.options import OVERLAP_POLICIES, OverlapPolicy
 from loader.reverse_index import IndexPlan
 from loader.source import SourceRow
 
-OverlapPolicy = Literal["last-wins", "most-specific", "reject"]
-OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specific", "reject")
+__all__ = ["OVERLAP_POLICIES", "OverlapPolicy", "OverlapRejected"]
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]{0,17})")
-
-
-class OverlapRejected(LoadRejected):
-    """``--overlaps reject`` met two rows that share addresses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +275,3 @@ def segment_values(
     """The typed metadata of each segment: what the reverse indexes key on."""
     for segment in segments:
         yield typed_values(rows[segment.row].values, column_types)
-
-
-def chunk(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [items[offset : offset + size] for offset in range(0, len(items), size)]

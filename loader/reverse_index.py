@@ -58,6 +58,7 @@ from typing import Any, Literal
 
 from ipmeta import keys
 from ipmeta.ips import Family
+from ipmeta.records import FlagIndexMeta, ValueIndexMeta
 
 #: Keys (shards and packs) the index may use in all.
 DEFAULT_SHARD_BUDGET = 2048
@@ -196,25 +197,23 @@ class IndexPlan:
             attributes[keys.GSI2_SORT_KEY] = keys.index_sort_key(family, start)
         return attributes
 
-    def metadata(self, column_types: Mapping[str, str]) -> dict[str, Any]:
-        """What a query needs to know, stored in the version's metadata item."""
-        meta: dict[str, Any] = {}
-        if self.value_field and self.values is not None:
-            meta["value_index"] = {
-                "field": self.value_field,
-                "type": column_types.get(self.value_field, "S"),
-                "own_shards": keys.encode_own_shards(self.values.shards),
-                "packs": keys.encode_pack_starts(self.values.pack_starts),
-                "values": len(self.value_counts),
-                "target": self.values.target,
-            }
-        if self.flag_column:
-            meta["flag_index"] = {
-                "column": self.flag_column,
-                "shards": self.flag_shards,
-                "items": self.flagged,
-            }
-        return meta
+    def value_index_meta(self, column_types: Mapping[str, str]) -> ValueIndexMeta | None:
+        """What a query needs to find a value's keys, stored in the version's metadata."""
+        if not self.value_field or self.values is None:
+            return None
+        return ValueIndexMeta(
+            field=self.value_field,
+            column_type=column_types.get(self.value_field, "S"),
+            own_shards=keys.encode_own_shards(self.values.shards),
+            packs=keys.encode_pack_starts(self.values.pack_starts),
+            values=len(self.value_counts),
+            target=self.values.target,
+        )
+
+    def flag_index_meta(self) -> FlagIndexMeta | None:
+        if not self.flag_column:
+            return None
+        return FlagIndexMeta(self.flag_column, self.flag_shards, self.flagged)
 
     def report(self, hottest: int = 5) -> dict[str, Any]:
         figures: dict[str, Any] = {}

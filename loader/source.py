@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final, cast
 
-from ipmeta.errors import InvalidIpAddress, LoadRejected
+from ipmeta.errors import InvalidIpAddress
 from ipmeta.ips import MAX_BY_FAMILY, Address, Family, parse_address_field
+from loader.errors import LoadRejected, SourceError
 
 START_COLUMN = "start"
 END_COLUMN = "end"
@@ -43,13 +44,6 @@ _ITEM_OVERHEAD_BYTES = 200
 csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
 #: Declared column types, as `--types asn=int,name=str` spells them.
 DECLARED_TYPES: Final = {"int": "N", "number": "N", "str": "S", "string": "S"}
-
-
-class SourceError(LoadRejected):
-    """A file the loader cannot read at all; the message names the file and line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, [message])
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +86,12 @@ def materialize(source: str | Path, workdir: Path | None = None) -> Path:
         if not path.is_file():
             raise SourceError(f"{path}: no such file")
         return path
-    import boto3
+    from loader import s3
 
     bucket, key = split_s3_uri(str(source))
     folder = workdir or Path(tempfile.mkdtemp(prefix="ipmeta-source-"))
     target = folder / Path(key).name
-    boto3.client("s3").download_file(bucket, key, str(target))
+    s3.download(bucket, key, target)
     return target
 
 

@@ -1,8 +1,8 @@
-"""The staging area between ``prepare`` and ``write_chunk``: chunk files and a manifest.
+"""The staging area between ``prepare`` and ``write_chunk``: chunk files and the load's report.
 
-In AWS it is a prefix of the source bucket (``S3Staging``); locally a folder
-(``LocalStaging``). Chunks are gzip'd JSON lines, so a Map state passes only
-``{"load_id", "chunk"}`` between states and never the items themselves.
+In AWS it is a prefix of the source bucket (``loader.s3.S3Staging``); locally a
+folder (``LocalStaging``). Chunks are gzip'd JSON lines, so a Map state passes
+only ``{"load_id", "chunk"}`` between states and never the items themselves.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from mypy_boto3_s3.client import S3Client
-
-MANIFEST = "manifest.json"
+#: The load's full report, staged with its chunks (the load item keeps a summary).
+REPORT = "report.json"
 
 
 def chunk_name(index: int) -> str:
@@ -57,26 +55,3 @@ class LocalStaging:
 
     def delete_load(self, load_id: str) -> None:
         shutil.rmtree(self.root / load_id, ignore_errors=True)
-
-
-class S3Staging:
-    def __init__(self, client: S3Client, bucket: str, prefix: str) -> None:
-        self.client = client
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
-
-    def _key(self, load_id: str, name: str) -> str:
-        return f"{self.prefix}/{load_id}/{name}"
-
-    def put(self, load_id: str, name: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(load_id, name), Body=data)
-
-    def get(self, load_id: str, name: str) -> bytes:
-        return self.client.get_object(Bucket=self.bucket, Key=self._key(load_id, name))["Body"].read()
-
-    def delete_load(self, load_id: str) -> None:
-        paginator = self.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/{load_id}/"):
-            objects = [{"Key": entry["Key"]} for entry in page.get("Contents", [])]
-            if objects:
-                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects})  # type: ignore[typeddict-item]

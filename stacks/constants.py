@@ -1,8 +1,9 @@
 """Names shared by the stack, its tests and the deploy docs.
 
 The environment variable names and the metric names belong to the runtime
-(``ipmeta.settings``); they are re-exported here so the stack sets exactly what
-the code reads. The runtime never imports this module.
+(``ipmeta.settings`` for the lookup, ``loader.settings`` for the loader); they
+are re-exported here so the stack sets exactly what the code reads. The
+runtime never imports this module.
 """
 
 from __future__ import annotations
@@ -11,20 +12,22 @@ from pathlib import Path
 from typing import Final
 
 from ipmeta.settings import (
-    DEFAULT_CHUNK_PREFIX,
-    ENV_CHUNK_PREFIX,
     ENV_CORS_ORIGINS,
-    ENV_EVENT_BUS_NAME,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
+    ENV_TABLE_NAME,
+    METRICS_NAMESPACE,
+)
+from loader.settings import (
+    DEFAULT_CHUNK_PREFIX,
+    ENV_CHUNK_PREFIX,
+    ENV_EVENT_BUS_NAME,
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
-    ENV_TABLE_NAME,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
-    METRICS_NAMESPACE,
 )
 
 __all__ = [

@@ -42,7 +42,7 @@ from stacks.function import PythonFunction, loader_code
 from stacks.nag import acknowledge, arn_ref
 
 #: DynamoDB actions each task needs on the table, and nothing else (see the
-#: ``store`` calls each task makes in ``loader/tasks.py``).
+#: ``loader.table`` calls each task makes in ``loader/<task>.py``).
 TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # Version counter, load and version items, the load lock, the manifest.
     "prepare": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"),

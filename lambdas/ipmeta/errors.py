@@ -38,43 +38,6 @@ class VersionNotFound(IpmetaError):
     code = "VERSION_NOT_FOUND"
 
 
-class ActivationConflict(IpmetaError):
-    """The pointer no longer names the version a load started from."""
-
-    status = 409
-    code = "ACTIVATION_CONFLICT"
-
-
-class LoadInProgress(IpmetaError):
-    """Another load holds the lock and its lease has not expired."""
-
-    status = 409
-    code = "LOAD_IN_PROGRESS"
-
-
-class LoadRejected(IpmetaError):
-    """The source failed validation: ``reasons`` holds one ``line N: reason`` per bad row."""
-
-    status = 422
-    code = "LOAD_REJECTED"
-
-    def __init__(self, message: str, reasons: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.reasons = reasons or []
-
-
-class LoadNotFound(IpmetaError):
-    status = 404
-    code = "LOAD_NOT_FOUND"
-
-
-class LoadIncomplete(IpmetaError):
-    """Activation was asked for before every chunk was written."""
-
-    status = 409
-    code = "LOAD_INCOMPLETE"
-
-
 class IpAddressReserved(IpAddressNotFound):
     """A bogon (private, loopback, documentation...) that the dataset has no range for.
 
@@ -162,14 +125,3 @@ class FlagsNotIndexed(IpmetaError):
 
     status = 404
     code = "FLAGS_NOT_INDEXED"
-
-
-class WritesThrottled(IpmetaError):
-    """DynamoDB kept refusing a batch after every retry; Step Functions retries the task.
-
-    The class name is what a Lambda reports as ``errorType``, so the state
-    machine's throttling Retry lists it beside DynamoDB's own exception names.
-    """
-
-    status = 503
-    code = "WRITES_THROTTLED"

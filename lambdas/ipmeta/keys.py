@@ -13,7 +13,12 @@ range piece                 ``v{version}#{family}#{b}`` offset of the piece's fi
 active-version pointer      ``meta#pointer``            0
 version metadata            ``meta#versions``           version number
 version counter             ``meta#version-counter``    0
+loader bookkeeping          ``meta#loads``, ...         (``loader.table``)
 ==========================  ==========================  ===========================
+
+Every ``meta#`` key sorts outside the range pieces' ``v{version}#`` keys; the
+loader's own bookkeeping items (load progress, lock, manifests) use further
+``meta#`` keys, which ``loader.table`` owns because the lookup never reads them.
 
 **Buckets.** IPv4 uses the /8 (first octet): 256 partition keys at most, and the
 largest bucket of the ASN file (``@ip-location-db/asn``) holds 5.4% of its
@@ -145,27 +150,6 @@ def split_at_buckets(family: Family, start: int, end: int) -> Iterator[BucketPie
     for bucket in range(start >> bits, (end >> bits) + 1):
         first, last = bucket_bounds(family, bucket)
         yield BucketPiece(family, bucket, max(start, first), min(end, last))
-
-
-# -- loader bookkeeping items ---------------------------------------------------------
-#: One load item per load (sk = its version): chunk progress, counters, status.
-LOADS_PK = "meta#loads"
-#: The single lock item: at most one load prepares, writes or activates at a time.
-LOCK_PK = "meta#lock"
-#: Per-version manifest (sk = version): expected items per partition, for verify and cleanup.
-MANIFESTS_PK = "meta#manifests"
-
-
-def load_item_key(version: int) -> tuple[str, int]:
-    return LOADS_PK, version
-
-
-def lock_item_key() -> tuple[str, int]:
-    return LOCK_PK, META_SORT_KEY
-
-
-def manifest_item_key(version: int) -> tuple[str, int]:
-    return MANIFESTS_PK, version
 
 
 def bucket_name(family: int, bucket: int) -> str:

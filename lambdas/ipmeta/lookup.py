@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import socket
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -22,10 +21,8 @@ from ipmeta.errors import (
     VersionInvalid,
     VersionNotFound,
 )
-from ipmeta.ips import Address, format_address, range_cidrs
-
-#: Statuses of a version whose items are still in the table.
-RETAINED_STATUSES = frozenset({"active", "retired"})
+from ipmeta.ips import Address, address_value, format_address, range_cidrs
+from ipmeta.records import VersionMeta
 
 
 class RangeReader(Protocol):
@@ -39,7 +36,7 @@ class RangeReader(Protocol):
 class VersionedReader(RangeReader, Protocol):
     """A reader that also knows which versions are retained (for ``?version=``)."""
 
-    def get_version_meta(self, version: int, *, consistent: bool = True) -> dict[str, Any] | None: ...
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +77,6 @@ class LookupResult:
 def _cidrs(family: int, start: int, end: int) -> tuple[str, ...]:
     """Popular ranges answer again and again; summarizing one costs more than the lookup."""
     return tuple(range_cidrs(family, start, end))
-
-
-_SOCKET_FAMILIES = {4: socket.AF_INET, 6: socket.AF_INET6}
-
-
-def _address_value(family: int, text: str) -> int:
-    """Stored range bounds are canonical IP text (the loader wrote them); inet_pton
-    reads them several times faster than ``ipaddress``, on the hot path."""
-    return int.from_bytes(socket.inet_pton(_SOCKET_FAMILIES[family], text), "big")
 
 
 class ActiveVersionCache:
@@ -135,9 +123,9 @@ def lookup_address(reader: RangeReader, version: int, address: Address) -> Looku
     item = reader.find_range_piece(partition_key, sort_key)
     bogon = is_bogon(address)
     if item is not None:
-        end = _address_value(address.family, item[keys.ATTR_END])
+        end = address_value(address.family, item[keys.ATTR_END])
         if address.value <= end:
-            start = _address_value(address.family, item[keys.ATTR_START])
+            start = address_value(address.family, item[keys.ATTR_START])
             return LookupResult(address, start, end, item.get(keys.ATTR_DATA, {}), version, bogon)
     if bogon:
         raise IpAddressReserved(
@@ -175,7 +163,7 @@ def resolve_version(reader: VersionedReader, cache: ActiveVersionCache, requeste
         return version
     version = parse_version(requested)
     meta = reader.get_version_meta(version, consistent=False)
-    if meta is None or meta.get("status") not in RETAINED_STATUSES:
+    if meta is None or not meta.retained:
         raise VersionNotFound(
             f"dataset {keys.format_version(version)} is not retained; GET /v1/datasets lists those that are"
         )

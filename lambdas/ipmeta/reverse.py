@@ -17,7 +17,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import socket
 import threading
 import zlib
 from collections import deque
@@ -31,11 +30,11 @@ from ipmeta.errors import (
     FieldNotIndexed,
     FlagsNotIndexed,
     InvalidToken,
-    LimitInvalid,
     ValueInvalid,
     ValueMissing,
 )
-from ipmeta.ips import format_address, range_cidrs
+from ipmeta.ips import address_value, format_address, range_cidrs
+from ipmeta.records import VersionMeta
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -108,28 +107,29 @@ class ReverseIndexes:
     flags: FlagIndex | None
 
     @classmethod
-    def from_version_meta(cls, meta: Mapping[str, Any]) -> ReverseIndexes:
-        value_meta = meta.get("value_index")
-        flag_meta = meta.get("flag_index")
+    def from_version_meta(cls, meta: VersionMeta | None) -> ReverseIndexes:
+        value_meta = meta.value_index if meta else None
+        flag_meta = meta.flag_index if meta else None
         values = None
-        if value_meta and "packs" in value_meta:
+        if value_meta and value_meta.packs is not None:
             values = ValueIndex(
-                str(value_meta["field"]),
-                str(value_meta.get("type", "S")),
-                keys.decode_own_shards(bytes(value_meta["own_shards"])),
-                keys.decode_pack_starts(bytes(value_meta["packs"])),
+                value_meta.field,
+                value_meta.column_type,
+                keys.decode_own_shards(value_meta.own_shards) if value_meta.own_shards else {},
+                keys.decode_pack_starts(value_meta.packs),
             )
-        elif value_meta:  # loaded before packing: shard counts by value, only those above one
-            counts = keys.decode_own_shards(bytes(value_meta["shards"]))
-            values = ValueIndex(str(value_meta["field"]), str(value_meta.get("type", "S")), counts, None)
-        flags = FlagIndex(str(flag_meta["column"]), int(flag_meta["shards"])) if flag_meta else None
+        elif value_meta and value_meta.legacy_shards is not None:
+            # Loaded before packing: shard counts by value, only those above one.
+            counts = keys.decode_own_shards(value_meta.legacy_shards)
+            values = ValueIndex(value_meta.field, value_meta.column_type, counts, None)
+        flags = FlagIndex(flag_meta.column, flag_meta.shards) if flag_meta else None
         return cls(values, flags)
 
 
 class IndexCatalog:
     """Each version's index metadata, read once per container: it never changes after prepare."""
 
-    def __init__(self, read_meta: Callable[[int], Mapping[str, Any] | None], size: int = 16) -> None:
+    def __init__(self, read_meta: Callable[[int], VersionMeta | None], size: int = 16) -> None:
         self._read_meta = read_meta
         self._size = size
         self._known: dict[int, ReverseIndexes] = {}
@@ -140,7 +140,7 @@ class IndexCatalog:
             known = self._known.get(version)
         if known is not None:
             return known
-        indexes = ReverseIndexes.from_version_meta(self._read_meta(version) or {})
+        indexes = ReverseIndexes.from_version_meta(self._read_meta(version))
         with self._lock:
             if len(self._known) >= self._size:
                 self._known.pop(next(iter(self._known)))
@@ -197,15 +197,6 @@ def flagged_ranges(indexes: ReverseIndexes, version: int) -> Listing:
         f"flag:{column}",
         tuple(keys.flagged_partition_key(version, column, shard) for shard in range(indexes.flags.shards)),
     )
-
-
-def parse_limit(text: str | None) -> int:
-    if text is None:
-        return DEFAULT_LIMIT
-    stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit()) or not 1 <= int(stripped) <= MAX_LIMIT:
-        raise LimitInvalid(f"limit must be an integer from 1 to {MAX_LIMIT}, got {text[:20]!r}")
-    return int(stripped)
 
 
 # -- pages: the k-way merge ------------------------------------------------------------------
@@ -282,17 +273,13 @@ def range_entry(item: Mapping[str, Any], sort_key: str) -> dict[str, Any]:
     """An index entry as the API shows it."""
     family, start = keys.decode_index_sort_key(item[sort_key])
     end_text = item[keys.ATTR_END]
-    end = int.from_bytes(_packed(family, end_text), "big")
+    end = address_value(family, end_text)
     return {
         "start": format_address(family, start),
         "end": end_text,
         "cidrs": list(range_cidrs(family, start, end)),
         "data": item.get(keys.ATTR_DATA, {}),
     }
-
-
-def _packed(family: int, text: str) -> bytes:
-    return socket.inet_pton(socket.AF_INET if family == 4 else socket.AF_INET6, text)
 
 
 # -- tokens ----------------------------------------------------------------------------------

@@ -6,15 +6,12 @@ re-exports them so the stack sets exactly what the code reads.
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 
 ENV_TABLE_NAME = "IPMETA_TABLE_NAME"
 ENV_DYNAMODB_ENDPOINT = "IPMETA_DYNAMODB_ENDPOINT"
 ENV_POINTER_CACHE_SECONDS = "IPMETA_POINTER_CACHE_SECONDS"
-ENV_SOURCE_BUCKET = "IPMETA_SOURCE_BUCKET"
-ENV_CHUNK_PREFIX = "IPMETA_CHUNK_PREFIX"
 
 DEFAULT_TABLE_NAME = "ipmeta"
 #: The lookup re-reads the active-version pointer at most this often per container.
@@ -40,28 +37,6 @@ class Settings:
 
 #: CloudWatch namespace of the metrics the lookup and the loader publish.
 METRICS_NAMESPACE = "ipmeta"
-#: Published (value 1) by the loader each time a version is activated; the
-#: data-age alarm fires when none arrived within the allowed age.
-METRIC_DATASET_ACTIVATED = "DatasetActivated"
-#: The loader's powertools service name: the metric's ``service`` dimension.
-LOADER_SERVICE_NAME = "ipmeta-loader"
-
-#: Names the EventBridge bus the loader announces activations on; unset locally (a log line instead).
-ENV_EVENT_BUS_NAME = "IPMETA_EVENT_BUS_NAME"
-#: The URL ``fetch_source`` downloads into the source bucket.
-ENV_SOURCE_URL = "IPMETA_SOURCE_URL"
-#: The key ``fetch_source`` writes the download to (default ``sources/latest.csv``, or ``.csv.gz``).
-ENV_SOURCE_KEY = "IPMETA_SOURCE_KEY"
-DEFAULT_CHUNK_PREFIX = "chunks"
-#: Retired versions kept for rollback (and ``?version=`` lookups) beyond the active one.
-DEFAULT_RETENTION = 1
-#: A retired or failed version is deleted only this long after it stopped being served.
-#: It must exceed the pointer cache's lifetime: a container may still query the old
-#: version for up to ``DEFAULT_POINTER_CACHE_SECONDS`` after an activation.
-DEFAULT_CLEANUP_GRACE_SECONDS = 300.0
-#: How long the load lock holds without renewal; each written chunk renews it.
-DEFAULT_LOCK_LEASE_SECONDS = 900.0
-assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
 
 
 ENV_CACHE_MAX_AGE_SECONDS = "IPMETA_CACHE_MAX_AGE_SECONDS"
@@ -123,18 +98,17 @@ DEFAULT_PAGE_TOKEN_KEY = "ipmeta-local-page-token-key"
 ENV_PAGE_TOKEN_SECRET_ARN = "IPMETA_PAGE_TOKEN_SECRET_ARN"
 
 
+#: How long a container keeps the key it read: the stack never rotates it.
+PAGE_TOKEN_KEY_MAX_AGE_SECONDS = 3600
+
+
 def page_token_key() -> bytes:
-    """The signing key: set directly, read once from Secrets Manager, or the local default."""
+    """The signing key: set directly, read from Secrets Manager (cached), or the local default."""
     if key := os.environ.get(ENV_PAGE_TOKEN_KEY):
         return key.encode()
     if secret_arn := os.environ.get(ENV_PAGE_TOKEN_SECRET_ARN):
-        return _secret_value(secret_arn).encode()
+        # Imported on the first paged listing, not at cold start: forward lookups never need it.
+        from aws_lambda_powertools.utilities import parameters
+
+        return str(parameters.get_secret(secret_arn, max_age=PAGE_TOKEN_KEY_MAX_AGE_SECONDS)).encode()
     return DEFAULT_PAGE_TOKEN_KEY.encode()
-
-
-@functools.cache
-def _secret_value(secret_arn: str) -> str:
-    # Read on the first paged listing, not at cold start: forward lookups never need it.
-    import boto3
-
-    return str(boto3.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"])

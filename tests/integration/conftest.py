@@ -21,11 +21,13 @@ import pytest
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import Store, make_client
+from ipmeta.store import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import LocalApiServer
-from loader import driver, tasks
+from loader import driver
+from loader.options import LoadOptions
 from loader.staging import LocalStaging
+from loader.table import LoaderTable
 
 _table_numbers = itertools.count(1)
 
@@ -45,7 +47,7 @@ def table_settings(dynalite_endpoint: str) -> Settings:
         dynamodb_endpoint=dynalite_endpoint,
         pointer_cache_seconds=0.0,
     )
-    Store.from_settings(settings).create_table_if_missing()
+    LoaderTable.from_settings(settings).create_table_if_missing()
     return settings
 
 
@@ -58,8 +60,8 @@ def table_environment(table_settings: Settings, monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.fixture
-def store(table_settings: Settings) -> Store:
-    return Store.from_settings(table_settings)
+def store(table_settings: Settings) -> LoaderTable:
+    return LoaderTable.from_settings(table_settings)
 
 
 @dataclass
@@ -84,24 +86,22 @@ class RequestCounter:
 
 
 @pytest.fixture
-def counted_store(table_settings: Settings) -> tuple[Store, RequestCounter]:
+def counted_store(table_settings: Settings) -> tuple[LoaderTable, RequestCounter]:
     """A store whose client reports every request it sends (after retries are decided)."""
     client = make_client(table_settings)
     counter = RequestCounter()
     client.meta.events.register("before-send.dynamodb", counter)
-    return Store(client, table_settings.table_name), counter
+    return LoaderTable(client, table_settings.table_name), counter
 
 
 def load_csv(
-    store: Store, paths: list[Path], tmp_path: Path, columns: list[str] | None = None
+    store: LoaderTable, paths: list[Path], tmp_path: Path, columns: list[str] | None = None
 ) -> driver.LoadResult:
-    return driver.run_load(
-        paths, tasks.LoadOptions(columns=columns), store, LocalStaging(tmp_path / "staging")
-    )
+    return driver.run_load(paths, LoadOptions(columns=columns), store, LocalStaging(tmp_path / "staging"))
 
 
 @contextmanager
-def running_api_server(store: Store, pointer_cache_seconds: float = 0.0) -> Iterator[LocalApiServer]:
+def running_api_server(store: LoaderTable, pointer_cache_seconds: float = 0.0) -> Iterator[LocalApiServer]:
     """The real HTTP server around the real Lambda handler, answering from ``store``."""
     from ipmeta.api.handler import handler
 
@@ -119,7 +119,7 @@ def running_api_server(store: Store, pointer_cache_seconds: float = 0.0) -> Iter
 
 
 @pytest.fixture
-def api_server(store: Store) -> Iterator[LocalApiServer]:
+def api_server(store: LoaderTable) -> Iterator[LocalApiServer]:
     """The real HTTP server on the test's table, re-reading the pointer on every request."""
     with running_api_server(store) as server:
         yield server

@@ -14,22 +14,22 @@ from ipmeta.api import dependencies
 from ipmeta.api.handler import handler
 from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.main import main
 from ipmeta_cli.server import LocalApiServer
+from loader.table import LoaderTable
 from tests.integration.conftest import load_csv
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
 
 
 @pytest.fixture
-def loaded_store(store: Store, table_settings: Settings, tmp_path: Path) -> Store:
+def loaded_store(store: LoaderTable, table_settings: Settings, tmp_path: Path) -> LoaderTable:
     load_csv(store, [FIXTURE], tmp_path)
     return store
 
 
 @pytest.fixture
-def recording_server(loaded_store: Store) -> Iterator[tuple[LocalApiServer, list[dict[str, Any]]]]:
+def recording_server(loaded_store: LoaderTable) -> Iterator[tuple[LocalApiServer, list[dict[str, Any]]]]:
     """The real handler behind HTTP, remembering each event (to see the headers sent)."""
     events: list[dict[str, Any]] = []
 
@@ -75,7 +75,7 @@ def test_lookup_exit_status_says_some_ips_failed(
 
 
 def test_lookup_on_a_table_without_a_server(
-    loaded_store: Store,
+    loaded_store: LoaderTable,
     table_environment: Settings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.store import Store
+from ipmeta.records import VersionMeta, VersionStatus
 from ipmeta_cli.server import LocalApiServer
+from loader.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
@@ -61,7 +62,7 @@ def configure(**changes: Any) -> None:
 
 
 @pytest.fixture
-def loaded(store: Store, api_server: LocalApiServer, tmp_path: Path) -> LocalApiServer:
+def loaded(store: LoaderTable, api_server: LocalApiServer, tmp_path: Path) -> LocalApiServer:
     load_csv(store, [FIXTURE], tmp_path)
     return api_server
 
@@ -124,14 +125,14 @@ def test_malformed_ips_are_always_400_invalid(loaded: LocalApiServer, path: str)
 
 
 def test_retained_versions_answer_and_others_are_404(
-    store: Store, api_server: LocalApiServer, tmp_path: Path
+    store: LoaderTable, api_server: LocalApiServer, tmp_path: Path
 ) -> None:
     # Given v1 from the fixture, then v2 with 1.0.0.0/24 relabelled, activated after it
     load_csv(store, [FIXTURE], tmp_path)
     second = tmp_path / "second.csv"
     second.write_text(FIXTURE.read_text().replace("13335,", "99999,"))
     load_csv(store, [second], tmp_path / "2")
-    store.put_version_meta(7, {"status": "loading"})
+    store.put_version_meta(VersionMeta(7, VersionStatus.LOADING))
     # Then the active version answers by default and v1 on request
     assert call(api_server, "/v1/ip/1.0.0.1").json()["data"]["asn"] == 99999
     old = call(api_server, "/v1/ip/1.0.0.1?version=v1").json()
@@ -226,7 +227,7 @@ def test_a_batch_answers_each_input_string(loaded: LocalApiServer) -> None:
 
 
 def test_a_batch_queries_each_distinct_address_once(
-    counted_store: tuple[Store, RequestCounter], tmp_path: Path
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path
 ) -> None:
     store, counter = counted_store
     load_csv(store, [FIXTURE], tmp_path)
@@ -262,7 +263,7 @@ def test_a_batch_without_a_dataset_is_503(api_server: LocalApiServer) -> None:
 # -- health ------------------------------------------------------------------------------------
 
 
-def test_health(store: Store, api_server: LocalApiServer, tmp_path: Path) -> None:
+def test_health(store: LoaderTable, api_server: LocalApiServer, tmp_path: Path) -> None:
     answer = call(api_server, "/v1/health")
     assert (answer.status, answer.json()["code"]) == (503, "NO_DATASET")
     load_csv(store, [FIXTURE], tmp_path)
@@ -272,7 +273,7 @@ def test_health(store: Store, api_server: LocalApiServer, tmp_path: Path) -> Non
     assert healthy.json()["age_seconds"] < 60
     meta = store.get_version_meta(1)
     assert meta is not None
-    store.put_version_meta(1, {**meta, "created_at": int(time.time()) - 9 * 24 * 3600})
+    store.put_version_meta(dataclasses.replace(meta, created_at=int(time.time()) - 9 * 24 * 3600))
     stale = call(api_server, "/v1/health")
     assert (stale.status, stale.json()["code"]) == (503, "DATASET_STALE")
 

@@ -19,8 +19,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from ipmeta.store import Store
 from ipmeta_cli.server import LocalApiServer
+from loader.table import LoaderTable
 from tests.integration.conftest import load_csv
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
@@ -29,7 +29,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 
 def test_generated_requests_get_conforming_answers_and_no_5xx(
-    store: Store, api_server: LocalApiServer, tmp_path: Path
+    store: LoaderTable, api_server: LocalApiServer, tmp_path: Path
 ) -> None:
     load_csv(store, [FIXTURE], tmp_path)
     schema = schemathesis.openapi.from_url(f"{api_server.url}/v1/openapi.json")

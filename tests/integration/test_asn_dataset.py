@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
 from ipmeta_cli.server import LocalApiServer
+from loader.batching import batched
+from loader.table import LoaderTable
 from tests.integration.conftest import load_csv, running_api_server
 
 SAMPLED_RANGES = 10_000
@@ -82,7 +83,7 @@ def read_csv(path: Path, family: int, first_position: int) -> list[CsvRow]:
 @pytest.fixture(scope="module")
 def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiServer]:
     settings = Settings("ipmeta-asn-acceptance", dynalite_endpoint, 0.0)
-    store = Store.from_settings(settings)
+    store = LoaderTable.from_settings(settings)
     store.create_table_if_missing()
     result = load_csv(
         store, list(DEFAULT_DATASET), tmp_path_factory.mktemp("asn"), list(DEFAULT_DATASET_COLUMNS)
@@ -129,7 +130,7 @@ def test_ten_thousand_random_ranges_answer_like_a_scan_of_the_csv(asn_server: Lo
         if family == 4 or ipaddress.IPv6Address(value).ipv4_mapped is None
     }
     names = list(texts)
-    batches = [names[offset : offset + 1000] for offset in range(0, len(names), 1000)]
+    batches = [list(batch) for batch in batched(names, 1000)]
     with ThreadPoolExecutor(max_workers=4) as pool:
         answers: dict[str, Any] = {}
         for answered in pool.map(lambda batch: post_batch(asn_server, batch), batches):

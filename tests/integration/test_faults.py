@@ -18,13 +18,17 @@ from typing import Any
 import pytest
 
 from ipmeta import keys
-from ipmeta.errors import IpAddressNotFound, LoadRejected
+from ipmeta.errors import IpAddressNotFound
 from ipmeta.ips import Address
 from ipmeta.lookup import ActiveVersionCache, lookup_active
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import Store, make_client
-from loader import driver, tasks
+from ipmeta.store import make_client
+from loader import driver, retention
+from loader.errors import LoadRejected
+from loader.options import LoadOptions
+from loader.records import LoadItem, LoadStatus
 from loader.staging import LocalStaging
+from loader.table import LoaderTable
 
 BAD = Path(__file__).parent.parent / "fixtures" / "bad"
 PROJECT = Path(__file__).parent.parent.parent
@@ -62,7 +66,7 @@ def dataset(tmp_path: Path, name: str, count: int, seed: int, step: int = 256) -
     return Dataset(path, ranges)
 
 
-def answer_of(store: Store, cache: ActiveVersionCache, value: int) -> str:
+def answer_of(store: LoaderTable, cache: ActiveVersionCache, value: int) -> str:
     try:
         return str(lookup_active(store, cache, Address(4, value)).data["label"])
     except IpAddressNotFound:
@@ -72,11 +76,11 @@ def answer_of(store: Store, cache: ActiveVersionCache, value: int) -> str:
 # -- R1: reload under load ------------------------------------------------------------------
 
 
-def test_r1_lookups_during_a_reload_see_one_whole_version(store: Store, tmp_path: Path) -> None:
+def test_r1_lookups_during_a_reload_see_one_whole_version(store: LoaderTable, tmp_path: Path) -> None:
     one = dataset(tmp_path, "one", 400, seed=1)
     two = dataset(tmp_path, "two", 400, seed=2)
     staging = LocalStaging(tmp_path / "staging")
-    driver.run_load([one.path], tasks.LoadOptions(chunk_size=50), store, staging)
+    driver.run_load([one.path], LoadOptions(chunk_size=50), store, staging)
     probes = [start for start, _, _ in one.ranges[:100]] + [start for start, _, _ in two.ranges[:100]]
     probes += [end + 1 for _, end, _ in one.ranges[:50]]  # gaps in one version, maybe not the other
     activated = threading.Event()
@@ -105,7 +109,7 @@ def test_r1_lookups_during_a_reload_see_one_whole_version(store: Store, tmp_path
     for thread in threads:
         thread.start()
     try:
-        driver.run_load([two.path], tasks.LoadOptions(chunk_size=50), store, staging)
+        driver.run_load([two.path], LoadOptions(chunk_size=50), store, staging)
         activated.set()
         time.sleep(0.5)
     finally:
@@ -168,15 +172,15 @@ def test_r2_throttling_and_unprocessed_items_leave_exact_counts(
     faults = BatchWriteFaults(make_client(table_settings), table_settings.table_name)
     hook: Any = faults  # botocore types hooks as returning None; a before-call hook may answer instead
     client.meta.events.register("before-call.dynamodb.BatchWriteItem", hook)
-    store = Store(client, table_settings.table_name, sleep=lambda _: None)
+    store = LoaderTable(client, table_settings.table_name, sleep=lambda _: None)
 
-    result = driver.run_load([data.path], tasks.LoadOptions(chunk_size=100), store, LocalStaging(tmp_path))
+    result = driver.run_load([data.path], LoadOptions(chunk_size=100), store, LocalStaging(tmp_path))
 
     assert faults.throttled > 0
     assert faults.partial > 0
-    assert result.report["throttles"] == faults.throttled
-    assert result.report["retries"] >= faults.throttled + faults.partial
-    assert result.report["items_written"] == 1200
+    assert result.report.throttles == faults.throttled
+    assert (result.report.retries or 0) >= faults.throttled + faults.partial
+    assert result.report.items_written == 1200
     for bucket, expected in data.per_bucket().items():
         assert store.count_partition(keys.partition_key(result.version, 4, bucket)) == expected
 
@@ -184,7 +188,7 @@ def test_r2_throttling_and_unprocessed_items_leave_exact_counts(
 # -- R3: a killed loader ---------------------------------------------------------------------
 
 
-def table_versions(store: Store) -> set[str]:
+def table_versions(store: LoaderTable) -> set[str]:
     """The version prefix of every range item in the table (a full Scan)."""
     found: set[str] = set()
     kwargs: dict[str, Any] = {"TableName": store.table_name, "ProjectionExpression": "pk"}
@@ -197,12 +201,12 @@ def table_versions(store: Store) -> set[str]:
 
 
 def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
-    table_settings: Settings, store: Store, tmp_path: Path
+    table_settings: Settings, store: LoaderTable, tmp_path: Path
 ) -> None:
     one = dataset(tmp_path, "one", 200, seed=4)
     two = dataset(tmp_path, "two", 8000, seed=5)
     staging = LocalStaging(tmp_path / "staging")
-    first = driver.run_load([one.path], tasks.LoadOptions(), store, staging)
+    first = driver.run_load([one.path], LoadOptions(), store, staging)
     probe = one.ranges[0][0]
     cache = ActiveVersionCache(0.0)
 
@@ -217,10 +221,10 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     try:
         # When it is SIGKILLed during write_chunk (some chunks done, others not)
         deadline = time.monotonic() + 60
-        killed_load: dict[str, Any] | None = None
+        killed_load: LoadItem | None = None
         while killed_load is None and time.monotonic() < deadline and process.poll() is None:
             for load in store.list_loads():
-                if load["status"] == tasks.PREPARED and 0 < len(load["done"]) < load["chunks"]:
+                if load.status == LoadStatus.PREPARED and 0 < len(load.done) < load.chunks:
                     process.send_signal(signal.SIGKILL)
                     killed_load = load
             time.sleep(0.02)
@@ -238,18 +242,16 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     assert answer_of(store, cache, probe) == one.answer(probe)
 
     # And a resume finishes and activates
-    resumed = driver.run_load(
-        [], tasks.LoadOptions(chunk_size=100), store, staging, resume=killed_load["load_id"]
-    )
-    assert resumed.status == tasks.ACTIVATED
-    assert resumed.report["items_written"] == 8000
+    resumed = driver.run_load([], LoadOptions(chunk_size=100), store, staging, resume=killed_load.load_id)
+    assert resumed.status == LoadStatus.ACTIVATED
+    assert resumed.report.items_written == 8000
     assert store.read_active_version(consistent=True) == resumed.version
     assert answer_of(store, cache, two.ranges[0][0]) == two.ranges[0][2]
 
     # And after cleanup no partial version remains: only the active and the retained one
-    tasks.cleanup(store, staging, now=time.time() + 10**6)
+    retention.cleanup(store, staging, now=time.time() + 10**6)
     assert table_versions(store) == {f"v{resumed.version}", f"v{first.version}"}
-    assert all(load["status"] == tasks.ACTIVATED for load in store.list_loads())
+    assert all(load.status == LoadStatus.ACTIVATED for load in store.list_loads())
 
 
 # -- R4: bad input -------------------------------------------------------------------------
@@ -289,15 +291,15 @@ def test_r4_the_corpus_has_one_expectation_per_file() -> None:
 
 
 def test_r4_every_bad_file_is_rejected_with_its_reason_and_nothing_changes(
-    store: Store, tmp_path: Path
+    store: LoaderTable, tmp_path: Path
 ) -> None:
     good = dataset(tmp_path, "good", 50, seed=6)
     staging = LocalStaging(tmp_path / "staging")
-    active = driver.run_load([good.path], tasks.LoadOptions(), store, staging)
+    active = driver.run_load([good.path], LoadOptions(), store, staging)
     versions_before = store.list_version_metas()
     for name, reason in EXPECTED_REASONS.items():
         with pytest.raises(LoadRejected) as caught:
-            driver.run_load([BAD / name], tasks.LoadOptions(), store, staging)
+            driver.run_load([BAD / name], LoadOptions(), store, staging)
         assert reason in caught.value.message, name
         assert caught.value.message.startswith(name) or name in caught.value.message
     assert store.read_active_version(consistent=True) == active.version

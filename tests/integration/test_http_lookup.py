@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ipmeta.store import Store
 from ipmeta_cli.server import LocalApiServer
+from loader.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
@@ -26,7 +26,7 @@ def get(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.fixture
-def loaded(store: Store, api_server: LocalApiServer, tmp_path: Path) -> LocalApiServer:
+def loaded(store: LoaderTable, api_server: LocalApiServer, tmp_path: Path) -> LocalApiServer:
     load_csv(store, [FIXTURE], tmp_path)
     return api_server
 
@@ -108,7 +108,7 @@ def test_no_dataset_answers_503(api_server: LocalApiServer) -> None:
 
 
 def test_one_query_per_lookup_and_a_cached_pointer(
-    counted_store: tuple[Store, RequestCounter], tmp_path: Path
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path
 ) -> None:
     """Given a loaded dataset and a pointer cache, when 20 IPs are looked up over HTTP,
     then DynamoDB sees one pointer read and exactly one Limit=1 Query per lookup."""

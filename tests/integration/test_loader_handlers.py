@@ -11,15 +11,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from ipmeta.settings import (
-    ENV_CHUNK_PREFIX,
-    ENV_SOURCE_BUCKET,
-    ENV_SOURCE_KEY,
-    ENV_SOURCE_URL,
-    Settings,
-)
-from ipmeta.store import Store
-from loader import handlers, tasks
+from ipmeta.settings import Settings
+from loader import handlers
+from loader.options import LoadOptions
+from loader.records import LoadStatus
+from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET, ENV_SOURCE_KEY, ENV_SOURCE_URL
+from loader.table import LoaderTable
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 BUCKET = "ipmeta-sources"
@@ -46,7 +43,7 @@ def aws(table_environment: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterato
     handlers.reset()
 
 
-def test_the_state_machine_path_loads_and_activates(aws: Any, store: Store, tmp_path: Path) -> None:
+def test_the_state_machine_path_loads_and_activates(aws: Any, store: LoaderTable, tmp_path: Path) -> None:
     aws.put_object(Bucket=BUCKET, Key="in/small.csv.gz", Body=gzip.compress(FIXTURE.read_bytes()))
     execution = {"source": f"s3://{BUCKET}/in/small.csv.gz", "options": {"chunk_size": 4}}
 
@@ -69,13 +66,15 @@ def test_the_state_machine_path_loads_and_activates(aws: Any, store: Store, tmp_
     assert again["chunks"] == []
 
 
-def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: Store) -> None:
+def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: LoaderTable) -> None:
     aws.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
     prepared = handlers.prepare({"source": f"s3://{BUCKET}/in/small.csv"}, Context())  # type: ignore[arg-type]
     error = {"Error": "States.TaskFailed", "Cause": "boom"}
     outcome = handlers.abort({"load_id": prepared["load_id"], "error": error}, Context())  # type: ignore[arg-type]
     assert outcome["aborted"] == prepared["load_id"]
-    assert (store.get_load(prepared["version"]) or {})["status"] == tasks.FAILED
+    load = store.get_load(prepared["version"])
+    assert load is not None
+    assert load.status == LoadStatus.FAILED
     assert store.read_lock() is None
     assert handlers.abort({"error": error}, Context())["aborted"] is None  # type: ignore[arg-type]
     assert handlers.cleanup({}, Context())["deleted"] == []  # type: ignore[arg-type]  # still in its grace period
@@ -93,5 +92,5 @@ def test_fetch_source_puts_the_download_in_the_bucket(
 
 def test_unknown_options_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown load options"):
-        tasks.LoadOptions.from_event({"overlap": "reject"})
-    assert tasks.LoadOptions.from_event({"columns": "start,end,asn"}).columns == ["start", "end", "asn"]
+        LoadOptions.from_event({"overlap": "reject"})
+    assert LoadOptions.from_event({"columns": "start,end,asn"}).columns == ["start", "end", "asn"]

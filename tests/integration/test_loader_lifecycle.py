@@ -9,22 +9,25 @@ from pathlib import Path
 import pytest
 
 from ipmeta import keys
-from ipmeta.errors import ActivationConflict, LoadIncomplete, LoadInProgress, LoadRejected, VersionNotFound
+from ipmeta.errors import VersionNotFound
 from ipmeta.ips import parse_ip
 from ipmeta.lookup import lookup_address
-from ipmeta.settings import (
-    DEFAULT_CLEANUP_GRACE_SECONDS,
-    DEFAULT_LOCK_LEASE_SECONDS,
-    DEFAULT_POINTER_CACHE_SECONDS,
-    Settings,
-)
-from ipmeta.store import Store
+from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS, Settings
 from ipmeta_cli import main as cli
-from loader import driver, tasks
-from loader.staging import LocalStaging
+from loader import driver, retention
+from loader.abort import fail
+from loader.activate import activate
+from loader.errors import ActivationConflict, LoadIncomplete, LoadInProgress, LoadRejected
+from loader.options import LoadOptions
+from loader.prepare import prepare
+from loader.records import LoadStatus
+from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS
+from loader.staging import REPORT, LocalStaging
+from loader.table import LoaderTable
+from loader.write import write_chunk
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
-SMALL = tasks.LoadOptions(chunk_size=2)
+SMALL = LoadOptions(chunk_size=2)
 
 
 def csv_of(tmp_path: Path, name: str, label: str, rows: int = 6) -> Path:
@@ -35,54 +38,54 @@ def csv_of(tmp_path: Path, name: str, label: str, rows: int = 6) -> Path:
     return path
 
 
-def label_at(store: Store, version: int, ip: str) -> str:
+def label_at(store: LoaderTable, version: int, ip: str) -> str:
     return str(lookup_address(store, version, parse_ip(ip)).data["name"])
 
 
-def test_a_load_records_its_progress_and_report(store: Store, tmp_path: Path) -> None:
+def test_a_load_records_its_progress_and_report(store: LoaderTable, tmp_path: Path) -> None:
     result = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
     load = store.get_load(result.version)
     assert load is not None
-    assert load["status"] == tasks.ACTIVATED
-    assert load["done"] == list(range(load["chunks"]))
-    assert load["chunks"] > 1
+    assert load.status == LoadStatus.ACTIVATED
+    assert sorted(load.done) == list(range(load.chunks))
+    assert load.chunks > 1
     report = result.report
     # 10 rows; one overlap cuts a range in two (11 segments); one crosses a /8 (12 items)
-    assert report["rows_read"] == 10
-    assert report["overlaps_resolved"] == 2
-    assert report["segments"] == 11
-    assert report["splits"] == 1
-    assert report["items_written"] == report["items"] == result.items == 12
-    assert sum(report["items_per_bucket"].values()) == 12
-    hottest = max(report["items_per_bucket"].values())
-    assert report["hottest_bucket_share"] == pytest.approx(hottest / 12, abs=1e-3)
+    assert report.rows_read == 10
+    assert report.overlaps_resolved == 2
+    assert report.segments == 11
+    assert report.splits == 1
+    assert report.items_written == report.items == result.items == 12
+    assert sum(report.items_per_bucket.values()) == 12
+    hottest = max(report.items_per_bucket.values())
+    assert report.hottest_bucket_share == pytest.approx(hottest / 12, abs=1e-3)
     for name in ("retries", "throttles", "duration_seconds", "items_per_second", "overlaps_resolved"):
-        assert name in report
-    saved = json.loads((tmp_path / result.load_id / tasks.REPORT).read_text())
+        assert name in report.to_dict()
+    saved = json.loads((tmp_path / result.load_id / REPORT).read_text())
     assert saved["items_written"] == 12
 
 
-def test_dry_run_validates_and_writes_nothing(store: Store, tmp_path: Path) -> None:
-    result = driver.run_load([FIXTURE], tasks.LoadOptions(dry_run=True), store, LocalStaging(tmp_path))
+def test_dry_run_validates_and_writes_nothing(store: LoaderTable, tmp_path: Path) -> None:
+    result = driver.run_load([FIXTURE], LoadOptions(dry_run=True), store, LocalStaging(tmp_path))
     assert result.status == "dry-run"
-    assert result.report["rows_read"] == 10
+    assert result.report.rows_read == 10
     assert store.read_active_version(consistent=True) is None
     assert store.list_version_metas() == []
     assert store.list_loads() == []
 
 
-def test_a_bad_row_aborts_before_anything_is_written(store: Store, tmp_path: Path) -> None:
+def test_a_bad_row_aborts_before_anything_is_written(store: LoaderTable, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("start,end,name\n1.0.0.0,1.0.0.9,a\n1.0.0.9,1.0.0.1,b\n")
     with pytest.raises(LoadRejected, match=r"line 3: start 1\.0\.0\.9 is after end"):
         driver.run_load([bad], SMALL, store, LocalStaging(tmp_path))
     assert store.list_loads() == []
-    result = driver.run_load([bad], tasks.LoadOptions(max_errors=1), store, LocalStaging(tmp_path))
-    assert result.report["rows_rejected"] == 1
-    assert result.report["rejected"] == ["bad.csv: line 3: start 1.0.0.9 is after end 1.0.0.1"]
+    result = driver.run_load([bad], LoadOptions(max_errors=1), store, LocalStaging(tmp_path))
+    assert result.report.rows_rejected == 1
+    assert list(result.report.rejected) == ["bad.csv: line 3: start 1.0.0.9 is after end 1.0.0.1"]
 
 
-def test_the_same_source_is_unchanged(store: Store, tmp_path: Path) -> None:
+def test_the_same_source_is_unchanged(store: LoaderTable, tmp_path: Path) -> None:
     first = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
     again = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
     assert again.status == "unchanged"
@@ -90,116 +93,124 @@ def test_the_same_source_is_unchanged(store: Store, tmp_path: Path) -> None:
     assert len(store.list_version_metas()) == 1
 
 
-def test_a_chunk_written_twice_counts_once(store: Store, tmp_path: Path) -> None:
+def test_a_chunk_written_twice_counts_once(store: LoaderTable, tmp_path: Path) -> None:
     staging = LocalStaging(tmp_path)
-    prepared = tasks.prepare([FIXTURE], SMALL, store, staging)
-    first = tasks.write_chunk(prepared.load_id, 0, store, staging)
-    second = tasks.write_chunk(prepared.load_id, 0, store, staging)
+    prepared = prepare([FIXTURE], SMALL, store, staging)
+    first = write_chunk(prepared.load_id, 0, store, staging)
+    second = write_chunk(prepared.load_id, 0, store, staging)
     assert first.items == 2
     assert second.items == 0
     load = store.get_load(prepared.version)
     assert load is not None
-    assert load["done"] == [0]
-    assert load["items_written"] == 2
+    assert sorted(load.done) == [0]
+    assert load.items_written == 2
 
 
-def test_running_the_same_source_again_resumes_the_unfinished_load(store: Store, tmp_path: Path) -> None:
+def test_running_the_same_source_again_resumes_the_unfinished_load(
+    store: LoaderTable, tmp_path: Path
+) -> None:
     # Given a load that wrote one chunk and stopped
     staging = LocalStaging(tmp_path)
-    prepared = tasks.prepare([FIXTURE], SMALL, store, staging)
-    tasks.write_chunk(prepared.load_id, 0, store, staging)
+    prepared = prepare([FIXTURE], SMALL, store, staging)
+    write_chunk(prepared.load_id, 0, store, staging)
     # When the same source is loaded again
     result = driver.run_load([FIXTURE], SMALL, store, staging)
     # Then the same load finishes, writing only the missing chunks
     assert result.load_id == prepared.load_id
     assert result.write["items"] == prepared.items - 2
-    assert result.report["items_written"] == prepared.items
+    assert result.report.items_written == prepared.items
     assert store.read_active_version(consistent=True) == prepared.version
 
 
-def test_resume_by_load_id_skips_finished_chunks(store: Store, tmp_path: Path) -> None:
+def test_resume_by_load_id_skips_finished_chunks(store: LoaderTable, tmp_path: Path) -> None:
     staging = LocalStaging(tmp_path)
-    prepared = tasks.prepare([FIXTURE], SMALL, store, staging)
-    tasks.write_chunk(prepared.load_id, 1, store, staging)
+    prepared = prepare([FIXTURE], SMALL, store, staging)
+    write_chunk(prepared.load_id, 1, store, staging)
     with pytest.raises(LoadIncomplete, match="chunks not written yet"):
-        tasks.activate(prepared.load_id, store, staging)
+        activate(prepared.load_id, store, staging)
     result = driver.run_load([], SMALL, store, staging, resume=prepared.load_id)
-    assert result.status == tasks.ACTIVATED
+    assert result.status == LoadStatus.ACTIVATED
     assert result.write["items"] == prepared.items - 2
 
 
-def test_the_lock_admits_one_load_until_its_lease_expires(store: Store, tmp_path: Path) -> None:
+def test_the_lock_admits_one_load_until_its_lease_expires(store: LoaderTable, tmp_path: Path) -> None:
     staging = LocalStaging(tmp_path)
-    first = tasks.prepare([csv_of(tmp_path, "a.csv", "a")], SMALL, store, staging, now=1000.0)
+    first = prepare([csv_of(tmp_path, "a.csv", "a")], SMALL, store, staging, now=1000.0)
     with pytest.raises(LoadInProgress, match=f"load {first.load_id} holds the load lock"):
-        tasks.prepare([csv_of(tmp_path, "b.csv", "b")], SMALL, store, staging, now=1001.0)
+        prepare([csv_of(tmp_path, "b.csv", "b")], SMALL, store, staging, now=1001.0)
     # A crashed load blocks the next one only for its lease.
     later = 1000.0 + DEFAULT_LOCK_LEASE_SECONDS + 1
-    second = tasks.prepare([csv_of(tmp_path, "b.csv", "b")], SMALL, store, staging, now=later)
-    assert (store.read_lock() or {})["owner"] == second.load_id
+    second = prepare([csv_of(tmp_path, "b.csv", "b")], SMALL, store, staging, now=later)
+    lock = store.read_lock()
+    assert lock is not None
+    assert lock.owner == second.load_id
 
 
-def test_the_load_that_activates_second_gets_a_clear_error(store: Store, tmp_path: Path) -> None:
+def test_the_load_that_activates_second_gets_a_clear_error(store: LoaderTable, tmp_path: Path) -> None:
     staging = LocalStaging(tmp_path)
     driver.run_load([csv_of(tmp_path, "v1.csv", "one")], SMALL, store, staging)
     # Given two loads that both started from v1 (the first one's lease expired meanwhile)
-    slow = tasks.prepare([csv_of(tmp_path, "a.csv", "a")], SMALL, store, staging, now=1000.0)
+    slow = prepare([csv_of(tmp_path, "a.csv", "a")], SMALL, store, staging, now=1000.0)
     fast = driver.run_load([csv_of(tmp_path, "b.csv", "b")], SMALL, store, staging)
     # When the slow one finishes and activates
     for index in range(slow.chunks):
-        tasks.write_chunk(slow.load_id, index, store, staging)
+        write_chunk(slow.load_id, index, store, staging)
     with pytest.raises(ActivationConflict) as caught:
-        tasks.activate(slow.load_id, store, staging)
+        activate(slow.load_id, store, staging)
     # Then it loses, says why, and the winner keeps serving
     assert f"load {slow.load_id} lost activation" in caught.value.message
     assert f"{fast.load_id} is active now" in caught.value.message
     assert store.read_active_version(consistent=True) == fast.version
-    assert (store.get_load(slow.version) or {})["status"] == tasks.FAILED
+    slow_load = store.get_load(slow.version)
+    assert slow_load is not None
+    assert slow_load.status == LoadStatus.FAILED
 
 
-def test_retention_rollback_and_cleanup(store: Store, tmp_path: Path) -> None:
+def test_retention_rollback_and_cleanup(store: LoaderTable, tmp_path: Path) -> None:
     staging = LocalStaging(tmp_path)
     versions = [
         driver.run_load([csv_of(tmp_path, f"{label}.csv", label)], SMALL, store, staging).version
         for label in ("one", "two", "three")
     ]
     v1, v2, v3 = versions
-    statuses = {row["version"]: row["status"] for row in tasks.list_versions(store)}
+    statuses = {row["version"]: row["status"] for row in retention.list_versions(store)}
     assert statuses == {f"v{v1}": "retired", f"v{v2}": "retired", f"v{v3}": "active"}
 
     # Within the grace period nothing is deleted: a container may still read v1 from its cache.
     assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
-    assert tasks.cleanup(store, staging)["deleted"] == []
-    later = (store.get_version_meta(v2) or {})["retired_at"] + DEFAULT_CLEANUP_GRACE_SECONDS + 1
-    outcome = tasks.cleanup(store, staging, retention=1, now=later)
+    assert retention.cleanup(store, staging)["deleted"] == []
+    retired = store.get_version_meta(v2)
+    assert retired is not None
+    later = (retired.retired_at or 0) + DEFAULT_CLEANUP_GRACE_SECONDS + 1
+    outcome = retention.cleanup(store, staging, retention=1, now=later)
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{v1}"]
     assert outcome["deleted"][0]["items_deleted"] == 6
     assert store.count_partition(keys.partition_key(v1, 4, 1)) == 0
     assert store.count_partition(keys.partition_key(v2, 4, 1)) == 1
-    assert [row["version"] for row in tasks.list_versions(store)] == [f"v{v3}", f"v{v2}"]
+    assert [row["version"] for row in retention.list_versions(store)] == [f"v{v3}", f"v{v2}"]
 
     # Rollback switches back to the retained version at once.
     assert label_at(store, v3, "1.1.0.1") == "three"
-    assert tasks.rollback(store) == {"active": f"v{v2}", "previous": f"v{v3}"}
+    assert retention.rollback(store) == {"active": f"v{v2}", "previous": f"v{v3}"}
     assert store.read_active_version(consistent=True) == v2
     assert label_at(store, v2, "1.1.0.1") == "two"
     with pytest.raises(VersionNotFound, match=f"v{v1} is deleted"):
-        tasks.rollback(store, v1)
+        retention.rollback(store, v1)
 
 
-def test_cleanup_deletes_a_failed_loads_partial_version(store: Store, tmp_path: Path) -> None:
+def test_cleanup_deletes_a_failed_loads_partial_version(store: LoaderTable, tmp_path: Path) -> None:
     staging = LocalStaging(tmp_path)
-    prepared = tasks.prepare([FIXTURE], SMALL, store, staging, now=1000.0)
-    tasks.write_chunk(prepared.load_id, 0, store, staging)
-    tasks.fail(prepared.load_id, "States.TaskFailed", store, now=1000.0)
+    prepared = prepare([FIXTURE], SMALL, store, staging, now=1000.0)
+    write_chunk(prepared.load_id, 0, store, staging)
+    fail(prepared.load_id, "States.TaskFailed", store, now=1000.0)
     assert store.read_lock() is None
-    outcome = tasks.cleanup(store, staging, now=1000.0 + DEFAULT_CLEANUP_GRACE_SECONDS + 1)
+    outcome = retention.cleanup(store, staging, now=1000.0 + DEFAULT_CLEANUP_GRACE_SECONDS + 1)
     assert outcome["deleted"] == [{"version": prepared.load_id, "reason": "failed load", "items_deleted": 2}]
     assert not (tmp_path / prepared.load_id).exists()
 
 
 def test_activation_announces_the_new_version(
-    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store: LoaderTable, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="loader.events"):
         result = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
@@ -233,35 +244,39 @@ def test_the_cli_loads_lists_rolls_back_and_cleans_up(
     assert json.loads(capsys.readouterr().out)["deleted"] == []
 
 
-def test_an_abort_after_activation_leaves_the_live_version_serving(store: Store, tmp_path: Path) -> None:
+def test_an_abort_after_activation_leaves_the_live_version_serving(
+    store: LoaderTable, tmp_path: Path
+) -> None:
     """A Catch after Activate (e.g. a failed change event) must not fail a version that is live."""
     result = driver.run_load([csv_of(tmp_path, "a.csv", "A")], SMALL, store, LocalStaging(tmp_path))
-    tasks.fail(result.load_id, "the change event was not delivered", store)
+    fail(result.load_id, "the change event was not delivered", store)
     assert store.read_active_version(consistent=True) == result.version
     meta = store.get_version_meta(result.version)
     assert meta is not None
-    assert meta["status"] == "active"
+    assert meta.status == "active"
     assert label_at(store, result.version, "1.1.0.1") == "A"
 
 
-def test_a_retried_activation_after_the_pointer_switched_completes(store: Store, tmp_path: Path) -> None:
+def test_a_retried_activation_after_the_pointer_switched_completes(
+    store: LoaderTable, tmp_path: Path
+) -> None:
     """Step Functions retries Activate when its Lambda dies after the pointer write."""
     staging = LocalStaging(tmp_path)
-    prepared = tasks.prepare([csv_of(tmp_path, "a.csv", "A")], SMALL, store, staging)
+    prepared = prepare([csv_of(tmp_path, "a.csv", "A")], SMALL, store, staging)
     for index in range(prepared.chunks):
-        tasks.write_chunk(prepared.load_id, index, store, staging)
+        write_chunk(prepared.load_id, index, store, staging)
     store.activate_version(prepared.version, expected_current=None)  # the first attempt's write, then death
 
-    outcome = tasks.activate(prepared.load_id, store, staging)
+    outcome = activate(prepared.load_id, store, staging)
 
-    assert outcome["status"] == tasks.ACTIVATED
+    assert outcome.status == LoadStatus.ACTIVATED
     meta = store.get_version_meta(prepared.version)
     assert meta is not None
-    assert meta["status"] == "active"
+    assert meta.status == "active"
     assert store.read_active_version(consistent=True) == prepared.version
 
 
-def test_a_prepare_that_breaks_frees_the_lock_for_the_next_load(store: Store, tmp_path: Path) -> None:
+def test_a_prepare_that_breaks_frees_the_lock_for_the_next_load(store: LoaderTable, tmp_path: Path) -> None:
     """Given staging that fails mid-prepare, the load is failed at once and a rerun proceeds."""
 
     class BrokenStaging(LocalStaging):
@@ -270,8 +285,8 @@ def test_a_prepare_that_breaks_frees_the_lock_for_the_next_load(store: Store, tm
 
     source = csv_of(tmp_path, "a.csv", "A")
     with pytest.raises(OSError, match="disk full"):
-        tasks.prepare([source], SMALL, store, BrokenStaging(tmp_path / "broken"))
+        prepare([source], SMALL, store, BrokenStaging(tmp_path / "broken"))
 
     result = driver.run_load([source], SMALL, store, LocalStaging(tmp_path / "ok"))
-    assert result.status == tasks.ACTIVATED
+    assert result.status == LoadStatus.ACTIVATED
     assert label_at(store, result.version, "1.1.0.1") == "A"

@@ -11,8 +11,8 @@ import socket
 import struct
 
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.dynalite import Dynalite
+from loader.table import LoaderTable
 
 
 def send_half_a_request_and_vanish(port: int, *, reset: bool) -> None:
@@ -33,7 +33,7 @@ def send_half_a_request_and_vanish(port: int, *, reset: bool) -> None:
 def test_a_request_aborted_mid_body_leaves_the_local_dynamodb_serving() -> None:
     local = Dynalite()
     with local as endpoint:
-        store = Store.from_settings(
+        store = LoaderTable.from_settings(
             Settings(table_name="survivor", dynamodb_endpoint=endpoint, pointer_cache_seconds=0.0)
         )
         store.create_table_if_missing()

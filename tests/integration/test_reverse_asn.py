@@ -27,11 +27,13 @@ from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.main import DEFAULT_DATASET
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from loader import driver, tasks
+from loader import driver
+from loader.options import LoadOptions
+from loader.records import LoadStatus
 from loader.staging import LocalStaging
+from loader.table import LoaderTable
 
 HOTTEST, RANDOM_VALUES, COMPANY_ROWS = 8, 12, 5000
 
@@ -123,7 +125,7 @@ def list_all(value: str, limit: int, field: str = "asn") -> tuple[list[tuple[str
 @pytest.fixture(scope="module")
 def asn_subset(
     dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[list[Row], Store]]:
+) -> Iterator[tuple[list[Row], LoaderTable]]:
     rows = read_rows()
     values = set(pick_values(rows))
     overlapping = overlaps(rows)
@@ -138,22 +140,25 @@ def asn_subset(
     settings = Settings(
         table_name="ipmeta-reverse-asn", dynamodb_endpoint=dynalite_endpoint, pointer_cache_seconds=0
     )
-    store = Store.from_settings(settings)
+    store = LoaderTable.from_settings(settings)
     store.create_table_if_missing()
-    options = tasks.LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
+    options = LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
     result = driver.run_load([path], options, store, LocalStaging(folder / "staging"))
-    assert result.status == tasks.ACTIVATED
+    assert result.status == LoadStatus.ACTIVATED
     dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
     yield [row for row in rows if row.position in wanted], store
     dependencies.install(None)
 
 
-def test_twenty_asns_page_to_exactly_their_csv_ranges(asn_subset: tuple[list[Row], Store]) -> None:
+def test_twenty_asns_page_to_exactly_their_csv_ranges(asn_subset: tuple[list[Row], LoaderTable]) -> None:
     rows, store = asn_subset
     overlapping = overlaps(rows)
     values = pick_values(read_rows())
-    meta = store.get_version_meta(store.read_active_version() or 0) or {}
-    shards = keys.decode_own_shards(meta["value_index"]["own_shards"])
+    meta = store.get_version_meta(store.read_active_version() or 0)
+    assert meta is not None
+    assert meta.value_index is not None
+    assert meta.value_index.own_shards is not None
+    shards = keys.decode_own_shards(meta.value_index.own_shards)
     # The hottest values really are spread over many shards
     assert min(shards[keys.value_hash_text(value)] for value in values[:HOTTEST]) >= 8
     for number, value in enumerate(values):
@@ -166,7 +171,7 @@ def test_twenty_asns_page_to_exactly_their_csv_ranges(asn_subset: tuple[list[Row
         assert pages <= len(expected) // limit + 2
 
 
-def test_every_index_key_is_within_twice_the_mean_key(asn_subset: tuple[list[Row], Store]) -> None:
+def test_every_index_key_is_within_twice_the_mean_key(asn_subset: tuple[list[Row], LoaderTable]) -> None:
     _, store = asn_subset
     # Given the index itself, read key by key (not through the API)
     entries = list(store.scan_index(keys.RANGES_BY_VALUE))

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from ipmeta.settings import Settings
-from ipmeta.store import Store
 from ipmeta_cli.main import main
-from loader import driver, tasks
+from loader import driver
+from loader.options import LoadOptions
 from loader.staging import LocalStaging
+from loader.table import LoaderTable
 
 SOURCE = """start,end,asn,rule
 1.0.0.0,1.0.0.255,13335,
@@ -23,14 +24,14 @@ SOURCE = """start,end,asn,rule
 
 
 def test_ranges_and_flagged_list_every_page(
-    store: Store,
+    store: LoaderTable,
     table_environment: Settings,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     source = tmp_path / "ranges.csv"
     source.write_text(SOURCE)
-    options = tasks.LoadOptions(index_field="asn", flag_column="rule")
+    options = LoadOptions(index_field="asn", flag_column="rule")
     driver.run_load([source], options, store, LocalStaging(tmp_path / "staging"))
 
     assert main(["ranges", "--field", "asn", "--value", "13335", "--limit", "1"]) == 0

@@ -23,10 +23,12 @@ import pytest
 from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
-from ipmeta.store import Store
 from ipmeta_cli.server import LocalApiServer
-from loader import driver, tasks
+from loader import driver
+from loader.options import LoadOptions
+from loader.records import LoadStatus
 from loader.staging import LocalStaging
+from loader.table import LoaderTable
 
 COLUMNS = ["start", "end", "asn", "organization", "rule"]
 
@@ -89,14 +91,14 @@ def as_pairs(ranges: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def synthetic(tmp_path: Path, store: Store) -> Iterator[tuple[list[list[str]], LocalApiServer]]:
+def synthetic(tmp_path: Path, store: LoaderTable) -> Iterator[tuple[list[list[str]], LocalApiServer]]:
     rows = synthetic_rows(3000)
     path = tmp_path / "ranges.csv"
     with path.open("w", newline="") as handle:
         csv.writer(handle).writerows([COLUMNS, *rows])
-    options = tasks.LoadOptions(index_field="asn", flag_column="rule", shard_budget=40, max_shards=16)
+    options = LoadOptions(index_field="asn", flag_column="rule", shard_budget=40, max_shards=16)
     result = driver.run_load([path], options, store, LocalStaging(tmp_path / "staging"))
-    assert result.status == tasks.ACTIVATED
+    assert result.status == LoadStatus.ACTIVATED
     from ipmeta.api.handler import handler
 
     dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
@@ -127,11 +129,14 @@ def test_every_value_pages_to_exactly_its_rows_in_order(
 
 
 def test_hot_value_is_sharded_and_unknown_value_is_empty(
-    synthetic: tuple[list[list[str]], LocalApiServer], store: Store
+    synthetic: tuple[list[list[str]], LocalApiServer], store: LoaderTable
 ) -> None:
     _, server = synthetic
-    meta = store.get_version_meta(store.read_active_version() or 0) or {}
-    shards = keys.decode_own_shards(meta["value_index"]["own_shards"])
+    meta = store.get_version_meta(store.read_active_version() or 0)
+    assert meta is not None
+    assert meta.value_index is not None
+    assert meta.value_index.own_shards is not None
+    shards = keys.decode_own_shards(meta.value_index.own_shards)
     assert shards[keys.value_hash_text("13335")] > 1
     status, body = get(server, "/v1/ranges", field="asn", value="999999")
     assert (status, body["ranges"], body["next"]) == (200, [], None)
@@ -145,7 +150,7 @@ def test_hot_value_is_sharded_and_unknown_value_is_empty(
 
 
 def test_flagged_lists_exactly_the_flagged_rows_and_the_index_holds_nothing_else(
-    synthetic: tuple[list[list[str]], LocalApiServer], store: Store
+    synthetic: tuple[list[list[str]], LocalApiServer], store: LoaderTable
 ) -> None:
     rows, server = synthetic
     flagged = sorted((row for row in rows if row[4]), key=order_key)
@@ -211,11 +216,11 @@ def test_tampered_or_foreign_tokens_are_refused(synthetic: tuple[list[list[str]]
 
 
 def test_a_version_loaded_without_indexes_says_so(
-    store: Store, tmp_path: Path, api_server: LocalApiServer
+    store: LoaderTable, tmp_path: Path, api_server: LocalApiServer
 ) -> None:
     path = tmp_path / "plain.csv"
     path.write_text("start,end,asn\n1.0.0.0,1.0.0.255,13335\n")
-    driver.run_load([path], tasks.LoadOptions(), store, LocalStaging(tmp_path / "staging"))
+    driver.run_load([path], LoadOptions(), store, LocalStaging(tmp_path / "staging"))
     status, body = get(api_server, "/v1/ranges", field="asn", value="13335")
     assert (status, body["code"]) == (400, "FIELD_NOT_INDEXED")
     status, body = get(api_server, "/v1/flagged")
@@ -225,7 +230,7 @@ def test_a_version_loaded_without_indexes_says_so(
 
 
 def test_text_is_matched_verbatim_and_blank_or_oversized_cells_index_nothing(
-    store: Store, tmp_path: Path, api_server: LocalApiServer
+    store: LoaderTable, tmp_path: Path, api_server: LocalApiServer
 ) -> None:
     long_value = "x" * (keys.MAX_INDEXED_VALUE_BYTES + 1)
     rows = [
@@ -237,10 +242,11 @@ def test_text_is_matched_verbatim_and_blank_or_oversized_cells_index_nothing(
     path = tmp_path / "cells.csv"
     with path.open("w", newline="") as handle:
         csv.writer(handle).writerows([["start", "end", "org", "rule", "num"], *rows])
-    options = tasks.LoadOptions(index_field="org", flag_column="rule")
+    options = LoadOptions(index_field="org", flag_column="rule")
     result = driver.run_load([path], options, store, LocalStaging(tmp_path / "by-org"))
-    assert result.status == tasks.ACTIVATED
-    assert result.report["value_index"]["ranges_not_indexed_value_too_long"] == 1
+    assert result.status == LoadStatus.ACTIVATED
+    assert result.report.value_index is not None
+    assert result.report.value_index["ranges_not_indexed_value_too_long"] == 1
 
     # Trailing spaces are part of the value, as the forward lookup shows it
     for value, start in (("PhotoShelter, Inc. ", "1.0.0.0"), ("PhotoShelter, Inc.", "1.0.1.0")):
@@ -256,10 +262,8 @@ def test_text_is_matched_verbatim_and_blank_or_oversized_cells_index_nothing(
     assert [entry["start"] for entry in get(api_server, "/v1/flagged")[1]["ranges"]] == ["1.0.1.0"]
 
     # Negative integers in a Number column, and a token used with ?version= spelled another way
-    result = driver.run_load(
-        [path], tasks.LoadOptions(index_field="num"), store, LocalStaging(tmp_path / "by-num")
-    )
-    assert result.status == tasks.ACTIVATED
+    result = driver.run_load([path], LoadOptions(index_field="num"), store, LocalStaging(tmp_path / "by-num"))
+    assert result.status == LoadStatus.ACTIVATED
     status, first = get(api_server, "/v1/ranges", field="num", value="-5", limit=1)
     assert (status, first["value"], as_pairs(first["ranges"])) == (200, "-5", [("1.0.0.0", "1.0.0.255")])
     version = first["dataset"]["version"].removeprefix("v")

@@ -12,8 +12,8 @@ import urllib.request
 from pathlib import Path
 
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import Store
 from ipmeta_cli.dynalite import free_port, port_open
+from loader.table import LoaderTable
 from tests.integration.conftest import load_csv
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
@@ -58,7 +58,7 @@ def start_serve(port: int, env: dict[str, str], *extra: str) -> subprocess.Popen
 
 
 def test_workers_answer_and_die_with_a_killed_server(
-    store: Store, table_settings: Settings, tmp_path: Path
+    store: LoaderTable, table_settings: Settings, tmp_path: Path
 ) -> None:
     load_csv(store, [FIXTURE], tmp_path)
     port = free_port()

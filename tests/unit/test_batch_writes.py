@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from ipmeta.errors import WritesThrottled
-from ipmeta.store import MAX_BATCH_ATTEMPTS, Store, WriteStats
+from loader.errors import WritesThrottled
+from loader.table import MAX_BATCH_ATTEMPTS, LoaderTable, WriteStats
 
 ITEMS = [{"pk": "v1#4#1", "sk": n, "start": "1.0.0.0", "end": "1.0.0.255", "data": {}} for n in range(3)]
 
@@ -38,8 +38,8 @@ def throttled(sdk_retries: int) -> ClientError:
     return ClientError(response, "BatchWriteItem")
 
 
-def store_with(client: ScriptedClient) -> Store:
-    return Store(client, "t", sleep=lambda _: None)  # type: ignore[arg-type]
+def store_with(client: ScriptedClient) -> LoaderTable:
+    return LoaderTable(client, "t", sleep=lambda _: None)  # type: ignore[arg-type]
 
 
 def test_retries_inside_botocore_are_counted() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ipmeta.settings import ENV_EVENT_BUS_NAME
 from loader import events
+from loader.settings import ENV_EVENT_BUS_NAME
 
 
 class FakeEvents:

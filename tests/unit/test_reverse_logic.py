@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ipmeta import keys, reverse
 from ipmeta.errors import InvalidToken, ValueInvalid
+from ipmeta.records import ValueIndexMeta, VersionMeta, VersionStatus
 from loader.reverse_index import (
     DEFAULT_MAX_SHARDS,
     KEYS_PER_PARTITION,
@@ -181,7 +182,7 @@ def test_a_query_finds_a_packed_value_where_the_loader_put_it() -> None:
     plan, _, keys_of = index_keys(counts)
     assert plan.values is not None
     # As a query sees the plan: through the version's metadata, encoded and decoded
-    meta = plan.metadata({"v": "S"})
+    meta = VersionMeta(1, VersionStatus.ACTIVE, value_index=plan.value_index_meta({"v": "S"}))
     index = reverse.ReverseIndexes.from_version_meta(meta).values
     assert index is not None
     for value in ("hot", "AS0", "AS7", "AS2999"):
@@ -190,8 +191,9 @@ def test_a_query_finds_a_packed_value_where_the_loader_put_it() -> None:
         assert bool(where.sort_key_prefix) == (value != "hot")
     # A version loaded before packing: counts by value, only those above one, no pack starts
     legacy_counts = zlib.compress(json.dumps({"hot": 3}).encode())
+    legacy_meta = ValueIndexMeta.from_item({"field": "v", "type": "S", "shards": legacy_counts})
     legacy = reverse.ReverseIndexes.from_version_meta(
-        {"value_index": {"field": "v", "type": "S", "shards": legacy_counts}}
+        VersionMeta(1, VersionStatus.ACTIVE, value_index=legacy_meta)
     ).values
     assert legacy is not None
     assert legacy.keys_of(1, "AS7") == keys.ValueKeys(("v1#v#AS7#0",), "")

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from ipmeta.errors import LoadRejected
 from loader import normalize
+from loader.errors import LoadRejected
 from loader.source import ParsedSource, materialize, read_sources
 
 

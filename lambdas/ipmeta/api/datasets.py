@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
@@ -13,36 +12,34 @@ from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetInfo, DatasetList, HealthResponse
 from ipmeta.api.responses import documented
 from ipmeta.errors import DatasetStale, NoDataset
-from ipmeta.lookup import RETAINED_STATUSES
+from ipmeta.records import VersionMeta
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
 
-def _iso(epoch: Any) -> str | None:
+def _iso(epoch: int | None) -> str | None:
     if epoch is None:
         return None
-    return datetime.fromtimestamp(int(epoch), tz=UTC).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def dataset_info(meta: dict[str, Any]) -> DatasetInfo:
-    checksum = meta.get("sha256")
-    report = meta.get("report") or {}
+def dataset_info(meta: VersionMeta) -> DatasetInfo:
     return DatasetInfo(
-        id=keys.format_version(int(meta["version"])),
-        status=meta["status"],
-        loaded_at=_iso(meta.get("created_at")),
-        activated_at=_iso(meta.get("activated_at")),
-        source=[str(name) for name in meta.get("sources", [])],
-        checksum=f"sha256:{checksum}" if checksum else None,
-        rows=meta.get("rows", report.get("rows_read")),
-        items=meta.get("items"),
+        id=keys.format_version(meta.version),
+        status=meta.status.value,  # type: ignore[arg-type]  # a retained version is active or retired
+        loaded_at=_iso(meta.created_at or None),
+        activated_at=_iso(meta.activated_at),
+        source=list(meta.sources),
+        checksum=f"sha256:{meta.sha256}" if meta.sha256 else None,
+        rows=meta.rows,
+        items=meta.items,
     )
 
 
-def retained_datasets(metas: list[dict[str, Any]]) -> list[DatasetInfo]:
+def retained_datasets(metas: list[VersionMeta]) -> list[DatasetInfo]:
     """Versions whose items can still answer, newest first."""
-    retained = [meta for meta in metas if meta.get("status") in RETAINED_STATUSES]
-    return [dataset_info(meta) for meta in sorted(retained, key=lambda m: -int(m["version"]))]
+    retained = [meta for meta in metas if meta.retained]
+    return [dataset_info(meta) for meta in sorted(retained, key=lambda meta: -meta.version)]
 
 
 @router.get(
@@ -75,10 +72,10 @@ def get_current_dataset() -> DatasetInfo:
     return dataset_info(meta)
 
 
-def dataset_age_seconds(meta: dict[str, Any], now: float) -> int:
+def dataset_age_seconds(meta: VersionMeta, now: float) -> int:
     """Age of the data: since its load started (activation may be a later rollback)."""
-    loaded = meta.get("created_at", meta.get("activated_at", 0))
-    return max(0, int(now - int(loaded)))
+    loaded = meta.created_at or meta.activated_at or 0
+    return max(0, int(now - loaded))
 
 
 @router.get(

@@ -1,0 +1,173 @@
+"""The records the lookup reads: a dataset version's metadata, typed.
+
+The loader writes these items and the lookup reads them; both go through
+these classes, never through string keys. Frozen dataclasses, not pydantic
+models: the lookup imports this module at every cold start, and a dataclass
+costs a fraction of a millisecond to define where a pydantic model costs
+about two (``bench/cold_start.py``). The loader's own records (the load item,
+its report, the manifest) live in ``loader.records``: the lookup never needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class VersionStatus(StrEnum):
+    """Where a dataset version is in its life: loading → active → retired → deleted, or failed."""
+
+    LOADING = "loading"
+    ACTIVE = "active"
+    RETIRED = "retired"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+#: Statuses of a version whose items are still in the table and may answer.
+RETAINED_STATUSES = frozenset({VersionStatus.ACTIVE, VersionStatus.RETIRED})
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _binary(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueIndexMeta:
+    """How the ``ranges-by-value`` index of a version is keyed (``loader.reverse_index``)."""
+
+    field: str
+    column_type: str  #: "N" or "S": the type of the indexed column
+    own_shards: bytes | None  #: ``keys.encode_own_shards``; None in versions loaded before packing
+    packs: bytes | None  #: ``keys.encode_pack_starts``; None in versions loaded before packing
+    legacy_shards: bytes | None = None  #: shard counts by value, in versions loaded before packing
+    values: int = 0
+    target: int = 0
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> ValueIndexMeta:
+        return cls(
+            field=str(item["field"]),
+            column_type=str(item.get("type", "S")),
+            own_shards=_binary(item.get("own_shards")),
+            packs=_binary(item.get("packs")),
+            legacy_shards=_binary(item.get("shards")),
+            values=int(item.get("values", 0)),
+            target=int(item.get("target", 0)),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "field": self.field,
+            "type": self.column_type,
+            "values": self.values,
+            "target": self.target,
+        }
+        for name, value in (("own_shards", self.own_shards), ("packs", self.packs)):
+            if value is not None:
+                item[name] = value
+        if self.legacy_shards is not None:
+            item["shards"] = self.legacy_shards
+        return item
+
+
+@dataclass(frozen=True, slots=True)
+class FlagIndexMeta:
+    """The ``flagged-ranges`` index of a version: its column and shard count."""
+
+    column: str
+    shards: int
+    items: int = 0
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> FlagIndexMeta:
+        return cls(str(item["column"]), int(item["shards"]), int(item.get("items", 0)))
+
+    def to_item(self) -> dict[str, Any]:
+        return {"column": self.column, "shards": self.shards, "items": self.items}
+
+
+@dataclass(frozen=True, slots=True)
+class VersionMeta:
+    """One dataset version, as ``GET /v1/datasets`` and ``?version=`` see it."""
+
+    version: int
+    status: VersionStatus
+    load_id: str = ""
+    sha256: str = ""
+    fingerprint: str | None = None
+    sources: tuple[str, ...] = ()
+    column_types: Mapping[str, str] = field(default_factory=dict)
+    previous: int = 0
+    created_at: int = 0
+    items: int = 0
+    chunks: int = 0
+    rows: int | None = None  #: rows read from the sources
+    activated_at: int | None = None
+    retired_at: int | None = None
+    failed_at: int | None = None
+    deleted_at: int | None = None
+    value_index: ValueIndexMeta | None = None
+    flag_index: FlagIndexMeta | None = None
+
+    @property
+    def retained(self) -> bool:
+        return self.status in RETAINED_STATUSES
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> VersionMeta:
+        """From a stored item; versions loaded before ``rows`` existed keep it in their report."""
+        rows = item.get("rows", (item.get("report") or {}).get("rows_read"))
+        return cls(
+            version=int(item["version"]),
+            status=VersionStatus(item.get("status", VersionStatus.LOADING)),
+            load_id=str(item.get("load_id", "")),
+            sha256=str(item.get("sha256", "")),
+            fingerprint=item.get("fingerprint"),
+            sources=tuple(str(source) for source in item.get("sources", ())),
+            column_types=dict(item.get("column_types") or {}),
+            previous=int(item.get("previous", 0)),
+            created_at=int(item.get("created_at", 0)),
+            items=int(item.get("items", 0)),
+            chunks=int(item.get("chunks", 0)),
+            rows=_optional_int(rows),
+            activated_at=_optional_int(item.get("activated_at")),
+            retired_at=_optional_int(item.get("retired_at")),
+            failed_at=_optional_int(item.get("failed_at")),
+            deleted_at=_optional_int(item.get("deleted_at")),
+            value_index=ValueIndexMeta.from_item(item["value_index"]) if item.get("value_index") else None,
+            flag_index=FlagIndexMeta.from_item(item["flag_index"]) if item.get("flag_index") else None,
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        """The stored attributes (keys aside); unset optional ones are left out."""
+        item: dict[str, Any] = {
+            "version": self.version,
+            "status": str(self.status),
+            "load_id": self.load_id,
+            "sha256": self.sha256,
+            "sources": list(self.sources),
+            "column_types": dict(self.column_types),
+            "previous": self.previous,
+            "created_at": self.created_at,
+            "items": self.items,
+            "chunks": self.chunks,
+        }
+        optional = {
+            "fingerprint": self.fingerprint,
+            "rows": self.rows,
+            "activated_at": self.activated_at,
+            "retired_at": self.retired_at,
+            "failed_at": self.failed_at,
+            "deleted_at": self.deleted_at,
+            "value_index": self.value_index.to_item() if self.value_index else None,
+            "flag_index": self.flag_index.to_item() if self.flag_index else None,
+        }
+        item.update({name: value for name, value in optional.items() if value is not None})
+        return item

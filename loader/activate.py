@@ -1,0 +1,145 @@
+"""``activate``: verify the written version, then switch the pointer to it atomically."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import NoReturn
+
+from ipmeta.records import VersionStatus
+from loader import events
+from loader.abort import fail
+from loader.errors import (
+    ActivationConflict,
+    LoadIncomplete,
+    LoadNotFound,
+    LoadNotWritable,
+    VerificationFailed,
+)
+from loader.records import LoadItem, LoadReport, LoadStatus, load_id_of, version_of
+from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
+from loader.staging import REPORT, Staging
+from loader.table import LoaderTable
+
+
+@dataclass(frozen=True)
+class Activation:
+    load_id: str
+    version: int
+    status: LoadStatus
+    report: LoadReport
+
+
+def verify(version: int, table: LoaderTable, *, workers: int = 16) -> None:
+    """Every partition holds exactly the items ``prepare`` planned for it."""
+    manifest = table.get_manifest(version)
+    if manifest is None:
+        raise VerificationFailed(f"version {load_id_of(version)} has no manifest")
+    expected = manifest.items_per_partition
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        found = dict(zip(expected, pool.map(table.count_partition, expected), strict=True))
+    wrong = {pk: (count, found[pk]) for pk, count in expected.items() if found[pk] != count}
+    if wrong:
+        sample = ", ".join(
+            f"{pk}: expected {want}, found {got}" for pk, (want, got) in list(wrong.items())[:5]
+        )
+        raise VerificationFailed(f"{len(wrong)} partitions do not hold the planned items ({sample})")
+
+
+def activate(
+    load_id: str,
+    table: LoaderTable,
+    staging: Staging,
+    *,
+    lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
+    now: float | None = None,
+) -> Activation:
+    """Check the counts, then switch the pointer only if it still names the version we started from."""
+    load = _activatable_load(load_id, table)
+    if load.status == LoadStatus.ACTIVATED:
+        return Activation(load_id, load.version, LoadStatus.ACTIVATED, load.report)
+    table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
+    verify(load.version, table)
+    _switch_pointer(load, table, now=now)
+    at = time.time() if now is None else now
+    table.set_version_status(load.version, VersionStatus.ACTIVE, int(at))
+    if load.previous:
+        table.set_version_status(load.previous, VersionStatus.RETIRED, int(at))
+    report = _final_report(load, table.get_load(load.version) or load, at, staging)
+    table.set_load_status(load.version, LoadStatus.ACTIVATED, int(at), report=report)
+    table.release_lock(load_id)
+    events.emit_activated(
+        {
+            "version": load_id,
+            "previous": load_id_of(load.previous) if load.previous else None,
+            "items": load.items,
+            "rows": report.rows_read,
+            "sha256": load.sha256,
+        }
+    )
+    return Activation(load_id, load.version, LoadStatus.ACTIVATED, report)
+
+
+def _activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
+    load = table.get_load(version_of(load_id))
+    if load is None:
+        raise LoadNotFound(f"no load {load_id}")
+    if load.status not in (LoadStatus.PREPARED, LoadStatus.ACTIVATED):
+        raise LoadNotWritable(f"load {load_id} is {load.status}; it cannot be activated")
+    missing = sorted(set(range(load.chunks)) - load.done)
+    if load.status == LoadStatus.PREPARED and missing:
+        raise LoadIncomplete(f"load {load_id}: {len(missing)} chunks not written yet (first: {missing[:5]})")
+    return load
+
+
+def _switch_pointer(load: LoadItem, table: LoaderTable, *, now: float | None) -> None:
+    previous = load.previous or None
+    try:
+        table.activate_version(load.version, expected_current=previous)
+    except ActivationConflict as error:
+        current = table.read_active_version(consistent=True)
+        # The pointer naming this very version means a retried Activate whose first
+        # attempt switched it and then died: only the bookkeeping remains.
+        if current != load.version:
+            _lose_activation(load.load_id, previous, current, table, now=now, cause=error)
+
+
+def _lose_activation(
+    load_id: str,
+    previous: int | None,
+    current: int | None,
+    table: LoaderTable,
+    *,
+    now: float | None,
+    cause: Exception,
+) -> NoReturn:
+    message = (
+        f"load {load_id} lost activation: it started from "
+        f"{load_id_of(previous) if previous else 'no dataset'}, but "
+        f"{load_id_of(current) if current else 'none'} is active now (another load activated first); "
+        f"{load_id} stays inactive and cleanup will delete it"
+    )
+    fail(load_id, message, table, now=now)
+    raise ActivationConflict(message) from cause
+
+
+def _final_report(load: LoadItem, finished: LoadItem, at: float, staging: Staging) -> LoadReport:
+    """The staged report (with its per-bucket table) plus what the writes cost."""
+    try:
+        report = LoadReport.from_dict(json.loads(staging.get(load.load_id, REPORT)))
+    except Exception:  # a missing report (local file or S3 NoSuchKey) is a courtesy, not a gate
+        report = load.report
+    duration = max(at - load.created_at, 1e-9)
+    report = report.with_(
+        load_id=load.load_id,
+        status=str(LoadStatus.ACTIVATED),
+        items_written=finished.items_written,
+        retries=finished.retries,
+        throttles=finished.throttles,
+        duration_seconds=round(duration, 3),
+        items_per_second=round(finished.items_written / duration, 1),
+    )
+    staging.put(load.load_id, REPORT, report.to_json())
+    return report

@@ -1,0 +1,74 @@
+"""How a load reads its sources and what it builds: the options of ``ipmeta load`` and of an execution."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal
+
+from loader import reverse_index
+from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
+
+OverlapPolicy = Literal["last-wins", "most-specific", "reject"]
+OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specific", "reject")
+#: Items per chunk: one Map iteration, about 100 BatchWriteItem calls.
+DEFAULT_CHUNK_SIZE: Final = 2500
+#: Concurrent BatchWriteItem calls of one chunk.
+DEFAULT_WRITE_WORKERS: Final = 8
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    columns: Sequence[str] | None = None
+    #: Declared metadata types, e.g. ``{"asn": "int"}``; others are inferred.
+    types: Mapping[str, str] = field(default_factory=dict)
+    overlaps: OverlapPolicy = "last-wins"
+    max_errors: int = 0
+    dry_run: bool = False
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    write_workers: int = DEFAULT_WRITE_WORKERS
+    lock_lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS
+    #: The metadata column the ``ranges-by-value`` index keys on (``--index-field``).
+    index_field: str | None = None
+    #: The column whose non-empty values put a range in the ``flagged-ranges`` index.
+    flag_column: str | None = None
+    shard_budget: int = reverse_index.DEFAULT_SHARD_BUDGET
+    max_shards: int = reverse_index.DEFAULT_MAX_SHARDS
+
+    def fingerprint(self) -> str:
+        """What, besides the bytes, decides the dataset: the same source read differently is a change."""
+        shape: dict[str, Any] = {
+            "columns": list(self.columns or []),
+            "types": dict(self.types),
+            "overlaps": self.overlaps,
+        }
+        if self.index_field or self.flag_column:
+            # Only then, so a load without indexes keeps the fingerprint it always had.
+            shape["indexes"] = {
+                "field": self.index_field,
+                "flag": self.flag_column,
+                "budget": self.shard_budget,
+                "max_shards": self.max_shards,
+            }
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_event(cls, options: Mapping[str, Any] | None) -> LoadOptions:
+        """Options as a state machine's input spells them (``columns`` may be ``"a,b,c"``)."""
+        options = dict(options or {})
+        columns = options.pop("columns", None)
+        if isinstance(columns, str):
+            columns = [column.strip() for column in columns.split(",")]
+        known = {name for name in cls.__dataclass_fields__ if name != "columns"}
+        unknown = set(options) - known
+        if unknown:
+            raise ValueError(f"unknown load options {sorted(unknown)}")
+        return cls(columns=columns, **options)
+
+    def to_event(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["columns"] = list(self.columns) if self.columns else None
+        data["types"] = dict(self.types)
+        return data

@@ -1,0 +1,217 @@
+"""The loader's own records: the load item, its report and the manifest.
+
+The version metadata the lookup reads is in ``ipmeta.records``; these are the
+loader's bookkeeping, which the lookup never reads. ``loader.table`` stores
+and returns them; nothing else spells their attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ipmeta import keys
+from loader.errors import LoadNotFound
+from loader.options import LoadOptions
+
+
+class LoadStatus(StrEnum):
+    """preparing → prepared → activated, or failed; deleted once cleanup removed it.
+
+    A load that never left ``preparing`` did not stage all its chunks and cannot resume.
+    """
+
+    PREPARING = "preparing"
+    PREPARED = "prepared"
+    ACTIVATED = "activated"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+def load_id_of(version: int) -> str:
+    """A load is named after the version it writes: ``v7``."""
+    return keys.format_version(version)
+
+
+def version_of(load_id: str) -> int:
+    if not load_id.startswith("v") or not load_id[1:].isdigit():
+        raise LoadNotFound(f"{load_id!r} is not a load id (expected v<number>)")
+    return int(load_id[1:])
+
+
+#: Report entries too large for a load item or a state machine's output; the saved report keeps them.
+_DETAILS: tuple[str, ...] = ("items_per_bucket", "rejected")
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load read, decided and wrote: printed, saved as JSON, summarized in the load item."""
+
+    status: str | None = None
+    load_id: str | None = None
+    version: str | None = None
+    sources: tuple[str, ...] = ()
+    sha256: str | None = None
+    rows_read: int | None = None
+    rows_rejected: int | None = None
+    rejected: tuple[str, ...] = ()
+    overlap_policy: str | None = None
+    overlaps_resolved: int | None = None
+    segments: int | None = None
+    splits: int | None = None
+    items: int | None = None
+    chunks: int | None = None
+    column_types: Mapping[str, str] = field(default_factory=dict)
+    items_per_bucket: Mapping[str, int] = field(default_factory=dict)
+    buckets: int | None = None
+    hottest_bucket: str | None = None
+    hottest_bucket_share: float | None = None
+    value_index: Mapping[str, Any] | None = None
+    flag_index: Mapping[str, Any] | None = None
+    prepare_seconds: float | None = None
+    resumed: bool | None = None
+    chunks_already_written: int | None = None
+    items_written: int | None = None
+    retries: int | None = None
+    throttles: int | None = None
+    duration_seconds: float | None = None
+    items_per_second: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every entry that is set, JSON-ready."""
+        entries = {entry.name: getattr(self, entry.name) for entry in dataclasses.fields(self)}
+        return {
+            name: list(value)
+            if isinstance(value, tuple)
+            else dict(value)
+            if isinstance(value, Mapping)
+            else value
+            for name, value in entries.items()
+            if value is not None and value != () and not (name in _DETAILS and not value)
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The report without its per-bucket table and rejected rows: small enough for any item."""
+        return {name: value for name, value in self.to_dict().items() if name not in _DETAILS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadReport:
+        known = {entry.name for entry in dataclasses.fields(cls)}
+        values = {name: value for name, value in data.items() if name in known}
+        for name in ("sources", "rejected"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> LoadReport:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict()).encode()
+
+
+@dataclass(frozen=True)
+class LoadItem:
+    """A load's progress pointer in the base table, read with ConsistentRead."""
+
+    version: int
+    status: LoadStatus
+    sha256: str = ""
+    fingerprint: str = ""
+    options: LoadOptions = field(default_factory=LoadOptions)
+    sources: tuple[str, ...] = ()
+    previous: int = 0
+    chunks: int = 0
+    items: int = 0
+    created_at: float = 0.0
+    updated_at: int = 0
+    done: frozenset[int] = frozenset()  #: chunks written, each exactly once
+    items_written: int = 0
+    retries: int = 0
+    throttles: int = 0
+    report: LoadReport = field(default_factory=LoadReport)
+    error: str | None = None
+
+    @property
+    def load_id(self) -> str:
+        return load_id_of(self.version)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> LoadItem:
+        return cls(
+            version=int(item["version"]),
+            status=LoadStatus(item["status"]),
+            sha256=str(item.get("sha256", "")),
+            fingerprint=str(item.get("fingerprint", "")),
+            options=LoadOptions.from_event(item.get("options")),
+            sources=tuple(str(source) for source in item.get("sources", ())),
+            previous=int(item.get("previous", 0)),
+            chunks=int(item.get("chunks", 0)),
+            items=int(item.get("items", 0)),
+            created_at=float(item.get("created_at", 0)),
+            updated_at=int(item.get("updated_at", 0)),
+            done=frozenset(int(index) for index in item.get("done", ())),
+            items_written=int(item.get("items_written", 0)),
+            retries=int(item.get("retries", 0)),
+            throttles=int(item.get("throttles", 0)),
+            report=LoadReport.from_dict(item.get("report") or {}),
+            error=item.get("error"),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        """What ``put_load`` stores; ``done`` and the counters only ever change by ``mark_chunk_done``."""
+        item: dict[str, Any] = {
+            "version": self.version,
+            "load_id": self.load_id,
+            "status": str(self.status),
+            "sha256": self.sha256,
+            "fingerprint": self.fingerprint,
+            "options": self.options.to_event(),
+            "sources": list(self.sources),
+            "previous": self.previous,
+            "chunks": self.chunks,
+            "items": self.items,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "report": self.report.summary(),
+        }
+        if self.error is not None:
+            item["error"] = self.error
+        return item
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The items each partition of a version must hold: ``activate`` verifies, ``cleanup`` deletes."""
+
+    items_per_partition: Mapping[str, int]
+
+    @property
+    def partitions(self) -> Sequence[str]:
+        return list(self.items_per_partition)
+
+    def encode(self) -> bytes:
+        """Compressed: IPv6 data has thousands of partitions, and an item holds 400 KB."""
+        return zlib.compress(json.dumps(dict(self.items_per_partition), separators=(",", ":")).encode())
+
+    @classmethod
+    def decode(cls, data: bytes) -> Manifest:
+        return cls(json.loads(zlib.decompress(data)))
+
+
+@dataclass(frozen=True)
+class LockItem:
+    """The load lock: at most one load prepares, writes or activates at a time."""
+
+    owner: str  #: the load id holding it
+    expires_at: int
+    renewed_at: int = 0
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> LockItem:
+        return cls(str(item["owner"]), int(item["expires_at"]), int(item.get("renewed_at", 0)))

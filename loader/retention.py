@@ -1,0 +1,131 @@
+"""What happens to versions after activation: listing, rollback, and cleanup after a grace period."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ipmeta.errors import NoDataset, VersionNotFound
+from ipmeta.records import VersionMeta, VersionStatus
+from loader import events
+from loader.records import LoadItem, LoadStatus, LockItem, load_id_of
+from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS, DEFAULT_RETENTION
+from loader.staging import Staging
+from loader.table import LoaderTable
+
+
+def _retired_newest_first(metas: list[VersionMeta]) -> list[VersionMeta]:
+    retired = [meta for meta in metas if meta.status == VersionStatus.RETIRED]
+    return sorted(retired, key=lambda meta: (meta.retired_at or 0, meta.version), reverse=True)
+
+
+def cleanup(
+    table: LoaderTable,
+    staging: Staging | None = None,
+    *,
+    retention: int = DEFAULT_RETENTION,
+    grace_seconds: float = DEFAULT_CLEANUP_GRACE_SECONDS,
+    lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Delete versions beyond retention and failed or abandoned loads, once their grace period passed.
+
+    A version stops being served when the pointer moves away from it, but
+    containers cache the pointer for a few seconds: the grace period, longer
+    than that cache, keeps the data until no lookup can still ask for it.
+    """
+    at = time.time() if now is None else now
+    active = table.read_active_version(consistent=True)
+    metas = table.list_version_metas()
+    retired = _retired_newest_first(metas)
+    doomed: dict[int, str] = {}
+    for meta in retired[retention:]:
+        if at - (meta.retired_at or 0) >= grace_seconds:
+            doomed[meta.version] = "beyond retention"
+    for meta in metas:
+        if meta.status == VersionStatus.FAILED and at - (meta.failed_at or 0) >= grace_seconds:
+            doomed[meta.version] = "failed load"
+    lock = table.read_lock()
+    for load in table.list_loads():
+        if _abandoned(load, lock, at, max(grace_seconds, lease_seconds)):
+            doomed[load.version] = "abandoned load"
+    doomed.pop(active or 0, None)
+    deleted = [
+        {
+            "version": load_id_of(version),
+            "reason": reason,
+            "items_deleted": delete_version(version, table, staging),
+        }
+        for version, reason in sorted(doomed.items())
+    ]
+    kept = [load_id_of(meta.version) for meta in retired[:retention]]
+    return {"active": load_id_of(active) if active else None, "retained": kept, "deleted": deleted}
+
+
+def _abandoned(load: LoadItem, lock: LockItem | None, at: float, idle_limit: float) -> bool:
+    """An unfinished load nobody holds the lock for, idle longer than its lease and the grace period."""
+    if load.status not in (LoadStatus.PREPARING, LoadStatus.PREPARED):
+        return False
+    locked = lock is not None and lock.owner == load.load_id and lock.expires_at >= at
+    return not locked and at - load.updated_at >= idle_limit
+
+
+def delete_version(version: int, table: LoaderTable, staging: Staging | None = None) -> int:
+    """Delete a version's partitions, manifest and staged chunks; keep its metadata, marked deleted."""
+    manifest = table.get_manifest(version)
+    partitions = manifest.partitions if manifest is not None else []
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        items = sum(pool.map(table.delete_partition, partitions))
+    table.delete_manifest(version)
+    at = int(time.time())
+    if table.get_version_meta(version) is not None:
+        table.set_version_status(version, VersionStatus.DELETED, at)
+    if table.get_load(version) is not None:
+        table.set_load_status(version, LoadStatus.DELETED, at)
+    if staging is not None:
+        staging.delete_load(load_id_of(version))
+    return items
+
+
+def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
+    """Every version not deleted, newest first, with the active one marked (what `ipmeta versions` prints)."""
+    active = table.read_active_version(consistent=True)
+    return [
+        {
+            "version": load_id_of(meta.version),
+            "status": str(meta.status),
+            "active": meta.version == active,
+            "items": meta.items,
+            "sha256": meta.sha256[:12],
+            "sources": list(meta.sources),
+            "created_at": meta.created_at,
+            "activated_at": meta.activated_at,
+            "retired_at": meta.retired_at,
+        }
+        for meta in sorted(table.list_version_metas(), key=lambda meta: -meta.version)
+        if meta.status != VersionStatus.DELETED
+    ]
+
+
+def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = None) -> dict[str, Any]:
+    """Point lookups back at a retained version: one conditional write, no data copied."""
+    current = table.read_active_version(consistent=True)
+    if current is None:
+        raise NoDataset("no dataset is active; there is nothing to roll back")
+    metas = table.list_version_metas()
+    if to is None:
+        retained = _retired_newest_first(metas)
+        if not retained:
+            raise VersionNotFound("no retained version to roll back to")
+        to = retained[0].version
+    target = next((meta for meta in metas if meta.version == to), None)
+    if target is None or target.status != VersionStatus.RETIRED:
+        status = target.status if target else "unknown"
+        raise VersionNotFound(f"{load_id_of(to)} is {status}, not a retained version; see `ipmeta versions`")
+    table.activate_version(to, expected_current=current)
+    at = int(time.time() if now is None else now)
+    table.set_version_status(to, VersionStatus.ACTIVE, at)
+    table.set_version_status(current, VersionStatus.RETIRED, at)
+    events.emit_activated({"version": load_id_of(to), "previous": load_id_of(current), "rollback": True})
+    return {"active": load_id_of(to), "previous": load_id_of(current)}

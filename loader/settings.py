@@ -1,0 +1,40 @@
+"""The loader's configuration: environment variable names and defaults.
+
+The lookup's settings (table name, DynamoDB endpoint, pointer cache) are in
+``ipmeta.settings``; these are the loader's alone. ``stacks/constants.py``
+re-exports the names so the stack sets exactly what the code reads.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS
+
+#: The bucket sources are read from and loads are staged in.
+ENV_SOURCE_BUCKET: Final = "IPMETA_SOURCE_BUCKET"
+#: The prefix of that bucket under which each load stages its files.
+ENV_CHUNK_PREFIX: Final = "IPMETA_CHUNK_PREFIX"
+DEFAULT_CHUNK_PREFIX: Final = "chunks"
+#: Names the EventBridge bus the loader announces activations on; unset locally (a log line instead).
+ENV_EVENT_BUS_NAME: Final = "IPMETA_EVENT_BUS_NAME"
+#: The URL ``fetch_source`` downloads into the source bucket.
+ENV_SOURCE_URL: Final = "IPMETA_SOURCE_URL"
+#: The key ``fetch_source`` writes the download to (default ``sources/latest.csv``, or ``.csv.gz``).
+ENV_SOURCE_KEY: Final = "IPMETA_SOURCE_KEY"
+
+#: The loader's powertools service name: the ``service`` dimension of its metrics.
+LOADER_SERVICE_NAME: Final = "ipmeta-loader"
+#: Published (value 1) by the loader each time a version is activated; the
+#: data-age alarm fires when none arrived within the allowed age.
+METRIC_DATASET_ACTIVATED: Final = "DatasetActivated"
+
+#: Retired versions kept for rollback (and ``?version=`` lookups) beyond the active one.
+DEFAULT_RETENTION: Final = 1
+#: A retired or failed version is deleted only this long after it stopped being served.
+#: It must exceed the pointer cache's lifetime: a container may still query the old
+#: version for up to ``DEFAULT_POINTER_CACHE_SECONDS`` after an activation.
+DEFAULT_CLEANUP_GRACE_SECONDS: Final = 300.0
+#: How long the load lock holds without renewal; each written chunk renews it.
+DEFAULT_LOCK_LEASE_SECONDS: Final = 900.0
+assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
