@@ -68,6 +68,9 @@ def test_lookup_asset_is_the_lambdas_folder(synthesized: Synthesized) -> None:
 
     assert (asset / "ipmeta" / "keys.py").is_file()
     assert not list(asset.rglob("__pycache__"))
+    # The lookup ships no loader code: no loader package, no write path of the table
+    assert sorted(path.name for path in asset.iterdir()) == ["ipmeta"]
+    assert not [path for path in asset.rglob("*.py") if "LoaderTable" in path.read_text(encoding="utf-8")]
 
 
 def _asset_dir(stage_dir: Path, function: dict[str, Any]) -> Path:
