@@ -35,6 +35,10 @@ class Settings:
         )
 
 
+#: Bytes the lookup's range cache may hold per container (the stack sets it from context).
+ENV_RANGE_CACHE_BYTES = "IPMETA_RANGE_CACHE_BYTES"
+DEFAULT_RANGE_CACHE_BYTES = 32 * 1024 * 1024
+
 #: CloudWatch namespace of the metrics the lookup and the loader publish.
 METRICS_NAMESPACE = "ipmeta"
 
