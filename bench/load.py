@@ -33,16 +33,16 @@ from tqdm import tqdm
 
 from ipmeta import keys
 from ipmeta.settings import Settings
-from ipmeta.store import serialize_item
+from ipmeta.store import deserialize_item, serialize_item
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader import driver
 from loader.activate import activate
 from loader.batching import batched
+from loader.driver import prepare
 from loader.options import DEFAULT_WRITE_WORKERS, LoadOptions
-from loader.prepare import prepare
-from loader.staging import LocalStaging, chunk_name, decode_chunk
+from loader.staging import LocalStaging
 from loader.table import BATCH_WRITE_LIMIT, LoaderTable
-from loader.write import write_chunk
+from loader.write import chunk_items, write_chunk
 
 ASN_V4 = PROJECT_ROOT / "node_modules" / "@ip-location-db" / "asn" / "asn-ipv4.csv"
 COLUMNS = ("start", "end", "asn", "organization")
@@ -76,7 +76,9 @@ def prepare_only(endpoint: str, staging_dir: Path, source: Path) -> None:
 
 
 def staged_items(staging: LocalStaging, load_id: str, chunks: int) -> list[dict[str, Any]]:
-    return [item for index in range(chunks) for item in decode_chunk(staging.get(load_id, chunk_name(index)))]
+    return [
+        deserialize_item(item) for index in range(chunks) for item in chunk_items(load_id, index, staging)
+    ]
 
 
 def window_spread(items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,42 +26,25 @@ def load_files(
     options: Any = None,
     resume: str | None = None,
     parallel_chunks: int | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run a load on the local driver; returns the outcome with its report (also saved as JSON)."""
-    from tqdm import tqdm
-
     from loader import driver
     from loader.options import LoadOptions
-    from loader.prepare import Prepared
-    from loader.records import LoadStatus
     from loader.staging import LocalStaging
     from loader.table import LoaderTable
 
     load_options = options if options is not None else LoadOptions(columns=columns)
-    table = LoaderTable.from_settings(settings)
-    bar = tqdm(total=0, unit="items", desc="writing", disable=None)
-
-    def advance(count: int) -> None:
-        bar.update(count)
-
-    def prepared(result: Prepared) -> None:
-        bar.reset(total=result.items if result.status == LoadStatus.PREPARED else 0)
-        if result.done:
-            bar.set_description(f"writing ({len(result.done)} chunks already done)")
-
-    try:
-        result = driver.run_load(
-            sources,
-            load_options,
-            table,
-            LocalStaging(data_dir / "staging"),
-            on_items_written=advance,
-            on_prepared=prepared,
-            resume=resume,
-            parallel_chunks=parallel_chunks or driver.DEFAULT_PARALLEL_CHUNKS,
-        )
-    finally:
-        bar.close()
+    result = driver.run_load(
+        sources,
+        load_options,
+        LoaderTable.from_settings(settings),
+        LocalStaging(data_dir / "staging"),
+        resume=resume,
+        parallel_chunks=parallel_chunks or driver.DEFAULT_PARALLEL_CHUNKS,
+        workers=workers or driver.default_workers(),
+        progress=True,
+    )
     report = {**result.report.to_dict(), "status": result.status}
     report_path = data_dir / REPORTS_DIR / f"{result.load_id or 'dry-run'}.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +72,8 @@ def summarize(outcome: Mapping[str, Any]) -> str:
         )
         lines.append(
             f"  items {report['items']:,} in {report['buckets']:,} buckets; hottest "
-            f"{report['hottest_bucket']} holds {report['hottest_bucket_share']:.1%}"
+            f"{report['hottest_bucket']} holds {report['hottest_bucket_share']:.1%}; "
+            f"coalesced {report.get('coalesced', 0):,}, covers {report.get('covers', 0):,}"
         )
         lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
         if "value_index" in report:
@@ -144,6 +128,7 @@ def command_load(args: argparse.Namespace) -> int:
         flag_column=args.flag_column.strip().lower() if args.flag_column else None,
         shard_budget=args.shard_budget,
         max_shards=args.max_shards,
+        coalesce=args.coalesce,
     )
     with backend(args) as settings:
         outcome = load_files(
@@ -154,6 +139,7 @@ def command_load(args: argparse.Namespace) -> int:
             options=options,
             resume=args.resume,
             parallel_chunks=args.parallel_chunks,
+            workers=args.workers,
         )
     if args.json:
         print(json.dumps(outcome["report"], indent=2))
@@ -179,6 +165,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
     load.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK_SIZE)
     load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
+    load.add_argument(
+        "--workers",
+        type=positive_int,
+        default=driver.default_workers(),
+        help="processes that scan sources and resolve partitions (default: one per core)",
+    )
+    load.add_argument(
+        "--no-coalesce",
+        dest="coalesce",
+        action="store_false",
+        help="keep adjacent ranges with identical data as separate items",
+    )
     load.add_argument(
         "--index-field", metavar="FIELD", help="index ranges by this column's value (GET /v1/ranges)"
     )

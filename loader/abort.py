@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Final
 
 from ipmeta.records import VersionStatus
 from loader.records import LoadStatus, version_of
+from loader.staging import Staging
 from loader.table import LoaderTable
+
+#: Errors that mean the sources were refused: nothing of the load was written but its bookkeeping.
+REJECTIONS: Final = frozenset({"LoadRejected", "SourceError", "OverlapRejected"})
 
 
 def fail(load_id: str, error: str, table: LoaderTable, *, now: float | None = None) -> None:
@@ -24,3 +29,23 @@ def fail(load_id: str, error: str, table: LoaderTable, *, now: float | None = No
     if table.get_version_meta(version) is not None:
         table.set_version_status(version, VersionStatus.FAILED, at)
     table.release_lock(load_id)
+
+
+def discard(load_id: str, table: LoaderTable, staging: Staging | None = None) -> bool:
+    """Forget a load whose sources were refused before it wrote anything: its load item, lock and files.
+
+    Bad input leaves no trace in the table (the caller reports why); a load that
+    got further (a version recorded, items written) is ``fail``ed instead, so
+    cleanup can find and delete what it wrote. Returns whether it was discarded.
+    """
+    version = version_of(load_id)
+    load = table.get_load(version)
+    if load is not None and (
+        load.status != LoadStatus.PREPARING or table.get_version_meta(version) is not None
+    ):
+        return False
+    table.delete_load(version)
+    table.release_lock(load_id)
+    if staging is not None:
+        staging.delete_load(load_id)
+    return True

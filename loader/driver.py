@@ -1,30 +1,49 @@
-"""Runs a load locally with the same tasks the state machine runs in AWS.
+"""Runs a load locally with the same task functions the state machine runs in AWS.
 
-A thread pool over the chunks stands in for the Map state; each chunk's writes
-are themselves parallel, as in the ``write_chunk`` Lambda. A crash leaves the
-load item and the staged chunks behind, so ``resume`` (or running the same
-source again) finishes it.
+``start`` → ``scan_source`` for each source → ``plan_partitions`` →
+``resolve_partition`` for each partition → ``plan_writes`` → ``write_chunk``
+for each chunk → ``activate``. The scans and the resolves run in a pool of
+processes over all cores (``workers``), as the Map states run them in
+parallel Lambdas, so the CPU-bound phases are not capped by the GIL; the
+writes run in threads (they wait on DynamoDB). Every phase has a progress bar.
+
+A crash leaves the load item and the staged files behind. Running the same
+sources again, or ``--resume``, finishes the load: each task skips work whose
+result is already staged (a scan, a partition) or recorded (a chunk in the
+load item's ``done`` set, read with ConsistentRead).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
+from tqdm import tqdm
+
+from loader import start as starting
+from loader.abort import discard, fail
 from loader.activate import activate
+from loader.errors import LoadRejected
 from loader.options import LoadOptions
-from loader.prepare import Prepared, prepare
-from loader.prepare import resume as resume_load
+from loader.partitions import plan_partitions
+from loader.plan_writes import Prepared, plan_writes
 from loader.records import LoadReport, LoadStatus
+from loader.resolve import resolve_partition
+from loader.scan import scan_source
 from loader.staging import Staging
 from loader.table import LoaderTable, WriteStats
 from loader.write import write_chunk
 
 #: Chunks written at once; with DEFAULT_WRITE_WORKERS each, 16 requests are in flight.
 DEFAULT_PARALLEL_CHUNKS = 2
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -38,6 +57,10 @@ class LoadResult:
     report: LoadReport = field(default_factory=LoadReport)
 
 
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
 def run_load(
     sources: Sequence[str | Path],
     options: LoadOptions,
@@ -45,50 +68,182 @@ def run_load(
     staging: Staging,
     *,
     parallel_chunks: int = DEFAULT_PARALLEL_CHUNKS,
+    workers: int = 1,
     on_items_written: Callable[[int], None] | None = None,
     on_prepared: Callable[[Prepared], None] | None = None,
     resume: str | None = None,
+    progress: bool = False,
 ) -> LoadResult:
-    started = time.monotonic()
-    prepared = resume_load(resume, table, options) if resume else prepare(sources, options, table, staging)
+    """Load ``sources`` as a new version (or finish the load ``resume`` names)."""
+    began = time.monotonic()
+    started = (
+        starting.resume(resume, table, options)
+        if resume
+        else starting.start(sources, options, table, staging)
+    )
+    if started.status == starting.UNCHANGED:
+        report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
+        meta = table.get_version_meta(started.version)
+        items = meta.items if meta else 0
+        return LoadResult("unchanged", started.load_id, started.version, items, _since(began), report=report)
+    try:
+        prepared = _prepare(started, table, staging, workers=workers, progress=progress, began=time.time())
+    except BaseException as error:
+        # Nothing of this load can be live yet: failing it frees the lock now, not after the
+        # lease, and cleanup removes whatever was staged. A dry run only leaves files.
+        if started.status == starting.DRY_RUN:
+            staging.delete_load(started.load_id)
+        elif isinstance(error, LoadRejected):
+            if not discard(started.load_id, table, staging):
+                fail(started.load_id, f"prepare failed: {error!r}"[:1000], table)
+        elif not isinstance(error, KeyboardInterrupt):
+            fail(started.load_id, f"prepare failed: {error!r}"[:1000], table)
+        raise
     if on_prepared is not None:
         on_prepared(prepared)
-    if prepared.status != LoadStatus.PREPARED:
-        seconds = round(time.monotonic() - started, 3)
-        return LoadResult(
-            prepared.status,
-            prepared.load_id,
-            prepared.version,
-            prepared.items,
-            seconds,
-            report=prepared.report,
-        )
-    totals = WriteStats()
-
-    def write(index: int) -> None:
-        stats = write_chunk(
-            prepared.load_id,
-            index,
-            table,
-            staging,
-            workers=options.write_workers,
-            lease_seconds=options.lock_lease_seconds,
-        )
-        totals.merge(stats)
-        if on_items_written is not None:
-            on_items_written(stats.items)
-
-    with ThreadPoolExecutor(max_workers=parallel_chunks) as pool:
-        for _ in pool.map(write, [index for index in range(prepared.chunks) if index not in prepared.done]):
-            pass
+    if prepared.status == starting.DRY_RUN:
+        staging.delete_load(started.load_id)
+        return LoadResult("dry-run", "", 0, prepared.items, _since(began), report=prepared.report)
+    totals = _write_chunks(
+        prepared,
+        options=options,
+        table=table,
+        staging=staging,
+        parallel_chunks=parallel_chunks,
+        on_items_written=on_items_written,
+        progress=progress,
+    )
     outcome = activate(prepared.load_id, table, staging, lease_seconds=options.lock_lease_seconds)
-    seconds = round(time.monotonic() - started, 3)
     return LoadResult(
         str(LoadStatus.ACTIVATED),
         prepared.load_id,
         prepared.version,
         prepared.items,
-        seconds,
+        _since(began),
         totals.as_dict(),
         outcome.report,
     )
+
+
+def prepare(
+    sources: Sequence[str | Path],
+    options: LoadOptions,
+    table: LoaderTable,
+    staging: Staging,
+    *,
+    workers: int = 1,
+    now: float | None = None,
+) -> Prepared:
+    """Every step before the writes (``start`` to ``plan_writes``): a load ready to write, or why not."""
+    started = starting.start(sources, options, table, staging, now=now)
+    if started.status == starting.UNCHANGED:
+        meta = table.get_version_meta(started.version)
+        report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
+        return Prepared("unchanged", started.load_id, started.version, 0, meta.items if meta else 0, report)
+    return _prepare(started, table, staging, workers=workers, progress=False, began=time.time())
+
+
+def _since(began: float) -> float:
+    return round(time.monotonic() - began, 3)
+
+
+def _prepare(
+    started: starting.Started,
+    table: LoaderTable,
+    staging: Staging,
+    *,
+    workers: int,
+    progress: bool,
+    began: float,
+) -> Prepared:
+    """Scan, plan the partitions, resolve them, plan the writes (each step skips what is done)."""
+    if started.load_status == LoadStatus.PREPARED:
+        load = table.get_load(started.version)
+        assert load is not None
+        return Prepared(
+            "prepared", started.load_id, started.version, load.chunks, load.items, load.report, load.done
+        )
+    load_id = started.load_id
+    with _pool(workers) as pool:
+        _run_all(
+            pool,
+            task=scan_source,
+            load_id=load_id,
+            indexes=range(started.sources),
+            staging=staging,
+            phase="scanning sources",
+            progress=progress,
+        )
+        plan = plan_partitions(load_id, staging)
+        partitions = range(len(plan.partitions))
+        _run_all(
+            pool,
+            task=resolve_partition,
+            load_id=load_id,
+            indexes=partitions,
+            staging=staging,
+            phase="resolving partitions",
+            progress=progress,
+        )
+    return plan_writes(load_id, None if started.status == starting.DRY_RUN else table, staging, started=began)
+
+
+def _pool(workers: int) -> Executor:
+    if workers <= 1:
+        return ThreadPoolExecutor(max_workers=1)
+    # Spawned, not forked: the parent holds boto3 clients and threads.
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _run_all(
+    pool: Executor,
+    *,
+    task: Callable[[str, int, Staging], Any],
+    load_id: str,
+    indexes: Iterable[int],
+    staging: Staging,
+    phase: str,
+    progress: bool,
+) -> None:
+    futures = [pool.submit(task, load_id, index, staging) for index in indexes]
+    with tqdm(total=len(futures), desc=phase, unit="task", disable=not progress or None) as bar:
+        for future in as_completed(futures):
+            future.result()
+            bar.update(1)
+
+
+def _write_chunks(
+    prepared: Prepared,
+    *,
+    options: LoadOptions,
+    table: LoaderTable,
+    staging: Staging,
+    parallel_chunks: int,
+    on_items_written: Callable[[int], None] | None,
+    progress: bool,
+) -> WriteStats:
+    totals = WriteStats()
+    remaining = [index for index in range(prepared.chunks) if index not in prepared.done]
+    described = (
+        f"writing items ({len(prepared.done)} chunks already written)" if prepared.done else "writing items"
+    )
+    with tqdm(total=prepared.items, desc=described, unit="item", disable=not progress or None) as bar:
+
+        def write(index: int) -> None:
+            stats = write_chunk(
+                prepared.load_id,
+                index,
+                table,
+                staging,
+                workers=options.write_workers,
+                lease_seconds=options.lock_lease_seconds,
+            )
+            totals.merge(stats)
+            bar.update(stats.items)
+            if on_items_written is not None:
+                on_items_written(stats.items)
+
+        with ThreadPoolExecutor(max_workers=parallel_chunks) as pool:
+            for _ in pool.map(write, remaining):
+                pass
+    return totals

@@ -7,6 +7,15 @@ Catch match on (``WritesThrottled``), so class names are part of the contract.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def _restore(kind: type[LoadError], message: str, state: dict[str, Any]) -> LoadError:
+    error = kind.__new__(kind)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
 
 class LoadError(Exception):
     """Base of every error a load reports with a stable code."""
@@ -16,6 +25,10 @@ class LoadError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Whole, with its reasons, when a task in a worker process raises it to the driver.
+        return (_restore, (type(self), self.message, self.__dict__))
 
 
 class LoadRejected(LoadError):

@@ -1,19 +1,24 @@
 """Lambda entry points of the load state machine: ``loader.handlers.<state>``.
 
-Execution input: ``{"source": "s3://bucket/key", "options": {...}}``.
+Execution input: ``{"source": "s3://bucket/key", "options": {...}}`` (or
+``"sources": [...]`` for several files of one dataset).
 
-- ``fetch_source``: downloads ``IPMETA_SOURCE_URL`` into the source bucket and
-  returns the execution input for ``prepare``;
-- ``prepare``: ``{"status": "prepared"|"unchanged"|"dry-run", "load_id",
-  "version", "chunks": [{"load_id", "chunk"}, ...]}``, the Map state's items;
-- ``write_chunk``: one ``{"load_id", "chunk"}``;
+- ``fetch_source``: downloads ``IPMETA_SOURCE_URL`` into the source bucket;
+- ``start``: unchanged, resumed or new; ``{"status", "load_id", "version",
+  "prepared", "scans": [{"load_id", "source"}, ...]}`` (the scan Map's items);
+- ``scan``: one source (``{"load_id", "source"}``);
+- ``plan_partitions``: ``{"load_id", "partitions", "items": {"bucket", "key"}}``:
+  the staged list the resolve Distributed Map reads;
+- ``resolve``: partitions, one or a batch (``{"Items": [...]}``);
+- ``plan_writes``: ``{"load_id", "status", "chunks", "items": {"bucket", "key"}}``;
+- ``write_chunks``: chunks, one or a batch;
 - ``activate``: ``{"load_id"}``;
 - ``cleanup``: ``{}`` on a schedule, or ``{"load_id"}`` after an activation;
 - ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
   and frees the lock; ``cleanup`` deletes its partial version later.
 
-Each handler is one call into the task of its state; chunks are staged in the
-source bucket under ``IPMETA_CHUNK_PREFIX``.
+Each handler is one call into the task of its state. Every payload is a few
+ids: whatever the dataset's size, the state stays far below 256 KB.
 """
 
 from __future__ import annotations
@@ -34,10 +39,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.settings import METRICS_NAMESPACE, Settings
 from loader import abort as abort_task
 from loader import activate as activate_task
-from loader import prepare as prepare_task
-from loader import retention, s3
+from loader import partitions as partitions_task
+from loader import plan_writes as plan_writes_task
+from loader import retention, s3, staged
+from loader import start as start_task
 from loader import write as write_task
 from loader.options import LoadOptions
+from loader.resolve import resolve_partition
+from loader.scan import scan_source
 from loader.settings import (
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
@@ -45,7 +54,7 @@ from loader.settings import (
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
 )
-from loader.table import LoaderTable
+from loader.table import LoaderTable, WriteStats
 
 logger = Logger(service=LOADER_SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=LOADER_SERVICE_NAME)
@@ -83,19 +92,66 @@ def fetch_source(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
 
 
 @logger.inject_lambda_context
-def prepare(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def start(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     options = LoadOptions.from_event(event.get("options"))
-    prepared = prepare_task.prepare([event["source"]], options, _table(), _staging())
-    logger.info(
-        "prepared", extra={"status": prepared.status, "load_id": prepared.load_id, "items": prepared.items}
-    )
-    return prepared.to_event()
+    sources = event.get("sources") or [event["source"]]
+    started = start_task.start(sources, options, _table(), _staging())
+    logger.info("started", extra={"status": started.status, "load_id": started.load_id})
+    # A resumed load that was prepared goes straight to WriteChunks, which reads this list.
+    return {
+        **started.to_event(),
+        "writes": {"items": _staging().location(started.load_id, staged.CHUNK_LIST)},
+    }
 
 
 @logger.inject_lambda_context
-def write_chunk(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    stats = write_task.write_chunk(event["load_id"], int(event["chunk"]), _table(), _staging())
-    return {"load_id": event["load_id"], "chunk": event["chunk"], **stats.as_dict()}
+def scan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    summary = scan_source(event["load_id"], int(event["source"]), _staging())
+    return {"load_id": event["load_id"], "source": summary.source, "rows": summary.rows_read}
+
+
+@logger.inject_lambda_context
+def plan_partitions(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    plan = partitions_task.plan_partitions(event["load_id"], _staging())
+    return {
+        "load_id": event["load_id"],
+        "partitions": len(plan.partitions),
+        "items": _staging().location(event["load_id"], staged.PARTITION_LIST),
+    }
+
+
+def _batch(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Distributed Map child gets its items batched (``Items``); a plain call, one item."""
+    items: list[dict[str, Any]] = event.get("Items") or [event]
+    return items
+
+
+@logger.inject_lambda_context
+def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    done = [
+        resolve_partition(item["load_id"], int(item["partition"]), _staging()).partition
+        for item in _batch(event)
+    ]
+    return {"resolved": done}
+
+
+@logger.inject_lambda_context
+def plan_writes(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    prepared = plan_writes_task.plan_writes(event["load_id"], _table(), _staging())
+    return {
+        "load_id": event["load_id"],
+        "status": prepared.status,
+        "chunks": prepared.chunks,
+        "items": _staging().location(event["load_id"], staged.CHUNK_LIST),
+    }
+
+
+@logger.inject_lambda_context
+def write_chunks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    totals = WriteStats()
+    for item in _batch(event):
+        totals.merge(write_task.write_chunk(item["load_id"], int(item["chunk"]), _table(), _staging()))
+    return totals.as_dict()
 
 
 @logger.inject_lambda_context
@@ -130,6 +186,10 @@ def abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if not load_id:
         logger.error("load failed before it had an id", extra={"error": message})
         return {"aborted": None, "error": message}
+    kind = error.get("Error") if isinstance(error, dict) else None
+    if kind in abort_task.REJECTIONS and abort_task.discard(load_id, _table(), _staging()):
+        logger.error("sources refused; load discarded", extra={"load_id": load_id, "error": message})
+        return {"aborted": load_id, "discarded": True, "error": message}
     abort_task.fail(load_id, message, _table())
     logger.error("load aborted", extra={"load_id": load_id, "error": message})
     return {"aborted": load_id, "error": message}

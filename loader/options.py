@@ -36,6 +36,8 @@ class LoadOptions:
     flag_column: str | None = None
     shard_budget: int = reverse_index.DEFAULT_SHARD_BUDGET
     max_shards: int = reverse_index.DEFAULT_MAX_SHARDS
+    #: Adjacent ranges with identical data become one item (``--no-coalesce`` keeps them apart).
+    coalesce: bool = True
 
     def fingerprint(self) -> str:
         """What, besides the bytes, decides the dataset: the same source read differently is a change."""
@@ -43,6 +45,7 @@ class LoadOptions:
             "columns": list(self.columns or []),
             "types": dict(self.types),
             "overlaps": self.overlaps,
+            "coalesce": self.coalesce,
         }
         if self.index_field or self.flag_column:
             # Only then, so a load without indexes keeps the fingerprint it always had.

@@ -63,7 +63,10 @@ class LoadReport:
     overlap_policy: str | None = None
     overlaps_resolved: int | None = None
     segments: int | None = None
+    coalesced: int | None = None  #: segments merged into a neighbour with equal data
     splits: int | None = None
+    covers: int | None = None  #: runs of whole buckets answered from the cover list
+    partitions: int | None = None
     items: int | None = None
     chunks: int | None = None
     column_types: Mapping[str, str] = field(default_factory=dict)
@@ -73,6 +76,8 @@ class LoadReport:
     hottest_bucket_share: float | None = None
     value_index: Mapping[str, Any] | None = None
     flag_index: Mapping[str, Any] | None = None
+    #: seconds and counts of each phase (scan, resolve, write), and their rates
+    phases: Mapping[str, Any] | None = None
     prepare_seconds: float | None = None
     resumed: bool | None = None
     chunks_already_written: int | None = None

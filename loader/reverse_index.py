@@ -244,21 +244,21 @@ class IndexPlan:
         return figures
 
 
-def plan_index(
-    values_of_ranges: Iterable[Mapping[str, Any]],
-    *,
-    value_field: str | None,
-    flag_column: str | None,
-    budget: int = DEFAULT_SHARD_BUDGET,
-    max_shards: int = DEFAULT_MAX_SHARDS,
-) -> IndexPlan:
-    """Keys from the frequency of each value among the ranges (one entry per range).
+@dataclass(frozen=True)
+class IndexCounts:
+    """What the indexes are planned from: one entry per range (``loader.resolve`` counts them)."""
 
-    A blank cell (empty or only whitespace) puts a range in neither index; a value
-    longer than ``keys.MAX_INDEXED_VALUE_BYTES`` is left out of ``ranges-by-value``
-    and counted in the report. The flagged ranges form one "value" whose spread is
-    even by construction, so only the heat step decides their shards.
-    """
+    value_counts: Mapping[str, int]
+    ranges: int
+    flagged: int = 0
+    values_too_long: int = 0
+
+
+def count_index_values(
+    values_of_ranges: Iterable[Mapping[str, Any]], value_field: str | None, flag_column: str | None
+) -> IndexCounts:
+    """A blank cell (empty or only whitespace) puts a range in neither index; a value longer
+    than ``keys.MAX_INDEXED_VALUE_BYTES`` is left out of ``ranges-by-value`` and counted."""
     counts: Counter[str] = Counter()
     flagged = too_long = ranges = 0
     for values in values_of_ranges:
@@ -270,6 +270,53 @@ def plan_index(
             too_long += 1
         if flag_column and not keys.is_blank(values.get(flag_column)):
             flagged += 1
-    plan = plan_shard_counts(counts, budget=budget, max_shards=max_shards) if value_field else None
-    flag_shards = min(max_shards, max(1, -(-flagged // heat_target(ranges)))) if flag_column else 1
-    return IndexPlan(value_field, plan, counts, flag_column, flag_shards, flagged, too_long)
+    return IndexCounts(counts, ranges, flagged, too_long)
+
+
+def plan_index(
+    counts: IndexCounts,
+    *,
+    value_field: str | None,
+    flag_column: str | None,
+    budget: int = DEFAULT_SHARD_BUDGET,
+    max_shards: int = DEFAULT_MAX_SHARDS,
+) -> IndexPlan:
+    """Keys from the frequency of each value among the ranges.
+
+    The flagged ranges form one "value" whose spread is even by construction, so
+    only the heat step decides their shards.
+    """
+    plan = (
+        plan_shard_counts(counts.value_counts, budget=budget, max_shards=max_shards) if value_field else None
+    )
+    flag_shards = (
+        min(max_shards, max(1, -(-counts.flagged // heat_target(counts.ranges)))) if flag_column else 1
+    )
+    return IndexPlan(
+        value_field,
+        plan,
+        counts.value_counts,
+        flag_column,
+        flag_shards,
+        counts.flagged,
+        counts.values_too_long,
+    )
+
+
+def index_plan_to_json(plan: IndexPlan) -> dict[str, Any]:
+    """What a chunk writer needs to key index entries (not the value counts: they are only for reports)."""
+    values = plan.values
+    return {
+        "value_field": plan.value_field,
+        "shards": dict(values.shards) if values else None,
+        "pack_starts": list(values.pack_starts) if values else None,
+        "flag_column": plan.flag_column,
+        "flag_shards": plan.flag_shards,
+    }
+
+
+def index_plan_from_json(data: Mapping[str, Any]) -> IndexPlan:
+    values = None
+    if data["shards"] is not None:
+        values = ShardPlan(dict(data["shards"]), tuple(data["pack_starts"]), 0, "heat", 0.0)
+    return IndexPlan(data["value_field"], values, {}, data["flag_column"], int(data["flag_shards"]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,12 @@ def download(bucket: str, key: str, target: Path) -> None:
     boto3.client("s3").download_file(bucket, key, str(target))
 
 
+def stream(bucket: str, key: str, block_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """An object's bytes in blocks, as they arrive: hashed without a copy on disk."""
+    body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"]
+    yield from body.iter_chunks(block_bytes)
+
+
 def upload(source: Path, bucket: str, key: str) -> None:
     boto3.client("s3").upload_file(str(source), bucket, key)
 
@@ -49,14 +56,46 @@ class S3Staging:
             client(), os.environ[ENV_SOURCE_BUCKET], os.environ.get(ENV_CHUNK_PREFIX, DEFAULT_CHUNK_PREFIX)
         )
 
+    @property
+    def identity(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
     def _key(self, load_id: str, name: str) -> str:
         return f"{self.prefix}/{load_id}/{name}"
+
+    def location(self, load_id: str, name: str) -> dict[str, str]:
+        """Where a staged file is, as a Distributed Map's ItemReader names it."""
+        return {"bucket": self.bucket, "key": self._key(load_id, name)}
 
     def put(self, load_id: str, name: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._key(load_id, name), Body=data)
 
+    def put_file(self, load_id: str, name: str, path: Path) -> None:
+        # upload_file goes multipart above 8 MB: a row or item file can be gigabytes.
+        self.client.upload_file(str(path), self.bucket, self._key(load_id, name))
+        path.unlink(missing_ok=True)
+
     def get(self, load_id: str, name: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=self._key(load_id, name))["Body"].read()
+
+    def get_range(self, load_id: str, name: str, start: int, end: int) -> bytes:
+        if end <= start:
+            return b""
+        key = self._key(load_id, name)
+        return self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")[
+            "Body"
+        ].read()
+
+    def exists(self, load_id: str, name: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(load_id, name))
+        except ClientError as error:
+            if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
 
     def delete_load(self, load_id: str) -> None:
         paginator = self.client.get_paginator("list_objects_v2")

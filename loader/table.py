@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from botocore.exceptions import ClientError
 
 from ipmeta import keys
-from ipmeta.records import VersionMeta, VersionStatus
+from ipmeta.ips import format_address
+from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import Settings
 from ipmeta.store import Store, item_key, make_client, serialize_item, serialize_value
 from loader.batching import batched
 from loader.errors import ActivationConflict, LoadInProgress, WritesThrottled
 from loader.records import LoadItem, LoadReport, LoadStatus, LockItem, Manifest
+from loader.reverse_index import IndexPlan
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -49,6 +51,8 @@ LOADS_PK: Final = "meta#loads"
 LOCK_PK: Final = "meta#lock"
 #: Per-version manifest (sk = version): expected items per partition, for verify and cleanup.
 MANIFESTS_PK: Final = "meta#manifests"
+#: Covers per item of a version's cover list: far below 400 KB with the data of a city database.
+COVERS_PER_PAGE: Final = 200
 #: The attribute that records when a version entered each status.
 _STATUS_TIMES: Final[Mapping[VersionStatus, str]] = {
     VersionStatus.ACTIVE: "activated_at",
@@ -174,6 +178,14 @@ class LoaderTable(Store):
             raise ValueError(f"BatchWriteItem takes at most {BATCH_WRITE_LIMIT} items, got {len(items)}")
         self._batch_requests([{"PutRequest": {"Item": serialize_item(item)}} for item in items], stats)
 
+    def batch_put_serialized(
+        self, items: Sequence[Mapping[str, AttributeValueTypeDef]], stats: WriteStats | None = None
+    ) -> None:
+        """``batch_write`` of items already in DynamoDB's attribute-value form (the chunk writer's)."""
+        if len(items) > BATCH_WRITE_LIMIT:
+            raise ValueError(f"BatchWriteItem takes at most {BATCH_WRITE_LIMIT} items, got {len(items)}")
+        self._batch_requests([{"PutRequest": {"Item": dict(item)}} for item in items], stats)
+
     def count_partition(self, partition_key: str) -> int:
         return sum(int(page["Count"]) for page in self._partition_pages(partition_key, Select="COUNT"))
 
@@ -241,6 +253,9 @@ class LoaderTable(Store):
         item = self._get(LOADS_PK, version, consistent=True)
         return LoadItem.from_item(item) if item is not None else None
 
+    def delete_load(self, version: int) -> None:
+        self.client.delete_item(TableName=self.table_name, Key=item_key(LOADS_PK, version))
+
     def list_loads(self) -> list[LoadItem]:
         return [LoadItem.from_item(item) for item in self._query_partition(LOADS_PK)]
 
@@ -259,6 +274,51 @@ class LoaderTable(Store):
         if error is not None:
             fields["error"] = error[:1000]
         self._update(LOADS_PK, version, fields)
+
+    def mark_prepared(self, version: int, *, chunks: int, items: int, report: LoadReport, at: int) -> None:
+        """The load's chunks are planned: it may be written, and resumed."""
+        fields = {"status": str(LoadStatus.PREPARED), "chunks": chunks, "items": items, "updated_at": at}
+        self._update(LOADS_PK, version, {**fields, "report": report.summary()})
+
+    def previous_of(self, version: int) -> int:
+        """The version that was active when a load started (0 for none)."""
+        load = self.get_load(version)
+        return load.previous if load is not None else 0
+
+    # -- cover lists -------------------------------------------------------------------
+
+    def put_covers(self, version: int, covers: Sequence[Cover]) -> int:
+        """The version's cover list in pages of at most ``COVERS_PER_PAGE``; returns the pages written."""
+        partition = keys.covers_partition_key(version)
+        pages = [
+            {
+                keys.PARTITION_KEY: partition,
+                keys.SORT_KEY: page,
+                "covers": [cover.to_item() for cover in group],
+            }
+            for page, group in enumerate(batched(covers, COVERS_PER_PAGE))
+        ]
+        for group in batched(pages, BATCH_WRITE_LIMIT):
+            self.batch_write(group)
+        return len(pages)
+
+    def put_cover_heads(self, version: int, covers: Sequence[Cover], index: IndexPlan | None) -> None:
+        """One item at the first bucket of each cover run: it answers there, and carries the index entry."""
+        heads = []
+        for cover in covers:
+            first = keys.bucket_bounds(cover.family, cover.first_bucket)[0]
+            item: dict[str, Any] = {
+                keys.PARTITION_KEY: keys.partition_key(version, cover.family, cover.first_bucket),
+                keys.SORT_KEY: 0,
+                keys.ATTR_START: format_address(cover.family, cover.start),
+                keys.ATTR_END: format_address(cover.family, cover.end),
+                keys.ATTR_DATA: cover.data,
+            }
+            if index is not None and first == cover.start:
+                item.update(index.attributes(version, cover.family, cover.start, cover.data))  # type: ignore[arg-type]
+            heads.append(item)
+        for group in batched(heads, BATCH_WRITE_LIMIT):
+            self.batch_write(group)
 
     def mark_chunk_done(self, version: int, chunk: int, stats: Mapping[str, int], now: float) -> bool:
         """Record a written chunk once: its index joins ``done`` and its counts add up.

@@ -1,17 +1,67 @@
-"""``write_chunk``: one staged chunk into the table, exactly once."""
+"""``write_chunk``: one chunk of the load into the table, exactly once.
+
+Chunk *k* is sections ``k·group .. (k+1)·group - 1`` of every partition's item
+file (``loader.resolve``): one byte range per partition. The writer joins the
+ranges that continue across edges (the write plan's patches), types the
+values, adds the reverse-index attributes to the first item of each range,
+spreads every bucket evenly over the chunk's write order, and writes with
+parallel BatchWriteItem calls of 25. The load item's ``done`` set makes a
+second run of the same chunk a no-op.
+"""
 
 from __future__ import annotations
 
+import json
+import random
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ipmeta import keys
+from ipmeta.ips import Family, format_address
+from ipmeta.store import serialize_value
+from loader import reverse_index, staged
 from loader.batching import batched
+from loader.descriptor import PerLoad
 from loader.errors import LoadNotFound, LoadNotWritable
+from loader.evidence import typed_value
 from loader.options import DEFAULT_WRITE_WORKERS
+from loader.plan_writes import WritePlan
 from loader.records import LoadStatus, version_of
+from loader.resolve import HIGH_EDGE, LOW_EDGE
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
-from loader.staging import Staging, chunk_name, decode_chunk
+from loader.staging import Staging
 from loader.table import BATCH_WRITE_LIMIT, LoaderTable, WriteStats
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
+Item = dict[str, "AttributeValueTypeDef"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    writes: WritePlan
+    offsets: list[list[int]]  #: partition -> section offsets
+    index: reverse_index.IndexPlan | None
+
+
+def _read(staging: Staging, load_id: str) -> _Plan:
+    writes = WritePlan.from_json(staging.get(load_id, staged.WRITES))
+    offsets = staged.read_sections_table(staging.get(load_id, staged.SECTIONS), len(writes.families))
+    index = reverse_index.index_plan_from_json(writes.index) if writes.index else None
+    return _Plan(writes, offsets, index)
+
+
+_plans = PerLoad(_read)
+
+
+def read_write_plan(staging: Staging, load_id: str) -> _Plan:
+    """The write plan, read once per container and load."""
+    return _plans.get(staging, load_id)
 
 
 def write_chunk(
@@ -24,7 +74,7 @@ def write_chunk(
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
 ) -> WriteStats:
-    """Write one staged chunk with parallel BatchWriteItem calls of 25 items, once.
+    """Write one chunk with parallel BatchWriteItem calls of 25 items, once.
 
     A chunk already in the load item's ``done`` set is skipped. Writing one
     twice (a crash between the writes and the mark) is harmless anyway: items
@@ -38,13 +88,93 @@ def write_chunk(
         raise LoadNotWritable(f"load {load_id} is {load.status}; chunk {index} is not written")
     if index in load.done:
         return WriteStats()
-    at = time.time() if now is None else now
     # Renewing the lease also proves the lock is still ours.
-    table.acquire_lock(load_id, lease_seconds=lease_seconds, now=at)
-    items = decode_chunk(staging.get(load_id, chunk_name(index)))
+    table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
+    items = chunk_items(load_id, index, staging)
     stats = WriteStats()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for _ in pool.map(lambda batch: table.batch_write(batch, stats), batched(items, BATCH_WRITE_LIMIT)):
+        batches = batched(items, BATCH_WRITE_LIMIT)
+        for _ in pool.map(lambda batch: table.batch_put_serialized(batch, stats), batches):
             pass
     table.mark_chunk_done(version, index, stats.as_dict(), time.time() if now is None else now)
     return stats
+
+
+def chunk_items(load_id: str, index: int, staging: Staging) -> list[Item]:
+    """The chunk's items, ready for BatchWriteItem, in write order (each bucket spread evenly)."""
+    plan = read_write_plan(staging, load_id)
+    writes = plan.writes
+    first_section = index * writes.group
+    last_section = min(writes.sections, first_section + writes.group)
+    builder = _ItemBuilder(writes, plan.index)
+    by_bucket: dict[tuple[int, int], list[Item]] = {}
+    for partition, offsets in enumerate(plan.offsets):
+        start, end = offsets[first_section], offsets[last_section]
+        if start == end:
+            continue
+        family: Family = writes.families[partition]  # type: ignore[assignment]
+        patches = writes.patches.get(str(partition), {})
+        for line in staged.decode_lines(staging.get_range(load_id, staged.items_name(partition), start, end)):
+            bucket, item = builder.item(family, line, patches)
+            by_bucket.setdefault((family, bucket), []).append(item)
+    return spread(by_bucket, random.Random(f"{load_id}:{index}"))
+
+
+def spread(by_bucket: Mapping[Any, list[T]], rng: random.Random) -> list[T]:
+    """A stratified shuffle: the k-th of a bucket's n items at position (k + u) / n."""
+    keyed: list[tuple[float, int, T]] = []
+    for group in by_bucket.values():
+        count = len(group)
+        keyed.extend(
+            ((position + rng.random()) / count, id(item), item) for position, item in enumerate(group)
+        )
+    keyed.sort(key=lambda entry: entry[0])
+    return [item for _, _, item in keyed]
+
+
+class _ItemBuilder:
+    """Staged lines to DynamoDB items; the values of a distinct record are typed and serialized once."""
+
+    def __init__(self, writes: WritePlan, index: reverse_index.IndexPlan | None) -> None:
+        self.version = writes.version
+        self.columns = writes.columns
+        self.types = [writes.column_types[column] for column in writes.columns]
+        self.index = index
+        self._records: dict[str, tuple[dict[str, Any], AttributeValueTypeDef]] = {}
+
+    def _record(self, text: str) -> tuple[dict[str, Any], AttributeValueTypeDef]:
+        found = self._records.get(text)
+        if found is None:
+            values = json.loads(text)
+            data = {
+                column: typed_value(value, kind)
+                for column, value, kind in zip(self.columns, values, self.types, strict=True)
+            }
+            found = self._records[text] = (data, serialize_value(data))
+        return found
+
+    def item(
+        self, family: Family, line: str, patches: Mapping[str, Sequence[int | None]]
+    ) -> tuple[int, Item]:
+        # ``[run,flags,bucket,first,start,end,[values...]]``: numbers first, then the values' text.
+        run, flags, bucket, first, start, end, rest = line.split(",", 6)
+        run_text, start_value, end_value = run[1:], int(start), int(end)
+        patch = patches.get(run_text)
+        if patch is not None:
+            if int(flags) & LOW_EDGE and patch[0] is not None:
+                start_value = patch[0]
+            if int(flags) & HIGH_EDGE and patch[1] is not None:
+                end_value = patch[1]
+        data, serialized = self._record(rest[:-1])
+        bucket_number, first_value = int(bucket), int(first)
+        item: Item = {
+            keys.PARTITION_KEY: {"S": keys.partition_key(self.version, family, bucket_number)},
+            keys.SORT_KEY: {"N": str(keys.encode_sort_key_value(family, first_value))},
+            keys.ATTR_START: {"S": format_address(family, start_value)},
+            keys.ATTR_END: {"S": format_address(family, end_value)},
+            keys.ATTR_DATA: serialized,
+        }
+        if self.index is not None and first_value == start_value:
+            for name, value in self.index.attributes(self.version, family, start_value, data).items():
+                item[name] = {"S": value}
+        return bucket_number, item

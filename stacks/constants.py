@@ -70,7 +70,18 @@ OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
 LOADER_MODULE: Final = "loader.handlers"
-LOADER_TASKS: Final = ("prepare", "write_chunk", "activate", "cleanup", "abort")
+#: The loader's Lambda handlers (``loader.handlers``), in the order the state machine runs them.
+LOADER_TASKS: Final = (
+    "start",
+    "scan",
+    "plan_partitions",
+    "resolve",
+    "plan_writes",
+    "write_chunks",
+    "activate",
+    "cleanup",
+    "abort",
+)
 FETCH_SOURCE_TASK: Final = "fetch_source"
 
 #: Powertools for AWS Lambda (Python): the pip pin in requirements.txt and the

@@ -21,6 +21,7 @@ from aws_cdk import (
     Duration,
     ILocalBundling,
     RemovalPolicy,
+    Size,
     Stack,
 )
 from aws_cdk import aws_iam as iam
@@ -113,6 +114,7 @@ class PythonFunction(Construct):
         timeout: Duration,
         log_retention: logs.RetentionDays,
         tracing: bool = False,
+        ephemeral_storage_mb: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -139,6 +141,7 @@ class PythonFunction(Construct):
             environment=dict(environment),
             memory_size=memory_mb,
             timeout=timeout,
+            ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
             role=self.role,
             log_group=self.log_group,
             layers=[powertools_layer(self)],

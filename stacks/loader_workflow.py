@@ -1,19 +1,26 @@
-"""The loader: source bucket, one Lambda per loader task, and the state machine.
+"""The loader: the source bucket and the state machine over the loader's functions.
 
-Prepare -> [unchanged? done] -> Map(WriteChunk) -> Activate -> Wait(grace) -> Cleanup,
-with a Catch on every task that runs Abort (the failed-load cleanup) and then Fail.
-The functions are the ones in ``loader/handlers.py``; this module only wires them.
+Start -> [unchanged? done | prepared? write] -> ScanSources (a Map over the
+source files) -> PlanPartitions -> ResolvePartitions (a Distributed Map over
+the staged partition list) -> PlanWrites -> [dry run? done] -> WriteChunks (a
+Distributed Map over the staged chunk list) -> Activate -> Wait(grace) ->
+Cleanup, with a Catch on every step before activation that runs Abort (the
+failed-load cleanup) and then Fail.
+
+Distributed Map runs each partition and each batch of chunks as a child
+execution, so the parent's history holds a few dozen events whatever the
+dataset's size (an execution may hold 25,000), and every payload between
+states is a few ids and an S3 key (far below 256 KB). The functions are the
+ones in ``loader/handlers.py``; ``stacks.loader_functions`` sizes and grants them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
@@ -21,69 +28,9 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.constants import (
-    CHUNK_PREFIX,
-    DEFAULT_EVENT_BUS,
-    ENV_CHUNK_PREFIX,
-    ENV_EVENT_BUS_NAME,
-    ENV_SOURCE_BUCKET,
-    ENV_SOURCE_KEY,
-    ENV_SOURCE_URL,
-    ENV_TABLE_NAME,
-    FETCH_SOURCE_TASK,
-    LOADER_MODULE,
-    LOADER_SERVICE_NAME,
-    LOADER_TASKS,
-    METRICS_NAMESPACE,
-    POWERTOOLS_METRICS_NAMESPACE_ENV,
-    POWERTOOLS_SERVICE_NAME_ENV,
-)
-from stacks.function import PythonFunction, loader_code
+from stacks.constants import CHUNK_PREFIX, DEFAULT_EVENT_BUS, FETCH_SOURCE_TASK
+from stacks.loader_functions import LoaderFunctions, sizing
 from stacks.nag import acknowledge, arn_ref
-
-#: DynamoDB actions each task needs on the table, and nothing else (see the
-#: ``loader.table`` calls each task makes in ``loader/<task>.py``).
-TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    # Version counter, load and version items, the load lock, the manifest.
-    "prepare": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"),
-    # Range pieces, the chunk's done mark, and renewing the lock.
-    "write_chunk": (
-        "dynamodb:BatchWriteItem",
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:GetItem",
-    ),
-    # Counts every partition against the manifest (Query), swaps the pointer
-    # conditionally (PutItem), then releases the lock (DeleteItem).
-    "activate": (
-        "dynamodb:GetItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:PutItem",
-        "dynamodb:Query",
-        "dynamodb:DeleteItem",
-    ),
-    # Deletes whole versions: partitions (Query + BatchWriteItem) and manifests.
-    "cleanup": (
-        "dynamodb:Query",
-        "dynamodb:BatchWriteItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:GetItem",
-        "dynamodb:UpdateItem",
-    ),
-    # Marks the load failed and frees the lock; cleanup deletes its items later.
-    "abort": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
-    FETCH_SOURCE_TASK: (),
-}
-
-_TIMEOUTS: Final[Mapping[str, Duration]] = {
-    FETCH_SOURCE_TASK: Duration.minutes(15),
-    # Reads, normalizes and chunks the whole CSV.
-    "prepare": Duration.minutes(15),
-    "write_chunk": Duration.minutes(5),
-    "activate": Duration.minutes(2),
-    "cleanup": Duration.minutes(15),
-    "abort": Duration.minutes(15),
-}
 
 #: Errors the Lambda service itself raises; retrying them is always safe.
 LAMBDA_SERVICE_ERRORS: Final = (
@@ -104,10 +51,12 @@ THROTTLE_RETRY_BACKOFF_RATE: Final = 2.0
 THROTTLE_RETRY_INTERVAL: Final = Duration.seconds(2)
 THROTTLE_RETRY_MAX_DELAY: Final = Duration.minutes(1)
 STATE_MACHINE_TIMEOUT: Final = Duration.hours(6)
-
-
-def _construct_name(task: str) -> str:
-    return "".join(part.capitalize() for part in task.split("_"))
+#: Chunks one child execution of WriteChunks writes (about 10,000 items, ten seconds or so
+#: at one Lambda's ~1,000 items/s: fewer children, and each still retries alone).
+CHUNKS_PER_CHILD: Final = 4
+#: A Task's TimeoutSeconds is its function's timeout plus this margin, so the Lambda's own
+#: timeout (a clean, retried error) comes first and a lost invocation still ends.
+TASK_TIMEOUT_MARGIN: Final = Duration.seconds(30)
 
 
 class LoaderWorkflow(Construct):
@@ -125,10 +74,15 @@ class LoaderWorkflow(Construct):
         # Activation announces each new version on the account's default bus, where
         # consumers (caches, copies) subscribe with rules of their own.
         self.change_events = events.EventBus.from_event_bus_name(self, "ChangeEvents", DEFAULT_EVENT_BUS)
-        self.functions = self._build_functions(table)
-        self.change_events.grant_put_events_to(self.functions["activate"].role)
-        self._grant_table(table)
-        self._grant_bucket()
+        self.tasks = LoaderFunctions(
+            self,
+            "Functions",
+            config=config,
+            table=table,
+            bucket=self.bucket,
+            change_events=self.change_events,
+        )
+        self.functions = self.tasks.functions
         acknowledge(
             self.bucket,
             "S1",
@@ -145,7 +99,7 @@ class LoaderWorkflow(Construct):
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            comment="Load an IP metadata CSV into a new table version and activate it",
+            comment="Load IP metadata files into a new table version and activate it",
             definition_body=sfn.DefinitionBody.from_chainable(self._build_definition()),
             timeout=STATE_MACHINE_TIMEOUT,
             tracing_enabled=True,
@@ -185,97 +139,6 @@ class LoaderWorkflow(Construct):
             ],
         )
 
-    def _build_functions(self, table: dynamodb.ITableV2) -> dict[str, PythonFunction]:
-        code = loader_code()
-        environment = {
-            ENV_TABLE_NAME: table.table_name,
-            ENV_SOURCE_BUCKET: self.bucket.bucket_name,
-            ENV_CHUNK_PREFIX: CHUNK_PREFIX,
-            POWERTOOLS_SERVICE_NAME_ENV: LOADER_SERVICE_NAME,
-            POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
-        }
-        names = list(LOADER_TASKS)
-        if self._config.source_url:
-            names.insert(0, FETCH_SOURCE_TASK)
-        return {
-            task: PythonFunction(
-                self,
-                f"{_construct_name(task)}Function",
-                code=code,
-                handler=f"{LOADER_MODULE}.{task}",
-                description=f"ipmeta loader: {task}",
-                environment={**environment, **self._task_environment(task)},
-                memory_mb=self._config.loader_memory_mb,
-                timeout=_TIMEOUTS[task],
-                log_retention=self._config.log_retention,
-            )
-            for task in names
-        }
-
-    def _task_environment(self, task: str) -> dict[str, str]:
-        if task == "activate":
-            return {ENV_EVENT_BUS_NAME: self.change_events.event_bus_name}
-        if task != FETCH_SOURCE_TASK:
-            return {}
-        # The download lands on the key the schedule loads, so both name one object.
-        return {ENV_SOURCE_URL: self._config.source_url, ENV_SOURCE_KEY: self._config.source_key}
-
-    def _grant_table(self, table: dynamodb.ITableV2) -> None:
-        for task, function in self.functions.items():
-            actions = TABLE_ACTIONS[task]
-            if actions:
-                function.role.add_to_principal_policy(
-                    iam.PolicyStatement(actions=list(actions), resources=[table.table_arn])
-                )
-
-    def _grant_bucket(self) -> None:
-        chunks = self.bucket.arn_for_objects(f"{CHUNK_PREFIX}/*")
-        roles = {task: function.role for task, function in self.functions.items()}
-        bucket_arn = arn_ref(self.bucket)
-        roles["prepare"].add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects("*")])
-        )
-        acknowledge(
-            roles["prepare"],
-            f"IAM5[Resource::{bucket_arn}/*]",
-            "The source object is named by the execution input at run time; Prepare may "
-            "read any object of the loader's own bucket and no other bucket.",
-        )
-        roles["prepare"].add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[chunks])
-        )
-        roles["write_chunk"].add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[chunks])
-        )
-        # Activation rewrites the load's report, which Prepare staged with the chunks.
-        roles["activate"].add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[chunks])
-        )
-        roles["cleanup"].add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[chunks])
-        )
-        roles["cleanup"].add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{CHUNK_PREFIX}/*"]}},
-            )
-        )
-        for task in ("prepare", "write_chunk", "activate", "cleanup"):
-            acknowledge(
-                roles[task],
-                f"IAM5[Resource::{bucket_arn}/{CHUNK_PREFIX}/*]",
-                "Chunk objects are named after a load id chosen at run time; the grant is "
-                "limited to the chunk prefix of the loader's own bucket.",
-            )
-        if FETCH_SOURCE_TASK in roles:
-            roles[FETCH_SOURCE_TASK].add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:PutObject"],
-                    resources=[self.bucket.arn_for_objects(self._config.source_key)],
-                )
-            )
-
     # --- state machine ---------------------------------------------------
 
     def _acknowledge_state_machine_findings(self) -> None:
@@ -294,6 +157,27 @@ class LoaderWorkflow(Construct):
             "CloudWatch Logs delivery (logs:*LogDelivery*, DescribeLogGroups, resource "
             "policies) support no resource-level permissions.",
         )
+        stack = Stack.of(self)
+        bucket = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            role,
+            f"IAM5[Resource::arn:<AWS::Partition>:s3:::<{bucket}>/*]",
+            "The Distributed Maps read the item lists a load stages and write their children's "
+            "results (ItemReader, ResultWriter); the keys are chosen at run time, in the "
+            "loader's own bucket only.",
+        )
+        machine = stack.resolve(stack.get_logical_id(self.state_machine.node.default_child))  # type: ignore[arg-type]
+        execution = (
+            "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine}"}}]}}]}}'
+        )
+        for suffix in (":*", "/*:*"):
+            acknowledge(
+                self.state_machine,
+                f"IAM5[Resource::{execution}{suffix}]",
+                "A Distributed Map starts, describes and stops its own child executions, whose "
+                "names Step Functions chooses; CDK scopes the grant to this state machine's executions.",
+            )
 
     def _invoke(
         self, task: str, state_name: str, payload: sfn.TaskInput | None, result_path: str | None
@@ -308,6 +192,7 @@ class LoaderWorkflow(Construct):
             # Replaced by the jittered retry below.
             retry_on_service_exceptions=False,
             result_path=result_path,
+            task_timeout=sfn.Timeout.duration(sizing(task, self._config).timeout.plus(TASK_TIMEOUT_MARGIN)),
         )
         invoke.add_retry(
             errors=list(LAMBDA_SERVICE_ERRORS),
@@ -318,18 +203,53 @@ class LoaderWorkflow(Construct):
         )
         return invoke
 
+    def _distributed_map(
+        self, state_name: str, items_key: str, processor: sfn.IChainable, *, batch: int = 1
+    ) -> sfn.DistributedMap:
+        """A Distributed Map over a JSON array staged in the bucket; no failure is tolerated (the default).
+
+        Children are Standard executions: an Express child ends after five minutes,
+        retries included, and a task may take up to fifteen. The children's results
+        go to S3 (ResultWriter), never into this state: it stays a few ids at any size.
+        """
+        return sfn.DistributedMap(
+            self,
+            state_name,
+            item_reader=sfn.S3JsonItemReader(bucket=self.bucket, key=sfn.JsonPath.string_at(items_key)),
+            item_batcher=sfn.ItemBatcher(max_items_per_batch=batch) if batch > 1 else None,
+            max_concurrency=self._config.map_max_concurrency,
+            map_execution_type=sfn.StateMachineType.STANDARD,
+            result_writer_v2=sfn.ResultWriterV2(bucket=self.bucket, prefix=f"{CHUNK_PREFIX}/map-results"),
+            result_path=sfn.JsonPath.DISCARD,
+        ).item_processor(processor)
+
     def _build_definition(self) -> sfn.IChainable:
         load_id = sfn.TaskInput.from_object({"load_id": sfn.JsonPath.string_at("$.load_id")})
 
         failed = sfn.Fail(self, "LoadFailed", error_path="$.error.Error", cause_path="$.error.Cause")
-        # Abort gets everything known so far: load_id once Prepare has run, the
+        # Abort gets everything known so far: load_id once Start has run, the
         # error, and whether Activate already succeeded.
         abort = self._invoke("abort", "Abort", None, sfn.JsonPath.DISCARD)
         abort.add_catch(failed, errors=["States.ALL"], result_path="$.abortError")
         abort.next(failed)
 
-        prepare = self._invoke("prepare", "Prepare", None, None)
-        write_chunk = self._invoke("write_chunk", "WriteChunk", None, None)
+        start = self._invoke("start", "Start", None, None)
+        scan_sources = sfn.Map(
+            self,
+            "ScanSources",
+            items_path="$.scans",
+            # An inline Map runs at most 40 iterations at once; a load has a few source files.
+            max_concurrency=min(40, self._config.map_max_concurrency),
+            result_path=sfn.JsonPath.DISCARD,
+        ).item_processor(self._invoke("scan", "Scan", None, sfn.JsonPath.DISCARD))
+        plan_partitions = self._invoke("plan_partitions", "PlanPartitions", load_id, "$.partitions")
+        resolve = self._distributed_map(
+            "ResolvePartitions",
+            "$.partitions.items.key",
+            self._invoke("resolve", "Resolve", None, sfn.JsonPath.DISCARD),
+        )
+        plan_writes = self._invoke("plan_writes", "PlanWrites", load_id, "$.writes")
+        write_chunk = self._invoke("write_chunks", "WriteChunk", None, sfn.JsonPath.DISCARD)
         write_chunk.add_retry(
             errors=list(THROTTLING_ERRORS),
             interval=THROTTLE_RETRY_INTERVAL,
@@ -338,14 +258,9 @@ class LoaderWorkflow(Construct):
             max_delay=THROTTLE_RETRY_MAX_DELAY,
             jitter_strategy=sfn.JitterType.FULL,
         )
-        write_chunks = sfn.Map(
-            self,
-            "WriteChunks",
-            items_path="$.chunks",
-            max_concurrency=self._config.map_max_concurrency,
-            # Each iteration's result is dropped so the state stays small.
-            result_path=sfn.JsonPath.DISCARD,
-        ).item_processor(write_chunk)
+        write_chunks = self._distributed_map(
+            "WriteChunks", "$.writes.items.key", write_chunk, batch=CHUNKS_PER_CHILD
+        )
         activate = self._invoke("activate", "Activate", load_id, "$.activation")
         grace = sfn.Wait(
             self,
@@ -358,14 +273,22 @@ class LoaderWorkflow(Construct):
         # Before the new version is live, a failure aborts the load. After it, the
         # load has succeeded: a failed Cleanup must not mark it failed, and the
         # next cleanup run deletes what this one left.
-        steps: list[tasks.LambdaInvoke | sfn.Map] = [prepare, write_chunks, activate]
-        start: sfn.IChainable = prepare
+        steps: list[sfn.TaskStateBase | sfn.Map | sfn.DistributedMap] = [
+            start,
+            scan_sources,
+            plan_partitions,
+            resolve,
+            plan_writes,
+            write_chunks,
+            activate,
+        ]
+        first: sfn.IChainable = start
         if FETCH_SOURCE_TASK in self.functions:
-            # Returns {"source", "options"} naming the downloaded object: Prepare's input.
+            # The download's {"source", "options"} is Start's input.
             fetch = self._invoke(FETCH_SOURCE_TASK, "FetchSource", None, None)
-            fetch.next(prepare)
+            fetch.next(start)
             steps.insert(0, fetch)
-            start = fetch
+            first = fetch
         for step in steps:
             step.add_catch(abort, errors=["States.ALL"], result_path="$.error")
         cleanup.add_catch(
@@ -373,17 +296,22 @@ class LoaderWorkflow(Construct):
             errors=["States.ALL"],
             result_path="$.error",
         )
-
-        prepare.next(
-            sfn.Choice(self, "Prepared?")
-            .when(sfn.Condition.string_equals("$.status", "prepared"), write_chunks)
-            .otherwise(
-                sfn.Succeed(
-                    self,
-                    "NothingToWrite",
-                    comment="The source matches the active version, or this was a dry run",
-                )
+        start.next(
+            sfn.Choice(self, "Started?")
+            .when(
+                sfn.Condition.string_equals("$.status", "unchanged"),
+                sfn.Succeed(self, "NothingToWrite", comment="The sources match the active version"),
             )
+            .when(sfn.Condition.boolean_equals("$.prepared", True), write_chunks)
+            .otherwise(scan_sources)
+        )
+        scan_sources.next(plan_partitions).next(resolve).next(plan_writes).next(
+            sfn.Choice(self, "Written?")
+            .when(
+                sfn.Condition.string_equals("$.writes.status", "dry-run"),
+                sfn.Succeed(self, "DryRunDone", comment="A dry run checks and reports; it writes nothing"),
+            )
+            .otherwise(write_chunks)
         )
         write_chunks.next(activate).next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
-        return start
+        return first

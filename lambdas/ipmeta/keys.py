@@ -13,6 +13,7 @@ range piece                 ``v{version}#{family}#{b}`` offset of the piece's fi
 active-version pointer      ``meta#pointer``            0
 version metadata            ``meta#versions``           version number
 version counter             ``meta#version-counter``    0
+cover list of a version     ``meta#covers#v{version}``  page number
 loader bookkeeping          ``meta#loads``, ...         (``loader.table``)
 ==========================  ==========================  ===========================
 
@@ -114,7 +115,12 @@ def bucket_bounds(family: int, bucket: int) -> tuple[int, int]:
 
 def encode_sort_key(address: Address) -> int:
     """The address's offset within its bucket: always fits a DynamoDB Number."""
-    return address.value & ((1 << _offset_bits(address.family)) - 1)
+    return encode_sort_key_value(address.family, address.value)
+
+
+def encode_sort_key_value(family: int, value: int) -> int:
+    """``encode_sort_key`` of an address given as family and integer."""
+    return value & ((1 << _offset_bits(family)) - 1)
 
 
 def decode_sort_key(family: int, bucket: int, sort_key: int) -> int:
@@ -127,6 +133,11 @@ def format_version(version: int) -> str:
 
 def partition_key(version: int, family: int, bucket: int) -> str:
     return f"{format_version(version)}#{family}#{bucket_label(family, bucket)}"
+
+
+def covers_partition_key(version: int) -> str:
+    """The partition of a version's cover list (``ipmeta.records.Cover``); sk = page number."""
+    return f"meta#covers#{format_version(version)}"
 
 
 def lookup_key(version: int, address: Address) -> tuple[str, int]:

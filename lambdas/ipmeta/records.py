@@ -94,6 +94,44 @@ class FlagIndexMeta:
 
 
 @dataclass(frozen=True, slots=True)
+class Cover:
+    """A run of whole buckets that one range owns with no item of its own (``loader.scan``).
+
+    A lookup whose Query finds nothing in a bucket answers from the cover
+    holding that bucket, if any: ``::/0`` is one cover, not 16.7 M items.
+    """
+
+    family: int
+    first_bucket: int
+    last_bucket: int
+    start: int  #: the whole range, which may begin and end outside these buckets
+    end: int
+    data: dict[str, Any]
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> Cover:
+        return cls(
+            int(item["family"]),
+            int(item["first"]),
+            int(item["last"]),
+            int(item["start"]),
+            int(item["end"]),
+            dict(item.get("data") or {}),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        # Bounds as decimal text: an IPv6 address does not fit a DynamoDB Number.
+        return {
+            "family": self.family,
+            "first": self.first_bucket,
+            "last": self.last_bucket,
+            "start": str(self.start),
+            "end": str(self.end),
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class VersionMeta:
     """One dataset version, as ``GET /v1/datasets`` and ``?version=`` see it."""
 
@@ -109,6 +147,7 @@ class VersionMeta:
     items: int = 0
     chunks: int = 0
     rows: int | None = None  #: rows read from the sources
+    covers: int = 0  #: entries of the version's cover list
     activated_at: int | None = None
     retired_at: int | None = None
     failed_at: int | None = None
@@ -137,6 +176,7 @@ class VersionMeta:
             items=int(item.get("items", 0)),
             chunks=int(item.get("chunks", 0)),
             rows=_optional_int(rows),
+            covers=int(item.get("covers", 0)),
             activated_at=_optional_int(item.get("activated_at")),
             retired_at=_optional_int(item.get("retired_at")),
             failed_at=_optional_int(item.get("failed_at")),
@@ -158,6 +198,7 @@ class VersionMeta:
             "created_at": self.created_at,
             "items": self.items,
             "chunks": self.chunks,
+            "covers": self.covers,
         }
         optional = {
             "fingerprint": self.fingerprint,

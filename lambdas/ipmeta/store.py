@@ -16,7 +16,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.config import Config
 
 from ipmeta import keys
-from ipmeta.records import VersionMeta
+from ipmeta.records import Cover, VersionMeta
 from ipmeta.settings import Settings
 
 if TYPE_CHECKING:
@@ -190,6 +190,14 @@ class Store:
 
     def list_version_metas(self) -> list[VersionMeta]:
         return [VersionMeta.from_item(item) for item in self._query_partition(keys.VERSIONS_PK)]
+
+    def read_covers(self, version: int) -> list[Cover]:
+        """The version's cover list: a Query of its pages, once per container and version."""
+        return [
+            Cover.from_item(entry)
+            for page in self._query_partition(keys.covers_partition_key(version))
+            for entry in page.get("covers", [])
+        ]
 
     # -- internals --------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ def test_command_line_strings_are_parsed_to_their_types() -> None:
         ({"uploadTrigger": True, "sourceUrl": "https://example.com/x.csv"}, "uploadTrigger"),
         ({"activationGraceSeconds": 5, "pointerCacheSeconds": 5}, "activationGraceSeconds"),
         ({"billingMode": "PAY_PER_REQUEST"}, "billingMode"),
-        ({"mapMaxConcurrency": 41}, "mapMaxConcurrency"),
+        ({"mapMaxConcurrency": 1001}, "mapMaxConcurrency"),
         ({"dataMaxAgeHours": 169}, "dataMaxAgeHours"),
         ({"logRetentionDays": 31}, "logRetentionDays"),
         ({"sourceKey": "chunks/x.csv"}, "sourceKey"),

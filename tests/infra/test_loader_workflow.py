@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
     DEFAULT_EVENT_BUS,
@@ -24,7 +25,9 @@ from stacks.constants import (
     LOADER_TASKS,
     REPO_ROOT,
 )
+from stacks.loader_functions import sizing
 from stacks.loader_workflow import (
+    CHUNKS_PER_CHILD,
     LAMBDA_SERVICE_ERRORS,
     THROTTLE_RETRY_BACKOFF_RATE,
     THROTTLE_RETRY_MAX_ATTEMPTS,
@@ -99,6 +102,12 @@ def test_each_loader_task_runs_its_handler_with_table_bucket_and_chunk_prefix(
         assert variables[ENV_TABLE_NAME] == {"Ref": table_id}
         assert variables[ENV_SOURCE_BUCKET] == {"Ref": bucket_id}
         assert variables[ENV_CHUNK_PREFIX] == CHUNK_PREFIX
+        size = sizing(task, IpmetaConfig.model_validate(cdk_json()["context"]))
+        assert function["Properties"]["MemorySize"] == size.memory_mb
+        assert function["Properties"]["Timeout"] == size.timeout.to_seconds()
+    # The CPU-bound tasks get the context's memory: it buys their vCPU.
+    for task in ("scan", "resolve"):
+        _, function = function_by_handler(template, f"{LOADER_MODULE}.{task}")
         assert function["Properties"]["MemorySize"] == cdk_json()["context"]["loaderMemoryMb"]
 
 
@@ -125,7 +134,7 @@ def test_activate_may_announce_the_new_version_on_the_default_bus_and_nothing_el
 
 
 def test_loader_asset_holds_the_loader_and_the_core_package_at_its_root(synthesized: Synthesized) -> None:
-    _, function = function_by_handler(synthesized.templates[DEFAULT], f"{LOADER_MODULE}.prepare")
+    _, function = function_by_handler(synthesized.templates[DEFAULT], f"{LOADER_MODULE}.start")
     asset_hash = function["Properties"]["Code"]["S3Key"].removesuffix(".zip")
     asset = Path(synthesized.asset_dirs[DEFAULT]) / f"asset.{asset_hash}"
 
@@ -134,26 +143,65 @@ def test_loader_asset_holds_the_loader_and_the_core_package_at_its_root(synthesi
     assert not list(asset.rglob("__pycache__"))
 
 
-def test_prepare_then_done_when_unchanged_else_write_chunks(definition: dict[str, Any]) -> None:
+def test_start_then_done_when_unchanged_else_prepare_or_write(definition: dict[str, Any]) -> None:
     states = definition["States"]
-    assert definition["StartAt"] == "Prepare"
-    assert states["Prepare"]["Next"] == "Prepared?"
-    choice = states["Prepared?"]
-    # Only a prepared load goes on: "unchanged" (and a dry run) end successfully.
-    assert choice["Choices"] == [{"Variable": "$.status", "StringEquals": "prepared", "Next": "WriteChunks"}]
-    assert states[choice["Default"]]["Type"] == "Succeed"
+    assert definition["StartAt"] == "Start"
+    assert states["Start"]["Next"] == "Started?"
+    choice = states["Started?"]
+    # "unchanged" ends successfully; a resumed load that was prepared goes straight to its writes.
+    assert choice["Choices"] == [
+        {"Variable": "$.status", "StringEquals": "unchanged", "Next": "NothingToWrite"},
+        {"Variable": "$.prepared", "BooleanEquals": True, "Next": "WriteChunks"},
+    ]
+    assert states["NothingToWrite"]["Type"] == "Succeed"
+    assert choice["Default"] == "ScanSources"
+    path = ["ScanSources", "PlanPartitions", "ResolvePartitions", "PlanWrites", "Written?"]
+    assert [states[name]["Next"] for name in path[:-1]] == path[1:]
+    # A dry run stops after planning its writes.
+    assert states["Written?"]["Choices"][0]["Next"] == "DryRunDone"
+    assert states["Written?"]["Default"] == "WriteChunks"
 
 
-def test_map_writes_chunks_with_context_concurrency_and_discards_results(
+def test_partitions_and_chunks_run_on_distributed_maps_reading_the_staged_lists(
     definition: dict[str, Any],
 ) -> None:
-    write_chunks = definition["States"]["WriteChunks"]
-    assert write_chunks["Type"] == "Map"
-    assert write_chunks["ItemsPath"] == "$.chunks"
-    assert write_chunks["MaxConcurrency"] == cdk_json()["context"]["mapMaxConcurrency"]
-    assert write_chunks["ResultPath"] is None
-    assert write_chunks["ItemProcessor"]["StartAt"] == "WriteChunk"
-    assert write_chunks["Next"] == "Activate"
+    states = definition["States"]
+    for name, key, first in (
+        ("ResolvePartitions", "$.partitions.items.key", "Resolve"),
+        ("WriteChunks", "$.writes.items.key", "WriteChunk"),
+    ):
+        state = states[name]
+        assert state["Type"] == "Map"
+        assert state["ItemProcessor"]["ProcessorConfig"] == {
+            "Mode": "DISTRIBUTED",
+            "ExecutionType": "STANDARD",
+        }
+        assert state["ItemProcessor"]["StartAt"] == first
+        assert state["ItemReader"]["Parameters"]["Key.$"] == key
+        assert state["ItemReader"]["ReaderConfig"] == {"InputType": "JSON"}
+        assert state["MaxConcurrency"] == cdk_json()["context"]["mapMaxConcurrency"]
+        # No failure is tolerated (the default), results go to S3 and never into the state.
+        assert "ToleratedFailurePercentage" not in state
+        assert "ToleratedFailureCount" not in state
+        assert "ResultWriter" in state
+        assert state["ResultPath"] is None
+    assert states["WriteChunks"]["ItemBatcher"] == {"MaxItemsPerBatch": CHUNKS_PER_CHILD}
+    assert states["WriteChunks"]["Next"] == "Activate"
+    assert states["ScanSources"]["ItemsPath"] == "$.scans"
+
+
+def test_every_task_state_has_a_timeout_beyond_its_function_s(
+    definition: dict[str, Any], synthesized: Synthesized
+) -> None:
+    resources = synthesized.templates[DEFAULT]["Resources"]
+    tasks = {name: state for name, state in iter_states(definition["States"]) if state["Type"] == "Task"}
+    assert len(tasks) >= 9
+    for name, state in tasks.items():
+        # The rendered ARN ends with the function's logical id.
+        function = resources[state["Resource"].rsplit(":", 1)[-1]]
+        assert function["Type"] == "AWS::Lambda::Function", name
+        # The Lambda's own timeout (a clean error the Retry handles) comes first.
+        assert state["TimeoutSeconds"] > function["Properties"]["Timeout"], name
 
 
 def test_write_chunk_retries_lambda_and_throttling_errors_with_full_jitter(
@@ -189,7 +237,15 @@ def test_every_step_before_activation_catches_into_abort_which_ends_in_fail(
     definition: dict[str, Any],
 ) -> None:
     top_level = definition["States"]
-    for name in ("Prepare", "WriteChunks", "Activate"):
+    for name in (
+        "Start",
+        "ScanSources",
+        "PlanPartitions",
+        "ResolvePartitions",
+        "PlanWrites",
+        "WriteChunks",
+        "Activate",
+    ):
         assert top_level[name]["Catch"] == [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Abort"}
         ], name
@@ -233,10 +289,10 @@ def test_source_url_adds_a_download_step_before_prepare(synthesized: Synthesized
     fetch = definition["States"]["FetchSource"]
 
     assert definition["StartAt"] == "FetchSource"
-    # Its result, {"source", "options"} of the downloaded object, is Prepare's input.
+    # Its result, {"source", "options"} of the downloaded object, is Start's input.
     assert "Parameters" not in fetch
     assert "ResultPath" not in fetch
-    assert fetch["Next"] == "Prepare"
+    assert fetch["Next"] == "Start"
     assert fetch["Catch"][0]["Next"] == "Abort"
     _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
     variables = function["Properties"]["Environment"]["Variables"]

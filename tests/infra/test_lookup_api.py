@@ -15,6 +15,7 @@ from stacks.constants import (
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
     ENV_TABLE_NAME,
+    LOADER_TASKS,
     LOOKUP_HANDLER,
     POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_LAYER_NAME,
@@ -39,7 +40,7 @@ def test_every_function_is_python313_arm64_with_the_pinned_powertools_layer(
     synthesized: Synthesized,
 ) -> None:
     functions = resources_of_type(synthesized.templates[DEFAULT], "AWS::Lambda::Function")
-    assert len(functions) == 6  # lookup + prepare, write_chunk, activate, cleanup, abort
+    assert len(functions) == 1 + len(LOADER_TASKS)  # the lookup and one per loader task
     for logical_id, function in functions.items():
         properties = function["Properties"]
         assert properties["Runtime"] == "python3.13", logical_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from moto import mock_aws
 
 from ipmeta.settings import Settings
 from loader import handlers
+from loader.errors import LoadRejected
 from loader.options import LoadOptions
 from loader.records import LoadStatus
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET, ENV_SOURCE_KEY, ENV_SOURCE_URL
@@ -43,32 +45,55 @@ def aws(table_environment: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterato
     handlers.reset()
 
 
+def run_through_handlers(execution: dict[str, Any], aws: Any) -> dict[str, Any]:
+    """The state machine's path, state by state, with the Maps' items read as their ItemReaders would."""
+    started = handlers.start(execution, Context())  # type: ignore[arg-type]
+    if started["status"] != "started":
+        return started
+    for item in started["scans"]:  # the ScanSources Map
+        handlers.scan(item, Context())  # type: ignore[arg-type]
+    planned = handlers.plan_partitions({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    for item in staged_list(aws, planned["items"]):  # the ResolvePartitions Distributed Map
+        handlers.resolve(item, Context())  # type: ignore[arg-type]
+    writes = handlers.plan_writes({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    chunks = staged_list(aws, writes["items"])
+    # The WriteChunks Distributed Map batches its items: a child gets {"Items": [...]}.
+    for offset in range(0, len(chunks), 2):
+        written = handlers.write_chunks({"Items": chunks[offset : offset + 2]}, Context())  # type: ignore[arg-type]
+        assert written["items"] > 0
+    return {**started, "writes": writes, "chunks": chunks}
+
+
+def staged_list(aws: Any, location: dict[str, str]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(
+        aws.get_object(Bucket=location["bucket"], Key=location["key"])["Body"].read()
+    )
+    return items
+
+
 def test_the_state_machine_path_loads_and_activates(aws: Any, store: LoaderTable, tmp_path: Path) -> None:
     aws.put_object(Bucket=BUCKET, Key="in/small.csv.gz", Body=gzip.compress(FIXTURE.read_bytes()))
     execution = {"source": f"s3://{BUCKET}/in/small.csv.gz", "options": {"chunk_size": 4}}
 
-    prepared = handlers.prepare(execution, Context())  # type: ignore[arg-type]
-    assert prepared["status"] == "prepared"
+    prepared = run_through_handlers(execution, aws)
+    assert prepared["status"] == "started"
+    assert prepared["scans"] == [{"load_id": prepared["load_id"], "source": 0}]
     assert prepared["chunks"] == [{"load_id": prepared["load_id"], "chunk": i} for i in range(3)]
     staged = aws.list_objects_v2(Bucket=BUCKET, Prefix=f"chunks/{prepared['load_id']}/")["KeyCount"]
-    assert staged == 4  # three chunks and the report
-
-    for item in prepared["chunks"]:  # the Map state
-        written = handlers.write_chunk(item, Context())  # type: ignore[arg-type]
-        assert written["items"] > 0
+    assert staged > 3  # the staged rows, items, plans and report
     activated = handlers.activate({"load_id": prepared["load_id"]}, Context())
     assert activated["status"] == "activated"
     assert activated["report"]["items_written"] == 12
     assert store.read_active_version(consistent=True) == prepared["version"]
 
-    again = handlers.prepare(execution, Context())  # type: ignore[arg-type]
+    again = handlers.start(execution, Context())  # type: ignore[arg-type]
     assert again["status"] == "unchanged"
-    assert again["chunks"] == []
+    assert again["scans"] == []
 
 
 def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: LoaderTable) -> None:
     aws.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
-    prepared = handlers.prepare({"source": f"s3://{BUCKET}/in/small.csv"}, Context())  # type: ignore[arg-type]
+    prepared = handlers.start({"source": f"s3://{BUCKET}/in/small.csv"}, Context())  # type: ignore[arg-type]
     error = {"Error": "States.TaskFailed", "Cause": "boom"}
     outcome = handlers.abort({"load_id": prepared["load_id"], "error": error}, Context())  # type: ignore[arg-type]
     assert outcome["aborted"] == prepared["load_id"]
@@ -78,6 +103,18 @@ def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: LoaderT
     assert store.read_lock() is None
     assert handlers.abort({"error": error}, Context())["aborted"] is None  # type: ignore[arg-type]
     assert handlers.cleanup({}, Context())["deleted"] == []  # type: ignore[arg-type]  # still in its grace period
+
+
+def test_refused_sources_are_discarded_not_failed(aws: Any, store: LoaderTable) -> None:
+    aws.put_object(Bucket=BUCKET, Key="in/bad.csv", Body=b"start,end,x\n1.0.0.9,1.0.0.1,a\n")
+    started = handlers.start({"source": f"s3://{BUCKET}/in/bad.csv"}, Context())  # type: ignore[arg-type]
+    with pytest.raises(LoadRejected, match=r"line 2: start 1\.0\.0\.9 is after end"):
+        handlers.scan(started["scans"][0], Context())  # type: ignore[arg-type]
+    error = {"Error": "LoadRejected", "Cause": "bad.csv: line 2: start 1.0.0.9 is after end 1.0.0.1"}
+    outcome = handlers.abort({"load_id": started["load_id"], "error": error}, Context())  # type: ignore[arg-type]
+    assert outcome["discarded"] is True
+    assert store.list_loads() == []
+    assert store.read_lock() is None
 
 
 def test_fetch_source_puts_the_download_in_the_bucket(

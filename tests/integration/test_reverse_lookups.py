@@ -96,7 +96,11 @@ def synthetic(tmp_path: Path, store: LoaderTable) -> Iterator[tuple[list[list[st
     path = tmp_path / "ranges.csv"
     with path.open("w", newline="") as handle:
         csv.writer(handle).writerows([COLUMNS, *rows])
-    options = LoadOptions(index_field="asn", flag_column="rule", shard_budget=40, max_shards=16)
+    # Row by row, so every CSV row is one range the listings must return (adjacent rows with
+    # equal data would otherwise be one coalesced range).
+    options = LoadOptions(
+        index_field="asn", flag_column="rule", shard_budget=40, max_shards=16, coalesce=False
+    )
     result = driver.run_load([path], options, store, LocalStaging(tmp_path / "staging"))
     assert result.status == LoadStatus.ACTIVATED
     from ipmeta.api.handler import handler

@@ -1,15 +1,17 @@
 """The lookup against a brute-force scan, on generated overlapping ranges.
 
 The reader is an in-memory table with DynamoDB's Query semantics for
-``pk = :pk AND sk <= :sk``, descending, Limit 1, fed by the loader's own
-normalization, so this checks the key design and the gap rule end to end
-without AWS.
+``pk = :pk AND sk <= :sk``, descending, Limit 1, fed by the items the loader's
+own pipeline stages (``tests.pipeline``), so this checks the key design and the
+gap rule end to end without AWS.
 """
 
 from __future__ import annotations
 
 import bisect
+import tempfile
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +22,8 @@ from ipmeta import keys
 from ipmeta.errors import IpAddressNotFound, NoDataset
 from ipmeta.ips import Address, Family
 from ipmeta.lookup import ActiveVersionCache, lookup_active, lookup_address
-from loader import normalize
 from loader.source import SourceRow
+from tests.pipeline import stage
 
 
 class InMemoryTable:
@@ -73,30 +75,28 @@ def source_rows(draw: st.DrawFn) -> list[SourceRow]:
 @settings(max_examples=200, deadline=None)
 @given(source_rows(), st.lists(address_values, min_size=1, max_size=30))
 def test_lookup_matches_brute_force(rows: list[SourceRow], probes: list[int]) -> None:
-    segments, _ = normalize.resolve_last_wins(rows)
-    items = list(normalize.build_items(1, rows, segments, normalize.infer_column_types(rows)))
-    table = InMemoryTable(items)
+    with tempfile.TemporaryDirectory() as folder:
+        table = InMemoryTable(stage(rows, Path(folder)).items, active=0)
     for value in probes:
         address = Address(4, value)
         expected = brute_force(rows, address)
         if expected is None:
             with pytest.raises(IpAddressNotFound):
-                lookup_address(table, 1, address)
+                lookup_address(table, 0, address)
         else:
-            result = lookup_address(table, 1, address)
+            result = lookup_address(table, 0, address)
             assert result.data == {"label": int(expected.values["label"])}
             assert result.start <= value <= result.end
 
 
-def test_ipv6_top_address_is_found() -> None:
+def test_ipv6_top_address_is_found(tmp_path: Path) -> None:
     family: Family = 6
     top = 2**128 - 1
     rows = [SourceRow("t.csv:2", family, top - 255, top, {"name": "top"})]
-    segments, _ = normalize.resolve_last_wins(rows)
-    table = InMemoryTable(list(normalize.build_items(1, rows, segments, {"name": "S"})))
-    assert lookup_address(table, 1, Address(6, top)).data == {"name": "top"}
+    table = InMemoryTable(stage(rows, tmp_path).items, active=0)
+    assert lookup_address(table, 0, Address(6, top)).data == {"name": "top"}
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(6, top - 256))
+        lookup_address(table, 0, Address(6, top - 256))
 
 
 def test_the_pointer_is_read_once_per_ttl() -> None:

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import random
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loader import normalize
+from loader.evidence import typed_value
 from loader.source import SourceRow
+from loader.write import spread
 
 # Addresses around a /8 edge, so ranges overlap, nest and cross buckets.
 EDGE = 5 << 24
@@ -154,27 +158,22 @@ def test_unknown_policy_is_refused() -> None:
 
 def test_the_stratified_shuffle_spreads_every_bucket_evenly() -> None:
     # Given 20,000 items in three buckets holding 60%, 30% and 10%
-    segments = [normalize.Segment(4, n, n, 0) for n in range(20_000)]
     buckets = [1] * 12_000 + [2] * 6_000 + [3] * 2_000
-    pieces = [(index, bucket, index) for index, bucket in enumerate(buckets)]
-    normalize.shuffle_pieces(pieces, "seed", segments)
+    by_bucket: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for index, bucket in enumerate(buckets):
+        by_bucket.setdefault((4, bucket), []).append({"index": index, "bucket": bucket})
+    order = spread(by_bucket, random.Random("seed"))
     # Then every window of 1,000 writes holds each bucket's share within 1%
-    order = [bucket for _, bucket, _ in pieces]
-    assert sorted(pieces) == [(index, bucket, index) for index, bucket in enumerate(buckets)]
+    assert sorted(item["index"] for item in order) == list(range(20_000))
     for start in range(0, len(order) - 1000, 250):
-        window = order[start : start + 1000]
+        window = [item["bucket"] for item in order[start : start + 1000]]
         for bucket, share in ((1, 0.6), (2, 0.3), (3, 0.1)):
             assert abs(window.count(bucket) / 1000 - share) <= 0.01
-    again = [(index, bucket, index) for index, bucket in enumerate(buckets)]
-    normalize.shuffle_pieces(again, "seed", segments)
-    assert again == pieces  # deterministic: a re-run stages the same chunks
+    assert spread(by_bucket, random.Random("seed")) == order  # deterministic: a re-run writes the same order
 
 
 def test_an_empty_cell_of_an_integer_column_is_null_not_a_string() -> None:
-    from loader.normalize import typed_values
-
-    assert typed_values({"asn": "", "name": ""}, {"asn": "N", "name": "S"}) == {"asn": None, "name": ""}
-    assert typed_values({"asn": "13335", "name": "x"}, {"asn": "N", "name": "S"}) == {
-        "asn": 13335,
-        "name": "x",
-    }
+    assert typed_value("", "N") is None
+    assert typed_value("", "S") == ""
+    assert typed_value("13335", "N") == 13335
+    assert typed_value("x", "S") == "x"

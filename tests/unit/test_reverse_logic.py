@@ -22,6 +22,7 @@ from loader.reverse_index import (
     LOAD_WRITES_PER_SECOND,
     PARTITION_WRITES_PER_SECOND,
     IndexPlan,
+    count_index_values,
     heat_target,
     plan_index,
     plan_keys,
@@ -108,7 +109,7 @@ def index_keys(counts: dict[str, int], **options: Any) -> tuple[IndexPlan, Count
     Returns the plan, the entries of every index key, and the keys each value landed in.
     """
     rows = [{"v": value} for value, count in counts.items() for _ in range(count)]
-    plan = plan_index(rows, value_field="v", flag_column=None, **options)
+    plan = plan_index(count_index_values(rows, "v", None), value_field="v", flag_column=None, **options)
     sizes: Counter[str] = Counter()
     keys_of: dict[str, set[str]] = {}
     for number, row in enumerate(rows):
@@ -251,11 +252,13 @@ def test_index_sort_key_orders_like_family_then_start() -> None:
 def test_flagged_ranges_get_shards_only_for_the_heat_of_their_writes() -> None:
     # Flag-only loads used to take T = 1 from an empty value plan: a shard per flagged range
     rows = [{"rule": "block" if n % 100 == 0 else " "} for n in range(400_000)]
-    plan = plan_index(rows, value_field=None, flag_column="rule")
+    plan = plan_index(count_index_values(rows, None, "rule"), value_field=None, flag_column="rule")
     assert plan.flagged == 4000
     assert plan.flag_shards == -(-4000 // heat_target(400_000))
     hot = [{"rule": "block" if n % 2 else ""} for n in range(400_000)]
-    shards = plan_index(hot, value_field=None, flag_column="rule").flag_shards
+    shards = plan_index(
+        count_index_values(hot, None, "rule"), value_field=None, flag_column="rule"
+    ).flag_shards
     total_writes_share = 0.5 * LOAD_WRITES_PER_SECOND / PARTITION_WRITES_PER_SECOND
     assert shards >= KEYS_PER_PARTITION * total_writes_share
 

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from loader import normalize
 from loader.errors import LoadRejected
+from loader.evidence import ColumnEvidence
 from loader.source import ParsedSource, materialize, read_sources
 
 
@@ -18,6 +18,13 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
     return path
+
+
+def column_types(parsed: ParsedSource, declared: dict[str, str] | None = None) -> dict[str, str]:
+    evidence = ColumnEvidence()
+    for row in parsed.rows:
+        evidence.observe(row.values, row.origin)
+    return evidence.column_types(declared or {})
 
 
 def bounds(parsed: ParsedSource) -> list[tuple[int, int, int]]:
@@ -79,9 +86,9 @@ def test_types_are_inferred_conservatively_or_declared(tmp_path: Path) -> None:
         b"start,end,asn,code,name\n1.0.0.0,1.0.0.1,13335,007,x\n1.0.0.2,1.0.0.3,,12,y\n",
     )
     parsed = read_sources([path])
-    assert normalize.infer_column_types(parsed.rows) == {"asn": "N", "code": "S", "name": "S"}
+    assert column_types(parsed) == {"asn": "N", "code": "S", "name": "S"}
     declared = read_sources([path], declared_types={"asn": "str"})
-    assert normalize.infer_column_types(declared.rows, {"asn": "S"})["asn"] == "S"
+    assert column_types(declared, {"asn": "str"})["asn"] == "S"
 
 
 def test_a_declared_int_column_rejects_text(tmp_path: Path) -> None:

@@ -33,7 +33,12 @@ Limit = Annotated[
 ]
 NextToken = Annotated[
     str | None,
-    Query(max_length=reverse.MAX_TOKEN_LENGTH, description="The `next` token of the previous page"),
+    Query(
+        max_length=reverse.MAX_TOKEN_LENGTH,
+        # A token is URL-safe base64 and a dot; anything else is refused before decoding.
+        pattern=r"^[A-Za-z0-9_.-]*$",
+        description="The `next` token of the previous page",
+    ),
 ]
 Version = Annotated[
     str | None,

@@ -1,0 +1,348 @@
+"""``plan_writes``: from the partitions' summaries, everything the chunk writers and activation need.
+
+- **Ranges that continue across edges.** A range can run on past its
+  partition, into the next partition or into cover-only buckets. Each
+  partition reported the segments touching the edges of its bucket runs; here
+  they are joined, in address order, with the cover-only runs, wherever they
+  touch and are the same range (equal data when coalescing, the same row
+  otherwise). Each joined range's true bounds go to the writers as patches.
+- **Covers.** Each cover-only run becomes an entry of the version's cover list
+  (what lookups consult when a bucket has no item) plus one *head item* at
+  its first bucket, which carries the range's reverse-index entry.
+- **Indexes.** The shard plan of the reverse indexes comes from the partitions'
+  value counts (small: one entry per distinct value).
+- **Chunks.** A chunk is one or more consecutive sections of every partition,
+  grouped so that a chunk holds about ``chunk_size`` items.
+- **Bookkeeping.** The manifest, the version's metadata and the load item (now
+  ``prepared``), and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipmeta import keys
+from ipmeta.records import Cover, VersionMeta, VersionStatus
+from loader import reverse_index, staged
+from loader.descriptor import LoadDescriptor, read_descriptor
+from loader.evidence import typed_value
+from loader.partitions import PartitionPlan
+from loader.records import LoadReport, Manifest
+from loader.resolve import PartitionSummary, data_key, read_plan
+from loader.staging import Staging
+from loader.table import LoaderTable
+
+
+@dataclass
+class WritePlan:
+    """Staged as ``plan/writes.json``: what every chunk writer reads once."""
+
+    version: int
+    columns: list[str]
+    column_types: dict[str, str]
+    families: list[int]  #: of each partition
+    sections: int
+    group: int  #: sections per chunk
+    chunks: int
+    index: dict[str, Any] | None  #: ``reverse_index.index_plan_to_json``
+    #: partition -> run -> ``[start or None, end or None]``: the true bounds of edge segments
+    patches: dict[str, dict[str, list[int | None]]] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.__dict__).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> WritePlan:
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the preparation of a load ends with: the chunks to write and the report."""
+
+    status: str
+    load_id: str
+    version: int
+    chunks: int
+    items: int
+    report: LoadReport
+    done: frozenset[int] = frozenset()  #: chunks already written (a resumed load)
+    covers: tuple[Cover, ...] = ()  #: the version's cover list
+
+
+def plan_writes(
+    load_id: str, table: LoaderTable | None, staging: Staging, *, started: float | None = None
+) -> Prepared:
+    """Stage the write plan; unless this is a dry run, record the version and mark the load prepared."""
+    descriptor = read_descriptor(staging, load_id)
+    plan = read_plan(staging, load_id)
+    summaries = [
+        PartitionSummary.from_json(staging.get(load_id, staged.resolved_name(spec.index)))
+        for spec in plan.partitions
+    ]
+    patches, cover_bounds = join_edges(plan, summaries, coalesce=descriptor.options.coalesce)
+    covers = _covers(plan, cover_bounds)
+    index = _index_plan(descriptor, summaries, covers, plan)
+    #: What the chunks write; the covers' head items are written here.
+    items = sum(summary.items for summary in summaries)
+    group = _group(items, plan.sections, descriptor.options.chunk_size)
+    chunks = math.ceil(plan.sections / group)
+    writes = WritePlan(
+        version=descriptor.version,
+        columns=plan.columns,
+        column_types=plan.column_types,
+        families=[spec.family for spec in plan.partitions],
+        sections=plan.sections,
+        group=group,
+        chunks=chunks,
+        index=reverse_index.index_plan_to_json(index) if index else None,
+        patches=patches,
+    )
+    staging.put(load_id, staged.WRITES, writes.to_json())
+    staging.put(load_id, staged.SECTIONS, staged.sections_table([summary.offsets for summary in summaries]))
+    listing = [{"load_id": load_id, "chunk": chunk} for chunk in range(chunks)]
+    staging.put(load_id, staged.CHUNK_LIST, json.dumps(listing).encode())
+    load = _Load(descriptor, plan, summaries, index, _items_per_bucket(plan, summaries, covers), covers)
+    report = _report(load, chunks, started)
+    staging.put(load_id, staged.REPORT, report.to_json())
+    if table is not None and not descriptor.dry_run:
+        _record_version(table, load, writes, report, chunk_items=items)
+    status = "dry-run" if descriptor.dry_run else "prepared"
+    return Prepared(status, load_id, descriptor.version, chunks, items, report, covers=tuple(covers))
+
+
+# -- ranges that continue across edges ---------------------------------------------------------
+
+
+@dataclass
+class _Element:
+    """A stretch of addresses that may continue a range: an edge segment or a cover-only run."""
+
+    start: int
+    end: int
+    key: str
+    joined: list[int] = field(default_factory=list)  #: ``[start, end]`` of the joined range, filled in
+
+
+def join_edges(
+    plan: PartitionPlan, summaries: Sequence[PartitionSummary], *, coalesce: bool
+) -> tuple[dict[str, dict[str, list[int | None]]], list[tuple[int, int]]]:
+    """The true bounds of every edge segment (as patches) and of every cover-only run."""
+    elements: dict[int, list[_Element]] = {4: [], 6: []}
+    edges: list[tuple[int, int, _Element | None, _Element | None]] = []
+    for spec, summary in zip(plan.partitions, summaries, strict=True):
+        for run, _, _, low, high in summary.edges:
+            low_element = _Element(*low) if low else None
+            high_element = (
+                low_element if low and high and low == high else (_Element(*high) if high else None)
+            )
+            for element in {id(e): e for e in (low_element, high_element) if e is not None}.values():
+                elements[spec.family].append(element)
+            edges.append((spec.index, run, low_element, high_element))
+    covers: list[_Element] = []
+    for family, first, last, row in plan.cover_only:
+        bits = keys.ADDRESS_BITS[family] - keys.BUCKET_PREFIX_BITS[family]
+        element = _Element(first << bits, ((last + 1) << bits) - 1, _cover_key(plan, row, coalesce=coalesce))
+        elements[family].append(element)
+        covers.append(element)
+    for family_elements in elements.values():
+        _join(family_elements)
+    patches: dict[str, dict[str, list[int | None]]] = {}
+    for partition, run, low, high in edges:
+        patch = [low.joined[0] if low else None, high.joined[1] if high else None]
+        if patch != [low.start if low else None, high.end if high else None]:
+            patches.setdefault(str(partition), {})[str(run)] = patch
+    return patches, [(cover.joined[0], cover.joined[1]) for cover in covers]
+
+
+def _join(elements: list[_Element]) -> None:
+    elements.sort(key=lambda element: element.start)
+    chain: list[_Element] = []
+    for element in elements:
+        if chain and (chain[-1].end + 1 != element.start or chain[-1].key != element.key):
+            _close(chain)
+            chain = []
+        chain.append(element)
+    if chain:
+        _close(chain)
+
+
+def _close(chain: Sequence[_Element]) -> None:
+    for element in chain:
+        element.joined = [chain[0].start, chain[-1].end]
+
+
+def _cover_key(plan: PartitionPlan, row: int, *, coalesce: bool) -> str:
+    seq, _, _, _, _, values = plan.cover_rows[row]
+    if coalesce:
+        return "data:" + data_key(json.dumps(values, separators=(",", ":")))
+    return f"seq:{seq}"
+
+
+# -- covers, indexes, chunks ---------------------------------------------------------------------
+
+
+def _covers(plan: PartitionPlan, bounds: Sequence[tuple[int, int]]) -> list[Cover]:
+    covers: list[Cover] = []
+    for (family, first, last, row), (start, end) in zip(plan.cover_only, bounds, strict=True):
+        values = plan.cover_rows[row][5]
+        data = {
+            column: typed_value(value, plan.column_types[column])
+            for column, value in zip(plan.columns, values, strict=True)
+        }
+        covers.append(Cover(family, first, last, start, end, data))
+    return covers
+
+
+def _index_plan(
+    descriptor: LoadDescriptor,
+    summaries: Sequence[PartitionSummary],
+    covers: Sequence[Cover],
+    plan: PartitionPlan,
+) -> reverse_index.IndexPlan | None:
+    options = descriptor.options
+    if not options.index_field and not options.flag_column:
+        return None
+    counts: dict[str, int] = {}
+    for summary in summaries:
+        for label, count in summary.value_counts.items():
+            counts[label] = counts.get(label, 0) + count
+    extra = reverse_index.count_index_values(
+        [cover.data for cover in covers], options.index_field, options.flag_column
+    )
+    for label, count in extra.value_counts.items():
+        counts[label] = counts.get(label, 0) + count
+    totals = reverse_index.IndexCounts(
+        counts,
+        ranges=sum(summary.segments for summary in summaries) + extra.ranges,
+        flagged=sum(summary.flagged for summary in summaries) + extra.flagged,
+        values_too_long=sum(summary.values_too_long for summary in summaries) + extra.values_too_long,
+    )
+    return reverse_index.plan_index(
+        totals,
+        value_field=options.index_field,
+        flag_column=options.flag_column,
+        budget=options.shard_budget,
+        max_shards=options.max_shards,
+    )
+
+
+def _group(items: int, sections: int, chunk_size: int) -> int:
+    """Sections per chunk: enough that a chunk holds about ``chunk_size`` items."""
+    per_section = items / sections if sections else 0
+    if per_section <= 0:
+        return max(1, sections)
+    return max(1, min(sections, round(chunk_size / per_section)))
+
+
+def _items_per_bucket(
+    plan: PartitionPlan, summaries: Sequence[PartitionSummary], covers: Sequence[Cover]
+) -> dict[tuple[int, int], int]:
+    counts: dict[tuple[int, int], int] = {}
+    for spec, summary in zip(plan.partitions, summaries, strict=True):
+        for label, count in summary.items_per_bucket.items():
+            counts[spec.family, int(label, 16)] = count
+    for cover in covers:  # its head item
+        key = (cover.family, cover.first_bucket)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+# -- the report and the bookkeeping ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Load:
+    """What the write plan learned about the load, for its report and its bookkeeping."""
+
+    descriptor: LoadDescriptor
+    plan: PartitionPlan
+    summaries: Sequence[PartitionSummary]
+    index: reverse_index.IndexPlan | None
+    per_bucket: Mapping[tuple[int, int], int]
+    covers: Sequence[Cover]
+
+
+def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
+    descriptor, plan, summaries, index = load.descriptor, load.plan, load.summaries, load.index
+    per_bucket, covers = load.per_bucket, load.covers
+    named = {keys.bucket_name(family, bucket): count for (family, bucket), count in per_bucket.items()}
+    total = sum(named.values())
+    hottest = max(named, key=lambda name: named[name]) if named else None
+    index_report = index.report() if index else {}
+    resolve_seconds = max((summary.seconds for summary in summaries), default=0.0)
+    return LoadReport(
+        load_id=descriptor.load_id,
+        sources=tuple(source.uri for source in descriptor.sources),
+        sha256=descriptor.sha256,
+        rows_read=plan.rows_read,
+        rows_rejected=plan.rows_rejected,
+        rejected=tuple(plan.rejected),
+        overlap_policy=descriptor.options.overlaps,
+        overlaps_resolved=sum(summary.overlapping_rows for summary in summaries),
+        segments=sum(summary.segments for summary in summaries) + len(covers),
+        coalesced=sum(summary.coalesced for summary in summaries),
+        splits=plan.splits,
+        covers=len(covers),
+        partitions=len(plan.partitions),
+        items=total,
+        chunks=chunks,
+        column_types=plan.column_types,
+        items_per_bucket=dict(sorted(named.items(), key=lambda entry: -entry[1])),
+        buckets=len(named),
+        hottest_bucket=hottest,
+        hottest_bucket_share=round(named[hottest] / total, 4) if hottest else 0.0,
+        value_index=index_report.get("value_index"),
+        flag_index=index_report.get("flag_index"),
+        phases={
+            "scan": {"seconds": plan.scan_seconds, "rows": plan.rows_read},
+            "resolve": {"seconds": resolve_seconds, "partitions": len(summaries)},
+        },
+        prepare_seconds=round(time.time() - started, 3) if started else None,
+    )
+
+
+def _record_version(
+    table: LoaderTable, load: _Load, writes: WritePlan, report: LoadReport, *, chunk_items: int
+) -> None:
+    descriptor, plan, index, per_bucket, covers = (
+        load.descriptor,
+        load.plan,
+        load.index,
+        load.per_bucket,
+        load.covers,
+    )
+    version = descriptor.version
+    manifest = {
+        keys.partition_key(version, family, bucket): count for (family, bucket), count in per_bucket.items()
+    }
+    if covers:
+        manifest[keys.covers_partition_key(version)] = table.put_covers(version, covers)
+        table.put_cover_heads(version, covers, index)
+    table.put_manifest(version, Manifest(manifest))
+    items = sum(per_bucket.values())
+    table.put_version_meta(
+        VersionMeta(
+            version=version,
+            status=VersionStatus.LOADING,
+            load_id=descriptor.load_id,
+            sha256=descriptor.sha256,
+            fingerprint=descriptor.fingerprint,
+            sources=tuple(source.uri for source in descriptor.sources),
+            column_types=plan.column_types,
+            previous=table.previous_of(version),
+            created_at=int(descriptor.created_at),
+            items=items,
+            chunks=writes.chunks,
+            rows=plan.rows_read,
+            covers=len(covers),
+            value_index=index.value_index_meta(plan.column_types) if index else None,
+            flag_index=index.flag_index_meta() if index else None,
+        )
+    )
+    table.mark_prepared(version, chunks=writes.chunks, items=chunk_items, report=report, at=int(time.time()))

@@ -1,0 +1,235 @@
+"""The loader's Lambda functions: one per task, each sized and granted for its task alone.
+
+Sizes come from measurements on the largest public datasets (docs/loader.md,
+"Lambda sizing"): the scan and the resolve are CPU-bound Python, so they get
+the memory that buys a whole vCPU (1,769 MB and up) plus what their peak RSS
+needs; the planning steps and the writers mostly wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.config import IpmetaConfig
+from stacks.constants import (
+    CHUNK_PREFIX,
+    ENV_CHUNK_PREFIX,
+    ENV_EVENT_BUS_NAME,
+    ENV_SOURCE_BUCKET,
+    ENV_SOURCE_KEY,
+    ENV_SOURCE_URL,
+    ENV_TABLE_NAME,
+    FETCH_SOURCE_TASK,
+    LOADER_MODULE,
+    LOADER_SERVICE_NAME,
+    LOADER_TASKS,
+    METRICS_NAMESPACE,
+    POWERTOOLS_METRICS_NAMESPACE_ENV,
+    POWERTOOLS_SERVICE_NAME_ENV,
+)
+from stacks.function import PythonFunction, loader_code
+from stacks.nag import acknowledge, arn_ref
+
+_READ_BOOKKEEPING: Final = ("dynamodb:GetItem", "dynamodb:Query")
+#: DynamoDB actions each task needs on the table, and nothing else (the
+#: ``loader.table`` calls each task makes in ``loader/<task>.py``).
+TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    # Pointer and version reads, the version counter, the lock and the load item;
+    # failing a load it could not start frees the lock.
+    "start": (*_READ_BOOKKEEPING, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    # Reads and writes only staged files.
+    "scan": (),
+    "plan_partitions": (),
+    "resolve": (),
+    # Version metadata, manifest, cover list and cover head items, the load item.
+    "plan_writes": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"),
+    # Range items, the chunk's done mark, and renewing the lock.
+    "write_chunks": (
+        "dynamodb:BatchWriteItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:GetItem",
+    ),
+    # Counts partitions against the manifest (Query), swaps the pointer conditionally
+    # (PutItem), then releases the lock (DeleteItem).
+    "activate": (*_READ_BOOKKEEPING, "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem"),
+    # Deletes whole versions: partitions (Query + BatchWriteItem) and manifests.
+    "cleanup": (*_READ_BOOKKEEPING, "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
+    # Marks the load failed and frees the lock; cleanup deletes its items later.
+    "abort": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    FETCH_SOURCE_TASK: (),
+}
+#: Bucket actions on the staging prefix (``chunks/``) of each task.
+STAGING_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "start": ("s3:PutObject",),
+    # A task whose result is staged already skips it: it asks whether the file exists
+    # (HeadObject answers 403, not 404, without ListBucket).
+    "scan": ("s3:GetObject", "s3:PutObject", "s3:ListBucket"),
+    "plan_partitions": ("s3:GetObject", "s3:PutObject"),
+    "resolve": ("s3:GetObject", "s3:PutObject", "s3:ListBucket"),
+    "plan_writes": ("s3:GetObject", "s3:PutObject"),
+    "write_chunks": ("s3:GetObject",),
+    # Activation rewrites the load's report.
+    "activate": ("s3:GetObject", "s3:PutObject"),
+    "cleanup": ("s3:DeleteObject", "s3:ListBucket"),
+    "abort": (),
+    FETCH_SOURCE_TASK: (),
+}
+#: Tasks that read the source objects themselves (anywhere in the loader's bucket).
+SOURCE_READERS: Final = ("start", "scan")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    memory_mb: int
+    timeout: Duration
+    ephemeral_storage_mb: int | None = None
+
+
+def sizing(task: str, config: IpmetaConfig) -> Sizing:
+    """Memory, timeout and /tmp of each task (docs/loader.md, "Lambda sizing")."""
+    heavy = config.loader_memory_mb
+    sizes = {
+        # Hashes the sources as they stream from S3.
+        "start": Sizing(512, Duration.minutes(15)),
+        # One pass over a source: the download and the bucket-ordered rows sit in /tmp.
+        "scan": Sizing(heavy, Duration.minutes(15), ephemeral_storage_mb=10_240),
+        "plan_partitions": Sizing(1024, Duration.minutes(5)),
+        "resolve": Sizing(heavy, Duration.minutes(15), ephemeral_storage_mb=4096),
+        "plan_writes": Sizing(1024, Duration.minutes(10)),
+        "write_chunks": Sizing(1024, Duration.minutes(10)),
+        "activate": Sizing(512, Duration.minutes(10)),
+        "cleanup": Sizing(512, Duration.minutes(15)),
+        "abort": Sizing(256, Duration.minutes(2)),
+        FETCH_SOURCE_TASK: Sizing(512, Duration.minutes(15), ephemeral_storage_mb=10_240),
+    }
+    return sizes[task]
+
+
+def construct_name(task: str) -> str:
+    return "".join(part.capitalize() for part in task.split("_"))
+
+
+class LoaderFunctions(Construct):
+    """One function per loader task, with exactly the table and bucket actions it needs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: IpmetaConfig,
+        table: dynamodb.ITableV2,
+        bucket: s3.IBucket,
+        change_events: events.IEventBus,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._bucket = bucket
+        self._change_events = change_events
+        self.functions = self._build_functions(table)
+        change_events.grant_put_events_to(self.functions["activate"].role)
+        self._grant_table(table)
+        self._grant_bucket()
+
+    def __getitem__(self, task: str) -> PythonFunction:
+        return self.functions[task]
+
+    def __contains__(self, task: object) -> bool:
+        return task in self.functions
+
+    def _build_functions(self, table: dynamodb.ITableV2) -> dict[str, PythonFunction]:
+        code = loader_code()
+        environment = {
+            ENV_TABLE_NAME: table.table_name,
+            ENV_SOURCE_BUCKET: self._bucket.bucket_name,
+            ENV_CHUNK_PREFIX: CHUNK_PREFIX,
+            POWERTOOLS_SERVICE_NAME_ENV: LOADER_SERVICE_NAME,
+            POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
+        }
+        names = list(LOADER_TASKS)
+        if self._config.source_url:
+            names.insert(0, FETCH_SOURCE_TASK)
+        functions = {}
+        for task in names:
+            size = sizing(task, self._config)
+            functions[task] = PythonFunction(
+                self,
+                f"{construct_name(task)}Function",
+                code=code,
+                handler=f"{LOADER_MODULE}.{task}",
+                description=f"ipmeta loader: {task}",
+                environment={**environment, **self._task_environment(task)},
+                memory_mb=size.memory_mb,
+                timeout=size.timeout,
+                ephemeral_storage_mb=size.ephemeral_storage_mb,
+                log_retention=self._config.log_retention,
+            )
+        return functions
+
+    def _task_environment(self, task: str) -> dict[str, str]:
+        if task == "activate":
+            return {ENV_EVENT_BUS_NAME: self._change_events.event_bus_name}
+        if task != FETCH_SOURCE_TASK:
+            return {}
+        # The download lands on the key the schedule loads, so both name one object.
+        return {ENV_SOURCE_URL: self._config.source_url, ENV_SOURCE_KEY: self._config.source_key}
+
+    def _grant_table(self, table: dynamodb.ITableV2) -> None:
+        for task, function in self.functions.items():
+            actions = TABLE_ACTIONS[task]
+            if actions:
+                function.role.add_to_principal_policy(
+                    iam.PolicyStatement(actions=list(actions), resources=[table.table_arn])
+                )
+
+    def _grant_bucket(self) -> None:
+        staged = self._bucket.arn_for_objects(f"{CHUNK_PREFIX}/*")
+        bucket_arn = arn_ref(self._bucket)
+        for task, function in self.functions.items():
+            actions = [action for action in STAGING_ACTIONS[task] if action != "s3:ListBucket"]
+            if actions:
+                function.role.add_to_principal_policy(
+                    iam.PolicyStatement(actions=actions, resources=[staged])
+                )
+                acknowledge(
+                    function.role,
+                    f"IAM5[Resource::{bucket_arn}/{CHUNK_PREFIX}/*]",
+                    "Staged files are named after a load id chosen at run time; the grant is "
+                    "limited to the staging prefix of the loader's own bucket.",
+                )
+            if "s3:ListBucket" in STAGING_ACTIONS[task]:
+                function.role.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        actions=["s3:ListBucket"],
+                        resources=[self._bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": [f"{CHUNK_PREFIX}/*"]}},
+                    )
+                )
+        for task in SOURCE_READERS:
+            role = self.functions[task].role
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["s3:GetObject"], resources=[self._bucket.arn_for_objects("*")])
+            )
+            acknowledge(
+                role,
+                f"IAM5[Resource::{bucket_arn}/*]",
+                "The source object is named by the execution input at run time; this task may "
+                "read any object of the loader's own bucket and no other bucket.",
+            )
+        if FETCH_SOURCE_TASK in self.functions:
+            self.functions[FETCH_SOURCE_TASK].role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:PutObject"],
+                    resources=[self._bucket.arn_for_objects(self._config.source_key)],
+                )
+            )
