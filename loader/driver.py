@@ -89,15 +89,7 @@ def run_load(
     try:
         prepared = _prepare(started, table, staging, workers=workers, progress=progress, began=time.time())
     except BaseException as error:
-        # Nothing of this load can be live yet: failing it frees the lock now, not after the
-        # lease, and cleanup removes whatever was staged. A dry run only leaves files.
-        if started.status == starting.DRY_RUN:
-            staging.delete_load(started.load_id)
-        elif isinstance(error, LoadRejected):
-            if not discard(started.load_id, table, staging):
-                fail(started.load_id, f"prepare failed: {error!r}"[:1000], table)
-        elif not isinstance(error, KeyboardInterrupt):
-            fail(started.load_id, f"prepare failed: {error!r}"[:1000], table)
+        _give_up(started, error, table, staging)
         raise
     if on_prepared is not None:
         on_prepared(prepared)
@@ -123,6 +115,20 @@ def run_load(
         totals.as_dict(),
         outcome.report,
     )
+
+
+def _give_up(started: starting.Started, error: BaseException, table: LoaderTable, staging: Staging) -> None:
+    """A preparation broke: nothing of the load can be live yet, so free the lock now, not after the lease.
+
+    Refused sources leave no trace but the error; any other failure marks the load
+    failed, and cleanup removes what it staged. A dry run only leaves files.
+    """
+    if started.status == starting.DRY_RUN:
+        staging.delete_load(started.load_id)
+    elif isinstance(error, LoadRejected) and discard(started.load_id, table, staging):
+        return
+    elif not isinstance(error, KeyboardInterrupt):
+        fail(started.load_id, f"prepare failed: {error!r}"[:1000], table)
 
 
 def prepare(

@@ -78,8 +78,8 @@ def _stage_name(variant: str) -> str:
     return "".join(part.capitalize() for part in variant.split("_"))
 
 
-@pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The app with every variant, synthesized; ``tests/conftest.py`` makes it a session fixture."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(outdir=str(outdir), context=cdk_json()["context"])
     stacks = {DEFAULT: IpmetaStack(app, STACK_ID)}

@@ -1,0 +1,314 @@
+"""The synthesized state machine, executed: the real ASL, run offline by aws-local-stepfunctions.
+
+Its Lambda tasks call a small endpoint in this process that speaks the Lambda
+Invoke API and runs ``loader.handlers`` against dynalite (DynamoDB) and moto
+(S3). The interpreter runs no Distributed Map's ItemReader, so the parent runs
+with each reader's items given inline (the endpoint reads the staged list and
+adds it to the result that names it), and a child workflow also runs alone,
+as its own state machine. Covered: a load, an unchanged source, throttled
+chunks retried, and a failing chunk leading to Abort and LoadFailed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from ipmeta.settings import Settings
+from loader import handlers
+from loader.records import LoadStatus
+from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
+from loader.table import LoaderTable
+from stacks.constants import LOADER_MODULE
+from stacks.loader_workflow import CHUNKS_PER_CHILD
+from tests.infra.cfn import iter_states, state_machine_definition
+from tests.infra.conftest import DEFAULT, Synthesized
+
+HERE = Path(__file__).parent / "sfn"
+RUNNER = HERE / "run.mjs"
+POLYFILL = HERE / "polyfill.cjs"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
+BUCKET = "ipmeta-sources"
+
+
+class Context:
+    function_name = "loader"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
+    aws_request_id = "state-machine-test"
+
+
+@dataclass
+class Faults:
+    """Errors the endpoint answers instead of running a task: task -> [(error type, times)]."""
+
+    planned: dict[str, list[list[Any]]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def take(self, task: str) -> str | None:
+        self.calls[task] = self.calls.get(task, 0) + 1
+        for fault in self.planned.get(task, []):
+            if fault[1] != 0:
+                fault[1] -= 1  # a negative count never runs out
+                return str(fault[0])
+        return None
+
+
+class LambdaEndpoint(ThreadingHTTPServer):
+    """``POST /2015-03-31/functions/{arn}/invocations`` -> ``loader.handlers.<task>``."""
+
+    daemon_threads = True
+
+    def __init__(self, tasks_by_function: dict[str, str], s3: Any) -> None:
+        super().__init__(("127.0.0.1", 0), _InvokeHandler)
+        self.tasks_by_function = tasks_by_function
+        self.s3 = s3
+        self.faults = Faults()
+
+    def invoke(self, function: str, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        task = self.tasks_by_function[function.rsplit(":", 1)[-1]]
+        fault = self.faults.take(task)
+        if fault is not None:
+            return {"errorType": fault, "errorMessage": f"injected {fault}"}, True
+        try:
+            result = getattr(handlers, task)(event, Context())
+        except Exception as error:
+            return {"errorType": type(error).__name__, "errorMessage": str(error)}, True
+        return self._with_inline_items(result), False
+
+    def _with_inline_items(self, result: Any) -> Any:
+        """Where a result names a staged item list, add it inline: the interpreter has no ItemReader."""
+        if not isinstance(result, dict):
+            return result
+        for value in [result, *result.values()]:
+            location = value.get("items") if isinstance(value, dict) else None
+            if isinstance(location, dict) and "key" in location:
+                items = self._staged(location)
+                location["inline"] = items
+                location["inline_batches"] = [
+                    {"Items": items[at : at + CHUNKS_PER_CHILD]}
+                    for at in range(0, len(items), CHUNKS_PER_CHILD)
+                ]
+        return result
+
+    def _staged(self, location: dict[str, str]) -> list[Any]:
+        try:
+            body = self.s3.get_object(Bucket=location["bucket"], Key=location["key"])["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return []
+        items: list[Any] = json.loads(body)
+        return items
+
+
+class _InvokeHandler(BaseHTTPRequestHandler):
+    server: LambdaEndpoint
+
+    def do_POST(self) -> None:
+        function = unquote(self.path.split("/functions/", 1)[1].split("/", 1)[0])
+        event = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        body, failed = self.server.invoke(function, event)
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if failed:
+            self.send_header("X-Amz-Function-Error", "Unhandled")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def localize(definition: dict[str, Any]) -> dict[str, Any]:
+    """The definition with each Distributed Map inline over the items its reader would read."""
+    local = copy.deepcopy(definition)
+    for state in local["States"].values():
+        processor = state.get("ItemProcessor", {})
+        if processor.get("ProcessorConfig", {}).get("Mode") != "DISTRIBUTED":
+            continue
+        key_path = state.pop("ItemReader")["Parameters"]["Key.$"]
+        listing = key_path.removesuffix(".key")
+        state["ItemsPath"] = (
+            f"{listing}.inline_batches" if state.pop("ItemBatcher", None) else f"{listing}.inline"
+        )
+        for name in ("ResultWriter", "ToleratedFailurePercentage", "ToleratedFailureCount"):
+            state.pop(name, None)
+        processor["ProcessorConfig"] = {"Mode": "INLINE"}
+    return local
+
+
+def no_waiting(definition: dict[str, Any]) -> dict[str, Any]:
+    """Overrides that skip every Wait and every Retry interval."""
+    states = dict(iter_states(definition["States"]))
+    return {
+        "waitTimeOverrides": {name: 0 for name, state in states.items() if state["Type"] == "Wait"},
+        "retryIntervalOverrides": {name: 0 for name, state in states.items() if "Retry" in state},
+    }
+
+
+@dataclass
+class Machine:
+    definition: dict[str, Any]
+    endpoint: LambdaEndpoint
+    folder: Path
+
+    def run(self, definition: dict[str, Any], execution_input: dict[str, Any]) -> dict[str, Any]:
+        path = self.folder / "definition.json"
+        path.write_text(json.dumps(definition))
+        host, port = self.endpoint.server_address[:2]
+        environment = {**os.environ, "AWS_ENDPOINT_URL_LAMBDA": f"http://{host!s}:{port}"}
+        completed = subprocess.run(
+            [
+                "node",
+                "--require",
+                str(POLYFILL),
+                str(RUNNER),
+                str(path),
+                json.dumps(execution_input),
+                json.dumps(no_waiting(definition)),
+            ],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=240,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+        return result
+
+
+@pytest.fixture(scope="module")
+def asl(synthesized: Synthesized) -> tuple[dict[str, Any], dict[str, str]]:
+    template = synthesized.templates[DEFAULT]
+    tasks = {
+        logical_id: resource["Properties"]["Handler"].removeprefix(f"{LOADER_MODULE}.")
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Lambda::Function"
+        and resource["Properties"].get("Handler", "").startswith(LOADER_MODULE)
+    }
+    return state_machine_definition(template), tasks
+
+
+@pytest.fixture
+def machine(
+    asl: tuple[dict[str, Any], dict[str, str]],
+    table_environment: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[Machine]:
+    if shutil.which("node") is None:
+        pytest.fail("the state machine tests need node")
+    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
+    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
+    handlers.reset()
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
+        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
+        endpoint = LambdaEndpoint(asl[1], s3)
+        threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+        try:
+            yield Machine(asl[0], endpoint, tmp_path)
+        finally:
+            endpoint.shutdown()
+            endpoint.server_close()
+    handlers.reset()
+
+
+EXECUTION = {"source": f"s3://{BUCKET}/in/small.csv", "options": {"chunk_size": 2}}
+
+
+def test_a_load_runs_through_every_state_and_a_second_run_is_unchanged(
+    machine: Machine, table_environment: Settings
+) -> None:
+    table = LoaderTable.from_settings(table_environment)
+    first = machine.run(localize(machine.definition), EXECUTION)
+    assert first["status"] == "SUCCEEDED", first
+    version = table.read_active_version(consistent=True)
+    assert version is not None
+    assert version == first["output"]["version"]
+    load = table.get_load(version)
+    assert load is not None
+    assert (load.status, load.items_written, len(load.done)) == (LoadStatus.ACTIVATED, 12, load.chunks)
+    assert load.chunks > 1
+    assert first["output"]["activation"]["status"] == "activated"
+
+    again = machine.run(localize(machine.definition), EXECUTION)
+    assert again["status"] == "SUCCEEDED", again
+    assert again["output"]["status"] == "unchanged"
+    assert table.read_active_version(consistent=True) == version
+
+
+def test_throttled_chunks_are_retried_and_every_item_is_written_once(
+    machine: Machine, table_environment: Settings
+) -> None:
+    machine.endpoint.faults.planned = {"write_chunks": [["WritesThrottled", 2], ["ThrottlingException", 1]]}
+    result = machine.run(localize(machine.definition), EXECUTION)
+    assert result["status"] == "SUCCEEDED", result
+    retried = [event for event in result["events"] if event["type"] == "StateRetried"]
+    assert [event["state"] for event in retried] == ["WriteChunk"] * 3
+    load = LoaderTable.from_settings(table_environment).get_load(result["output"]["version"])
+    assert load is not None
+    assert (load.status, load.items_written) == (LoadStatus.ACTIVATED, 12)
+
+
+def test_a_failing_chunk_aborts_the_load_and_frees_the_lock(
+    machine: Machine, table_environment: Settings
+) -> None:
+    machine.endpoint.faults.planned = {"write_chunks": [["ValueError", -1]]}
+    result = machine.run(localize(machine.definition), EXECUTION)
+    assert result["status"] == "FAILED", result
+    # The chunk's error is caught by WriteChunks, Abort runs, and the execution ends in LoadFailed
+    # with that error (the interpreter names a Fail state's error "ExecutionError", with ours as cause).
+    assert result["cause"].startswith("ValueError")
+    kinds = [(event["type"], event["state"]) for event in result["events"]]
+    assert ("StateCaught", "WriteChunks") in kinds
+    assert ("StateFailed", "LoadFailed") in kinds
+    assert machine.endpoint.faults.calls.get("abort") == 1
+    table = LoaderTable.from_settings(table_environment)
+    [load] = table.list_loads()
+    assert load.status == LoadStatus.FAILED
+    assert table.read_lock() is None
+    assert table.read_active_version(consistent=True) is None
+
+
+def test_the_write_child_workflow_runs_alone_with_a_batch_and_retries(
+    machine: Machine, table_environment: Settings
+) -> None:
+    # Given a prepared load (the states up to PlanWrites, through the handlers)
+    started = handlers.start(EXECUTION, Context())  # type: ignore[arg-type]
+    for scan in started["scans"]:
+        handlers.scan(scan, Context())  # type: ignore[arg-type]
+    planned = handlers.plan_partitions({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    for item in machine.endpoint._staged(planned["items"]):
+        handlers.resolve(item, Context())  # type: ignore[arg-type]
+    writes = handlers.plan_writes({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    chunks = machine.endpoint._staged(writes["items"])
+    # When the WriteChunks child workflow runs on its own, on one batch, throttled once
+    child = machine.definition["States"]["WriteChunks"]["ItemProcessor"]
+    child_machine = {"StartAt": child["StartAt"], "States": child["States"]}
+    machine.endpoint.faults.planned = {"write_chunks": [["WritesThrottled", 1]]}
+    result = machine.run(child_machine, {"Items": chunks[:CHUNKS_PER_CHILD]})
+    # Then it succeeds after one retry, and those chunks are done
+    assert result["status"] == "SUCCEEDED", result
+    assert [event["state"] for event in result["events"] if event["type"] == "StateRetried"] == ["WriteChunk"]
+    load = LoaderTable.from_settings(table_environment).get_load(started["version"])
+    assert load is not None
+    assert sorted(load.done) == list(range(min(CHUNKS_PER_CHILD, len(chunks))))
