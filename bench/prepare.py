@@ -26,10 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter, deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.datasets import BENCH_DATA, DBIP_ATTRIBUTION
+from loader.staging import LocalStaging
+from loader.write import chunk_buckets
 
 RESULTS = Path(__file__).with_name("results") / "prepare.json"
 
@@ -51,6 +55,38 @@ def synthetic_csv(rows: int, *, gaps: bool) -> Path:
     return target
 
 
+WINDOW = 1000
+
+
+def write_order(staging: LocalStaging, load_id: str, chunks: int) -> Iterator[tuple[int, int]]:
+    """The (family, bucket) of every item, in the order the chunk writers write them."""
+    for index in range(chunks):
+        yield from chunk_buckets(load_id, index, staging)
+
+
+def window_spread(order: Iterator[tuple[int, int]]) -> dict[str, Any]:
+    """The hottest bucket's largest share of any WINDOW consecutive writes, against its share of all."""
+    buckets = list(order)
+    whole = Counter(buckets)
+    hottest, hottest_count = whole.most_common(1)[0]
+    in_window = sum(1 for bucket in buckets[:WINDOW] if bucket == hottest)
+    recent = deque(buckets[:WINDOW])
+    most = in_window
+    for bucket in buckets[WINDOW:]:
+        in_window += (bucket == hottest) - (recent.popleft() == hottest)
+        recent.append(bucket)
+        most = max(most, in_window)
+    share = hottest_count / len(buckets)
+    return {
+        "window": WINDOW,
+        "hottest_bucket": f"{hottest[0]}#{hottest[1]:x}",
+        "hottest_bucket_share": round(share, 5),
+        "max_window_share": round(most / WINDOW, 4),
+        "ratio": round(most / WINDOW / share, 3),
+        "goal_ratio_at_most": 1.5,
+    }
+
+
 def prepare_in_child(sources: list[Path], workers: int, columns: str | None = None) -> dict[str, Any]:
     """One dry-run preparation in a fresh interpreter; its timings and the peak RSS of its processes."""
     command = [sys.executable, "-m", "bench.prepare", "--child", "--workers", str(workers)]
@@ -63,17 +99,18 @@ def prepare_in_child(sources: list[Path], workers: int, columns: str | None = No
     return report
 
 
-def child(sources: list[str], workers: int) -> None:
+def child(sources: list[str], workers: int, columns: str | None) -> None:
     """Runs in the child: prepare, then print the figures as one JSON line."""
     from loader import driver
     from loader.options import LoadOptions
-    from loader.staging import LocalStaging
 
     with tempfile.TemporaryDirectory(dir=BENCH_DATA) as folder:
         started = time.monotonic()
-        options = LoadOptions(dry_run=True)
-        prepared = driver.prepare(sources, options, None, LocalStaging(Path(folder)), workers=workers)  # type: ignore[arg-type]
+        options = LoadOptions(dry_run=True, columns=columns.split(",") if columns else None)
+        staging = LocalStaging(Path(folder))
+        prepared = driver.prepare(sources, options, None, staging, workers=workers)  # type: ignore[arg-type]
         seconds = time.monotonic() - started
+        spread = window_spread(write_order(staging, prepared.load_id, prepared.chunks))
     report = prepared.report
     phases = dict(report.phases or {})
     rows = report.rows_read or 0
@@ -88,6 +125,7 @@ def child(sources: list[str], workers: int) -> None:
                 "seconds": round(seconds, 1),
                 "rows_per_second": round(rows / seconds),
                 "phases": phases,
+                "spread": spread,
                 "peak_rss_mb": {
                     "driver": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                     "largest_worker": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
@@ -135,7 +173,7 @@ def main() -> None:
     parser.add_argument("sources", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.sources, args.workers)
+        child(args.sources, args.workers, args.columns)
         return
     results = measure(args)
     command = "python -m bench.prepare" + (" --dbip" if args.dbip else "") + f" --rows {args.rows}"

@@ -129,6 +129,7 @@ def command_load(args: argparse.Namespace) -> int:
         shard_budget=args.shard_budget,
         max_shards=args.max_shards,
         coalesce=args.coalesce,
+        partition_rows=args.partition_rows,
     )
     with backend(args) as settings:
         outcome = load_files(
@@ -150,7 +151,7 @@ def command_load(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from loader import driver, reverse_index
-    from loader.options import DEFAULT_CHUNK_SIZE, OVERLAP_POLICIES
+    from loader.options import DEFAULT_CHUNK_SIZE, DEFAULT_PARTITION_ROWS, OVERLAP_POLICIES
 
     load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
     add_backend_arguments(load)
@@ -170,6 +171,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=positive_int,
         default=driver.default_workers(),
         help="processes that scan sources and resolve partitions (default: one per core)",
+    )
+    load.add_argument(
+        "--partition-rows",
+        type=positive_int,
+        default=DEFAULT_PARTITION_ROWS,
+        help="pieces one resolve task holds at most: its memory bound (default 250,000)",
     )
     load.add_argument(
         "--no-coalesce",

@@ -17,6 +17,9 @@ OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specifi
 DEFAULT_CHUNK_SIZE: Final = 2500
 #: Concurrent BatchWriteItem calls of one chunk.
 DEFAULT_WRITE_WORKERS: Final = 8
+#: Pieces a partition holds at most (a single larger bucket excepted): ~350 MB of a
+#: resolve task's memory at DB-IP City Lite's widest rows (docs/loader.md).
+DEFAULT_PARTITION_ROWS: Final = 250_000
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class LoadOptions:
     max_shards: int = reverse_index.DEFAULT_MAX_SHARDS
     #: Adjacent ranges with identical data become one item (``--no-coalesce`` keeps them apart).
     coalesce: bool = True
+    #: Pieces a partition (one resolve task) holds at most: its memory bound. Not part of
+    #: the fingerprint: ranges are joined across partitions, so it never changes the data.
+    partition_rows: int = DEFAULT_PARTITION_ROWS
 
     def fingerprint(self) -> str:
         """What, besides the bytes, decides the dataset: the same source read differently is a change."""

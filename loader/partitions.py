@@ -32,8 +32,6 @@ from loader.evidence import ColumnEvidence
 from loader.scan import MAX_LISTED_REJECTIONS, ScanSummary
 from loader.staging import Staging
 
-#: Pieces a partition holds at most (a single larger bucket excepted).
-DEFAULT_PARTITION_ROWS: Final = 250_000
 #: The most items a load may write: far above the largest public databases (DB-IP City
 #: Lite, 14.8 M networks), and a clear refusal before a runaway source fills a table.
 DEFAULT_MAX_ITEMS: Final = 100_000_000
@@ -91,16 +89,14 @@ class PartitionPlan:
         return cls(**raw)
 
 
-def plan_partitions(
-    load_id: str, staging: Staging, *, max_rows: int = DEFAULT_PARTITION_ROWS
-) -> PartitionPlan:
+def plan_partitions(load_id: str, staging: Staging) -> PartitionPlan:
     """Read every scan summary, check the load as a whole, and stage the partition plan."""
     descriptor = read_descriptor(staging, load_id)
     scans = [
         ScanSummary.from_json(staging.get(load_id, staged.scan_name(source)))
         for source in range(len(descriptor.sources))
     ]
-    plan = _plan(descriptor, scans, max_rows)
+    plan = _plan(descriptor, scans, descriptor.options.partition_rows)
     staging.put(load_id, staged.PARTITIONS, plan.to_json())
     listing = [{"load_id": load_id, "partition": spec.index} for spec in plan.partitions]
     staging.put(load_id, staged.PARTITION_LIST, json.dumps(listing).encode())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -103,11 +103,31 @@ def write_chunk(
 def chunk_items(load_id: str, index: int, staging: Staging) -> list[Item]:
     """The chunk's items, ready for BatchWriteItem, in write order (each bucket spread evenly)."""
     plan = read_write_plan(staging, load_id)
+    builder = _ItemBuilder(plan.writes, plan.index)
+    by_bucket: dict[tuple[int, int], list[Item]] = {}
+    for family, patches, line in _chunk_lines(plan, load_id, index, staging):
+        bucket, item = builder.item(family, line, patches)
+        by_bucket.setdefault((family, bucket), []).append(item)
+    return spread(by_bucket, random.Random(f"{load_id}:{index}"))
+
+
+def chunk_buckets(load_id: str, index: int, staging: Staging) -> list[tuple[int, int]]:
+    """The (family, bucket) of each of the chunk's items, in the order ``chunk_items`` writes them."""
+    plan = read_write_plan(staging, load_id)
+    by_bucket: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for family, _, line in _chunk_lines(plan, load_id, index, staging):
+        bucket = int(line.split(",", 3)[2])
+        by_bucket.setdefault((family, bucket), []).append((family, bucket))
+    return spread(by_bucket, random.Random(f"{load_id}:{index}"))
+
+
+def _chunk_lines(
+    plan: _Plan, load_id: str, index: int, staging: Staging
+) -> Iterator[tuple[Family, Mapping[str, Sequence[int | None]], str]]:
+    """Every staged line of chunk ``index``: one byte range of each partition's item file."""
     writes = plan.writes
     first_section = index * writes.group
     last_section = min(writes.sections, first_section + writes.group)
-    builder = _ItemBuilder(writes, plan.index)
-    by_bucket: dict[tuple[int, int], list[Item]] = {}
     for partition, offsets in enumerate(plan.offsets):
         start, end = offsets[first_section], offsets[last_section]
         if start == end:
@@ -115,9 +135,7 @@ def chunk_items(load_id: str, index: int, staging: Staging) -> list[Item]:
         family: Family = writes.families[partition]  # type: ignore[assignment]
         patches = writes.patches.get(str(partition), {})
         for line in staged.decode_lines(staging.get_range(load_id, staged.items_name(partition), start, end)):
-            bucket, item = builder.item(family, line, patches)
-            by_bucket.setdefault((family, bucket), []).append(item)
-    return spread(by_bucket, random.Random(f"{load_id}:{index}"))
+            yield family, patches, line
 
 
 def spread(by_bucket: Mapping[Any, list[T]], rng: random.Random) -> list[T]:

@@ -254,6 +254,64 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     assert all(load.status == LoadStatus.ACTIVATED for load in store.list_loads())
 
 
+def phase_reached(staging_root: Path, phase: str) -> str | None:
+    """The load id once its staged files show it is inside ``phase`` (and not past it)."""
+    for folder in staging_root.glob("v*"):
+        scanned = (folder / "scan").is_dir() and any((folder / "scan").iterdir())
+        resolved = list((folder / "resolved").glob("*.json")) if (folder / "resolved").is_dir() else []
+        if phase == "scan" and (folder / "load.json").exists() and not scanned:
+            return folder.name
+        if phase == "resolve" and resolved and not (folder / "plan" / "writes.json").exists():
+            return folder.name
+    return None
+
+
+@pytest.mark.parametrize("phase", ["scan", "resolve"])
+def test_r3_a_loader_killed_while_preparing_resumes_where_it_stopped(
+    table_settings: Settings, store: LoaderTable, tmp_path: Path, phase: str
+) -> None:
+    data = dataset(tmp_path, "big", 20_000, seed=6)
+    # Given a loader process preparing a load in many small partitions
+    env = {**os.environ, ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint)}
+    env[ENV_TABLE_NAME] = table_settings.table_name
+    command = [sys.executable, "-m", "ipmeta_cli.main", "load", "--data-dir", str(tmp_path), "--workers", "1"]
+    command += ["--partition-rows", "500", str(data.path)]
+    process = subprocess.Popen(
+        command, env=env, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        # When it is SIGKILLed inside the phase
+        deadline = time.monotonic() + 60
+        killed: str | None = None
+        while killed is None and time.monotonic() < deadline and process.poll() is None:
+            killed = phase_reached(tmp_path / "staging", phase)
+            if killed is not None:
+                process.send_signal(signal.SIGKILL)
+            time.sleep(0.005)
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert killed is not None, (
+        f"never caught the loader in {phase}: {process.stderr and process.stderr.read().decode()}"
+    )
+    assert process.returncode == -signal.SIGKILL
+    load = store.get_load(int(killed[1:]))
+    assert load is not None
+    assert load.status == LoadStatus.PREPARING
+
+    # Then a resume finishes, every range written once, and it answers
+    resumed = driver.run_load(
+        [], LoadOptions(partition_rows=500), store, LocalStaging(tmp_path / "staging"), resume=killed
+    )
+    assert resumed.status == LoadStatus.ACTIVATED
+    assert resumed.version == int(killed[1:])
+    assert resumed.report.items_written == len(data.ranges)
+    cache = ActiveVersionCache(0.0)
+    for start, _, label in data.ranges[:50]:
+        assert answer_of(store, cache, start) == label
+
+
 # -- R4: bad input -------------------------------------------------------------------------
 
 EXPECTED_REASONS = {
