@@ -25,11 +25,17 @@ def network(text: str, label: str) -> Row:
     return Row(parsed.version, int(parsed.network_address), int(parsed.broadcast_address), {"label": label})
 
 
-def answer(items: list[dict[str, object]], covers: CoverIndex, family: Family, value: int) -> tuple[str, int, int] | None:
+def answer(
+    items: list[dict[str, object]], covers: CoverIndex, family: Family, value: int
+) -> tuple[str, int, int] | None:
     """What a lookup answers: the bucket's piece at or before the address, else the bucket's cover."""
     address = Address(family, value)
     partition, sort_key = keys.lookup_key(0, address)
-    pieces = [item for item in items if item[keys.PARTITION_KEY] == partition and int(item[keys.SORT_KEY]) <= sort_key]  # type: ignore[call-overload]
+    pieces = [
+        item
+        for item in items
+        if item[keys.PARTITION_KEY] == partition and int(item[keys.SORT_KEY]) <= sort_key  # type: ignore[call-overload]
+    ]
     if pieces:
         piece = max(pieces, key=lambda item: int(item[keys.SORT_KEY]))  # type: ignore[call-overload]
         end = int(ipaddress.ip_address(piece[keys.ATTR_END]))  # type: ignore[arg-type]
