@@ -108,7 +108,7 @@ def child(sources: list[str], workers: int, columns: str | None) -> None:
         started = time.monotonic()
         options = LoadOptions(dry_run=True, columns=columns.split(",") if columns else None)
         staging = LocalStaging(Path(folder))
-        prepared = driver.prepare(sources, options, None, staging, workers=workers)  # type: ignore[arg-type]
+        prepared = driver.prepare(sources, options, None, staging, workers=workers)
         seconds = time.monotonic() - started
         spread = window_spread(write_order(staging, prepared.load_id, prepared.chunks))
     report = prepared.report

@@ -8,11 +8,14 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipmeta.settings import Settings
 from ipmeta_cli.arguments import non_negative_int, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
+
+if TYPE_CHECKING:
+    from loader.options import LoadOptions
 
 REPORTS_DIR = "reports"
 
@@ -108,21 +111,16 @@ def _types(text: str | None) -> dict[str, str]:
     return {name.strip().lower(): kind.strip().lower() for name, kind in pairs}
 
 
-def command_load(args: argparse.Namespace) -> int:
+def load_options(args: argparse.Namespace, *, dry_run: bool = False) -> LoadOptions:
+    """The options ``add_source_arguments`` declared, as the loader takes them."""
     from loader.options import LoadOptions
 
-    if not args.files and not args.resume:
-        print("ipmeta load: give FILE... or --resume LOAD_ID", file=sys.stderr)
-        return 2
-    # The change event is a log line locally; show it.
-    logging.basicConfig(format="%(message)s")
-    logging.getLogger("loader.events").setLevel(logging.INFO)
-    options = LoadOptions(
+    return LoadOptions(
         columns=[column.strip() for column in args.columns.split(",")] if args.columns else None,
         types=_types(args.types),
         overlaps=args.overlaps,
         max_errors=args.max_errors,
-        dry_run=args.dry_run,
+        dry_run=dry_run or args.dry_run,
         chunk_size=args.chunk_size,
         index_field=args.index_field.strip().lower() if args.index_field else None,
         flag_column=args.flag_column.strip().lower() if args.flag_column else None,
@@ -131,6 +129,16 @@ def command_load(args: argparse.Namespace) -> int:
         coalesce=args.coalesce,
         partition_rows=args.partition_rows,
     )
+
+
+def command_load(args: argparse.Namespace) -> int:
+    if not args.files and not args.resume:
+        print("ipmeta load: give FILE... or --resume LOAD_ID", file=sys.stderr)
+        return 2
+    # The change event is a log line locally; show it.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("loader.events").setLevel(logging.INFO)
+    options = load_options(args)
     with backend(args) as settings:
         outcome = load_files(
             settings,
@@ -142,65 +150,113 @@ def command_load(args: argparse.Namespace) -> int:
             parallel_chunks=args.parallel_chunks,
             workers=args.workers,
         )
+        if args.chart and outcome["status"] == "activated":
+            outcome["charts"] = draw_load_charts(outcome, Path(args.data_dir), Path(args.chart))
     if args.json:
         print(json.dumps(outcome["report"], indent=2))
     else:
         print(summarize(outcome))
+        for chart in outcome.get("charts", []):
+            print(f"  chart: {chart}")
     return 0
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def draw_load_charts(outcome: Mapping[str, Any], data_dir: Path, folder: Path) -> list[str]:
+    """Items per bucket, and the hottest bucket's share of each 1,000 writes of this load's order."""
+    from ipmeta import keys
+    from ipmeta_cli import charts
+    from loader import capacity
+    from loader.staging import LocalStaging
+    from loader.write import chunk_buckets
+
+    report, load_id = outcome["report"], str(outcome["version"])
+    staging = LocalStaging(data_dir / "staging")
+    written = (
+        keys.bucket_name(family, bucket)
+        for index in range(int(report["chunks"]))
+        for family, bucket in chunk_buckets(load_id, index, staging)
+    )
+    order = capacity.WriteOrder.as_written(written)
+    per_bucket = order.items_per_bucket()
+    series = {
+        "sorted": capacity.hottest_share_series(capacity.WriteOrder.sorted(dict(sorted(per_bucket.items())))),
+        "as-written": capacity.hottest_share_series(order),
+    }
+    share = max(per_bucket.values()) / max(1, order.items)
+    return [
+        str(
+            charts.items_per_bucket_chart(
+                per_bucket, folder / charts.ITEMS_PER_BUCKET, f"Items per bucket, {load_id}"
+            )
+        ),
+        str(charts.write_order_chart(series, share, 1_000, folder / charts.WRITE_ORDER_HEAT)),
+    ]
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the sources are read and what the load builds: shared by ``load`` and ``plan``."""
     from loader import driver, reverse_index
     from loader.options import DEFAULT_CHUNK_SIZE, DEFAULT_PARTITION_ROWS, OVERLAP_POLICIES
 
-    load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
-    add_backend_arguments(load)
-    load.add_argument("files", nargs="*", help="CSV files, .csv.gz, or s3://bucket/key")
-    load.add_argument("--columns", help="column names for files without a header row, e.g. start,end,asn,org")
-    load.add_argument("--types", help="declared metadata types, e.g. asn=int,name=str (default: inferred)")
-    load.add_argument("--overlaps", choices=OVERLAP_POLICIES, default="last-wins")
-    load.add_argument(
+    parser.add_argument(
+        "--columns", help="column names for files without a header row, e.g. start,end,asn,org"
+    )
+    parser.add_argument("--types", help="declared metadata types, e.g. asn=int,name=str (default: inferred)")
+    parser.add_argument("--overlaps", choices=OVERLAP_POLICIES, default="last-wins")
+    parser.add_argument(
         "--max-errors", type=non_negative_int, default=0, help="skip up to N bad rows (listed in the report)"
     )
-    load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
-    load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
-    load.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK_SIZE)
-    load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
-    load.add_argument(
+    parser.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK_SIZE)
+    parser.add_argument(
         "--workers",
         type=positive_int,
         default=driver.default_workers(),
         help="processes that scan sources and resolve partitions (default: one per core)",
     )
-    load.add_argument(
+    parser.add_argument(
         "--partition-rows",
         type=positive_int,
         default=DEFAULT_PARTITION_ROWS,
         help="pieces one resolve task holds at most: its memory bound (default 250,000)",
     )
-    load.add_argument(
+    parser.add_argument(
         "--no-coalesce",
         dest="coalesce",
         action="store_false",
         help="keep adjacent ranges with identical data as separate items",
     )
-    load.add_argument(
+    parser.add_argument(
         "--index-field", metavar="FIELD", help="index ranges by this column's value (GET /v1/ranges)"
     )
-    load.add_argument(
+    parser.add_argument(
         "--flag-column", metavar="COL", help="list ranges whose COL is not empty (GET /v1/flagged)"
     )
-    load.add_argument(
+    parser.add_argument(
         "--shard-budget",
         type=positive_int,
         default=reverse_index.DEFAULT_SHARD_BUDGET,
         help="most keys of the value index, shards and packs together (see docs/reverse.md)",
     )
-    load.add_argument(
+    parser.add_argument(
         "--max-shards",
         type=positive_int,
         default=reverse_index.DEFAULT_MAX_SHARDS,
         help="most shards of one value",
     )
-    load.add_argument("--json", action="store_true", help="print the whole JSON report")
+    parser.add_argument(
+        "--chart", metavar="DIR", help="write PNG charts of the load's buckets and write order"
+    )
+    parser.add_argument("--json", action="store_true", help="print the whole JSON report")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from loader import driver
+
+    load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
+    add_backend_arguments(load)
+    load.add_argument("files", nargs="*", help="CSV files, .csv.gz, or s3://bucket/key")
+    add_source_arguments(load)
+    load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
+    load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
+    load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
     load.set_defaults(run=command_load)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipmeta_cli import loading, lookups, reverse, versions
+from ipmeta_cli import loading, lookups, planning, reverse, versions
 from ipmeta_cli.arguments import positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.dynalite import PROJECT_ROOT
@@ -96,6 +96,7 @@ def parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=command_serve)
 
     loading.register(commands)
+    planning.register(commands)
     lookups.register(commands)
     versions.register(commands)
     reverse.register(commands)

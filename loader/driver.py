@@ -134,7 +134,7 @@ def _give_up(started: starting.Started, error: BaseException, table: LoaderTable
 def prepare(
     sources: Sequence[str | Path],
     options: LoadOptions,
-    table: LoaderTable,
+    table: LoaderTable | None,
     staging: Staging,
     *,
     workers: int = 1,
@@ -143,6 +143,7 @@ def prepare(
     """Every step before the writes (``start`` to ``plan_writes``): a load ready to write, or why not."""
     started = starting.start(sources, options, table, staging, now=now)
     if started.status == starting.UNCHANGED:
+        assert table is not None  # only a load against a table can find itself unchanged
         meta = table.get_version_meta(started.version)
         report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
         return Prepared("unchanged", started.load_id, started.version, 0, meta.items if meta else 0, report)
@@ -155,7 +156,7 @@ def _since(began: float) -> float:
 
 def _prepare(
     started: starting.Started,
-    table: LoaderTable,
+    table: LoaderTable | None,
     staging: Staging,
     *,
     workers: int,
@@ -164,6 +165,7 @@ def _prepare(
 ) -> Prepared:
     """Scan, plan the partitions, resolve them, plan the writes (each step skips what is done)."""
     if started.load_status == LoadStatus.PREPARED:
+        assert table is not None  # a resumed load has a table
         load = table.get_load(started.version)
         assert load is not None
         return Prepared(

@@ -55,12 +55,15 @@ class Started:
 def start(
     sources: Sequence[str | Path],
     options: LoadOptions,
-    table: LoaderTable,
+    table: LoaderTable | None,
     staging: Staging,
     *,
     now: float | None = None,
 ) -> Started:
-    """A load to run: a new version, the unfinished load of the same sources, or none (unchanged)."""
+    """A load to run: a new version, the unfinished load of the same sources, or none (unchanged).
+
+    A dry run reads and writes no table (``table`` may be None).
+    """
     if not sources:
         raise SourceError("no source files given")
     named = tuple(Source.of(source) for source in sources)
@@ -71,6 +74,8 @@ def start(
         load_id = f"dry-run-{secrets.token_hex(6)}"
         LoadDescriptor(load_id, 0, named, options, checksum, fingerprint, at).stage(staging)
         return Started(DRY_RUN, load_id, 0, len(named))
+    if table is None:
+        raise ValueError("a load that writes needs a table; only a dry run goes without")
     active = table.read_active_version(consistent=True)
     meta = table.get_version_meta(active) if active is not None else None
     if meta is not None and meta.sha256 == checksum and (meta.fingerprint or fingerprint) == fingerprint:

@@ -66,7 +66,7 @@ def stage(rows: Sequence[Any], folder: Path, options: LoadOptions | None = None)
 def stage_files(sources: Iterable[Path], folder: Path, options: LoadOptions | None = None) -> Staged:
     options = dataclasses.replace(options or LoadOptions(), dry_run=True)
     staging = LocalStaging(folder / "staging")
-    started = starting.start(list(sources), options, None, staging)  # type: ignore[arg-type]  # a dry run reads no table
+    started = starting.start(list(sources), options, None, staging)
     for source in range(started.sources):
         scan_source(started.load_id, source, staging)
     plan = plan_partitions(started.load_id, staging)

@@ -1,0 +1,163 @@
+"""`ipmeta plan`: before a load, how fast it will go, what gets hot, and what it and its lookups cost.
+
+``ipmeta plan FILES…`` prepares the load exactly as ``ipmeta load`` would (a
+dry run: nothing is written) and runs its real write order through the
+partition model of ``loader.capacity``. ``--reproduce-blog`` runs the AWS
+blog's four experiments through the same model; ``--lookups-per-month N``
+adds the monthly bill of N lookups behind each API front.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ipmeta_cli.arguments import positive_int
+from ipmeta_cli.loading import add_source_arguments, load_options
+
+
+def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """The load's report, and its write order, from a dry run in a temporary folder."""
+    from ipmeta import keys
+    from loader import capacity, driver
+    from loader.staging import LocalStaging
+    from loader.write import chunk_buckets
+
+    with tempfile.TemporaryDirectory(prefix="ipmeta-plan-") as folder:
+        staging = LocalStaging(Path(folder))
+        prepared = driver.prepare(
+            args.files, load_options(args, dry_run=True), None, staging, workers=args.workers
+        )
+        written = [
+            keys.bucket_name(family, bucket)
+            for index in range(prepared.chunks)
+            for family, bucket in chunk_buckets(prepared.load_id, index, staging)
+        ]
+    return prepared.report.to_dict(), capacity.WriteOrder.as_written(written)
+
+
+def plan_report(args: argparse.Namespace) -> dict[str, Any]:
+    from loader import capacity
+
+    report: dict[str, Any] = {}
+    if args.files:
+        load, order = planned_load(args)
+        hottest = (load.get("value_index") or {}).get("hottest_values", {})
+        report["load"] = capacity.plan_load(
+            order,
+            warm_write_units=args.warm_write_units,
+            provisioned_write_units=args.provisioned_write_units,
+            target_seconds=args.target_minutes * 60,
+            frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
+        )
+        report["load"]["rows"] = load.get("rows_read")
+        if args.chart:
+            report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
+    if args.reproduce_blog:
+        report["blog"] = capacity.reproduce_blog()
+    if args.lookups_per_month:
+        report["lookups"] = capacity.lookup_costs(args.lookups_per_month)
+    return report
+
+
+def draw_plan_charts(plan: Mapping[str, Any], order: Any, folder: Path) -> list[str]:
+    from ipmeta_cli import charts
+
+    series = plan["chart"]["hottest_bucket_share"]
+    return [
+        str(
+            charts.items_per_bucket_chart(
+                order.items_per_bucket(), folder / charts.ITEMS_PER_BUCKET, "Items per bucket"
+            )
+        ),
+        str(
+            charts.write_order_chart(
+                series,
+                plan["hottest_bucket"]["share"],
+                plan["chart"]["window"],
+                folder / charts.WRITE_ORDER_HEAT,
+            )
+        ),
+    ]
+
+
+def summarize(report: Mapping[str, Any]) -> str:
+    lines: list[str] = []
+    if "load" in report:
+        lines.extend(_load_lines(report["load"]))
+    for chart in report.get("charts", []):
+        lines.append(f"  chart: {chart}")
+    if "blog" in report:
+        lines.append("The blog's experiments through the same model (writes/s):")
+        for scenario in report["blog"]["scenarios"]:
+            lines.append(
+                f"  {scenario['name']:<48} model {scenario['model']:>6,}  blog {scenario['blog']:>6,}  "
+                f"({scenario['off_by']:+.1%}; limited by {scenario['limited_by']})"
+            )
+    if "lookups" in report:
+        lookups = report["lookups"]
+        lines.append(f"A month of {lookups['lookups_per_month']:,} lookups:")
+        for front, cost in lookups["fronts"].items():
+            lines.append(f"  {front:<6} ${cost['total']:>12,.2f}  (${cost['per_million']:.2f} per million)")
+    return "\n".join(lines)
+
+
+def _load_lines(plan: Mapping[str, Any]) -> list[str]:
+    hottest = plan["hottest_bucket"]
+    lines = [
+        f"items {plan['items']:,} in {plan['buckets']:,} buckets; hottest {hottest['name']} "
+        f"holds {hottest['share']:.1%} ({hottest['items']:,} items)"
+    ]
+    for name, load in plan["loads"].items():
+        lines.append(
+            f"  {name:<16} {load['seconds']:>9,.0f} s at {load['writes_per_second']:>8,.0f} writes/s "
+            f"(limited by {load['limited_by']})"
+        )
+    warm = plan["warm_throughput_for_target"]
+    lines.append(
+        f"  to finish in the target time: warmWriteUnitsPerSecond {warm.get('warm_write_units', warm)}"
+    )
+    cost = plan["cost"]
+    lines.append(
+        f"  write cost ${cost.get('write', 0):,.2f}; storage ${cost.get('storage_per_month', 0):,.2f}/month"
+    )
+    if plan.get("reverse_index"):
+        lines.append(f"  reverse index: {json.dumps(plan['reverse_index'])[:300]}")
+    return lines
+
+
+def command_plan(args: argparse.Namespace) -> int:
+    if not args.files and not args.reproduce_blog and not args.lookups_per_month:
+        print("ipmeta plan: give FILE..., --reproduce-blog or --lookups-per-month N")
+        return 2
+    report = plan_report(args)
+    print(json.dumps(report, indent=2) if args.json else summarize(report))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = commands.add_parser(
+        "plan", help="predict a load's speed, hot partitions and costs, and a month of lookups' bill"
+    )
+    plan.add_argument("files", nargs="*", help="the files `ipmeta load` would load (nothing is written)")
+    add_source_arguments(plan)
+    plan.add_argument(
+        "--reproduce-blog", action="store_true", help="the AWS blog's four loads through the model"
+    )
+    plan.add_argument(
+        "--lookups-per-month", type=positive_int, help="the monthly cost of N lookups per API front"
+    )
+    plan.add_argument(
+        "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"
+    )
+    plan.add_argument(
+        "--warm-write-units", type=positive_int, default=10_000, help="pre-warmed on-demand WRU/s"
+    )
+    plan.add_argument(
+        "--provisioned-write-units", type=positive_int, default=10_000, help="provisioned WCU to model"
+    )
+    plan.set_defaults(run=command_plan, dry_run=True)
