@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -471,6 +471,30 @@ class LoaderTable(Store):
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
+
+    # -- export ---------------------------------------------------------------------------
+
+    def iter_partition(self, partition_key: str) -> Iterator[dict[str, Any]]:
+        """Every item of one partition in ascending sort-key order, a page at a time.
+
+        Numbers stay exact ``Decimal`` (an export writes them back out), binary as ``bytes``.
+        """
+        from boto3.dynamodb.types import Binary, TypeDeserializer
+
+        deserializer = TypeDeserializer()
+
+        def exact(value: Any) -> Any:
+            if isinstance(value, Binary):
+                return value.value  # type: ignore[attr-defined]  # the stubs omit it
+            if isinstance(value, dict):
+                return {name: exact(inner) for name, inner in value.items()}
+            if isinstance(value, list):
+                return [exact(inner) for inner in value]
+            return value
+
+        for page in self._partition_pages(partition_key):
+            for raw in page.get("Items", []):
+                yield {name: exact(deserializer.deserialize(value)) for name, value in raw.items()}
 
 
 def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:

@@ -1,0 +1,201 @@
+"""MaxMind DB files (``.mmdb``, ``.mmdb.gz``) to rows: one per network, streamed by ``maxminddb``.
+
+Memory stays flat: the reader maps the file and walks its tree one network at a
+time (a gzipped file is first inflated to a temporary file, never to memory).
+Values keep their types (a ``NativeValues``); ``mmdb_fields`` says which fields
+become columns.
+
+**IPv4 in an IPv6 tree.** The format keeps IPv4 at ``::a.b.c.d`` (``::/96``);
+``maxminddb`` lists those networks as IPv4, and skips the alias subtrees
+(``::ffff:0:0/96``, ``2002::/16``) that point back at them, so each comes out
+once. A database may instead hold real records under ``::ffff:0:0/96``
+(IPv4-mapped, which lookups answer as IPv4): those become IPv4 ranges too,
+unless the ``::/96`` record for the same addresses is the same, when they are
+a copy and are skipped. Other IPv6 networks (6to4 included) stay IPv6.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import ipaddress
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import maxminddb
+
+from ipmeta.ips import Family, format_address
+from loader.errors import SourceError
+from loader.formats.column_types import NativeValues, number_problem
+from loader.formats.csv_rows import ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES, declared_numbers
+from loader.formats.mmdb_fields import (
+    MAX_DISCOVERED_COLUMNS,
+    FieldPath,
+    columns_of,
+    default_paths,
+    holds_a_map,
+    leaf_paths,
+    pick,
+)
+from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
+
+#: What a damaged file makes the reader raise, in either implementation (C or pure Python).
+READ_ERRORS: Final = (maxminddb.InvalidDatabaseError, ValueError, IndexError, struct.error, OSError)
+_MAPPED_PREFIX: Final = 0xFFFF  #: the top 96 bits of ``::ffff:0:0/96``, IPv4-mapped addresses
+
+
+def open_mmdb_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header | SourceRow | RowError]:
+    with _plain_copy(path, name) as database:
+        reader = _open(database, name)
+        try:
+            columns = _choose_columns(reader, name, options.mmdb_fields)
+            numbers = declared_numbers(options.declared_types, list(columns), f"{name}: --types")
+            yield Header(list(columns))
+            yield from _rows(reader, name, columns, numbers)
+        finally:
+            reader.close()
+
+
+@contextlib.contextmanager
+def _plain_copy(path: Path, name: str) -> Iterator[Path]:
+    """The file itself, or for ``.gz`` an inflated temporary copy (the reader maps a file)."""
+    if path.suffix != ".gz":
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="ipmeta-mmdb-") as folder:
+        target = Path(folder) / path.stem
+        try:
+            with gzip.open(path, "rb") as packed, target.open("wb") as plain:
+                shutil.copyfileobj(packed, plain, 1 << 20)
+        except (OSError, EOFError) as error:
+            raise SourceError(f"{name}: cannot read: {error}") from None
+        yield target
+
+
+def _open(path: Path, name: str) -> maxminddb.Reader:
+    try:
+        return maxminddb.open_database(str(path))
+    except READ_ERRORS as error:
+        raise SourceError(f"{name}: not a MaxMind DB file, or a damaged one: {error}") from None
+
+
+def _choose_columns(
+    reader: maxminddb.Reader, name: str, mmdb_fields: Mapping[str, str] | None
+) -> dict[str, FieldPath]:
+    if mmdb_fields is not None:
+        return columns_of(mmdb_fields)
+    defaults = default_paths(reader.metadata().database_type)
+    if defaults is not None:
+        first = next(_networks(reader, name), None)
+        # A known type with an unknown layout (another publisher's "city") is discovered instead.
+        if first is not None and any(
+            pick(first[1], path) is not None for path in columns_of(defaults).values()
+        ):
+            return columns_of(defaults)
+    return columns_of(_discover(reader, name))
+
+
+def _discover(reader: maxminddb.Reader, name: str) -> list[str]:
+    """Every leaf path of every record, in the order first seen: a whole pass over the database."""
+    found: dict[str, None] = {}
+    for _, record in _networks(reader, name):
+        for path in leaf_paths(record):
+            if path not in found:
+                found[path] = None
+                if len(found) > MAX_DISCOVERED_COLUMNS:
+                    raise SourceError(
+                        f"{name}: records hold more than {MAX_DISCOVERED_COLUMNS} fields; "
+                        "choose the columns with --mmdb-fields column=dotted.path,..."
+                    )
+    if not found:
+        raise SourceError(f"{name}: the database holds no networks")
+    return list(found)
+
+
+def _networks(reader: maxminddb.Reader, name: str) -> Iterator[tuple[Any, Any]]:
+    """``(network, record)`` pairs; a damaged file ends with the last network read."""
+    networks = iter(reader)
+    last = None
+    while True:
+        try:
+            network, record = next(networks)
+        except StopIteration:
+            return
+        except READ_ERRORS as error:
+            after = f"network {last}" if last is not None else "the first network"
+            raise SourceError(f"{name}: after {after}: cannot read the database: {error}") from None
+        last = network
+        yield network, record
+
+
+def _rows(
+    reader: maxminddb.Reader, name: str, columns: Mapping[str, FieldPath], numbers: Mapping[str, str]
+) -> Iterator[SourceRow | RowError]:
+    to_row = _RowBuilder(list(columns.items()), numbers)
+    holds_ipv6 = reader.metadata().ip_version == 6
+    for network, record in _networks(reader, name):
+        start, prefix = int(network.network_address), network.prefixlen
+        end = start | ((1 << (network.max_prefixlen - prefix)) - 1)
+        # format_address beats str(network) several times over for IPv4, and this runs per network.
+        origin = f"{name}: network {format_address(network.version, start)}/{prefix}"
+        if network.version == 4:
+            yield to_row(record, origin=origin, family=4, start=start, end=end)
+        elif start >> 32 == _MAPPED_PREFIX and prefix >= 96:
+            start, end = start & 0xFFFFFFFF, end & 0xFFFFFFFF
+            if not (holds_ipv6 and _copies_ipv4_record(reader, start, prefix - 96, record)):
+                yield to_row(record, origin=origin, family=4, start=start, end=end)
+        else:
+            yield to_row(record, origin=origin, family=6, start=start, end=end)
+
+
+def _copies_ipv4_record(reader: maxminddb.Reader, start: int, prefix: int, record: Any) -> bool:
+    """Whether ``::/96`` answers the IPv4-mapped network's addresses with the same record."""
+    ipv4_record, ipv4_prefix = reader.get_with_prefix_len(ipaddress.IPv4Address(start))
+    return ipv4_record == record and ipv4_prefix <= prefix
+
+
+class _RowBuilder:
+    """A record's chosen fields as a row, checked against declared types and the item size."""
+
+    def __init__(self, paths: list[tuple[str, FieldPath]], numbers: Mapping[str, str]) -> None:
+        self.paths = paths
+        self.numbers = numbers
+
+    def __call__(
+        self, record: Any, *, origin: str, family: Family, start: int, end: int
+    ) -> SourceRow | RowError:
+        values = NativeValues()
+        size = ITEM_OVERHEAD_BYTES
+        is_map = type(record) is dict
+        for column, path in self.paths:
+            # Most paths are one key deep (flat layouts): no walk for those.
+            value = record.get(path[0]) if is_map and len(path) == 1 else pick(record, path)
+            kind = type(value)
+            if kind is str:
+                size += len(column) + len(value)
+            elif kind is dict or (kind is list and holds_a_map(value)):
+                dotted = ".".join(path) or "the record"
+                return RowError(f"{origin}: column {column!r} ({dotted}) holds a map; name one of its fields")
+            else:
+                size += len(column) + (len(value) if kind is bytes else 8)
+            values[column] = value
+        problem = self._declared_problem(values) if self.numbers else None
+        if problem:
+            return RowError(f"{origin}: {problem}")
+        if size > MAX_ITEM_BYTES:
+            return RowError(f"{origin}: the item would take about {size} bytes; DynamoDB allows 400 KB")
+        return SourceRow(origin=origin, family=family, start=start, end=end, values=values)
+
+    def _declared_problem(self, values: Mapping[str, Any]) -> str | None:
+        for column, declared in self.numbers.items():
+            value = values[column]
+            if value is None:
+                continue
+            problem = number_problem(repr(value) if isinstance(value, float) else str(value), declared)
+            if problem:
+                return f"column {column!r} is declared {declared} but holds {value!r}: {problem}"
+        return None
