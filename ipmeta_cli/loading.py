@@ -1,4 +1,4 @@
-"""`ipmeta load`: CSV files (paths or s3:// URIs) become one new dataset version."""
+"""`ipmeta load`: CSV or MaxMind DB files (paths or s3:// URIs) become one new dataset version."""
 
 from __future__ import annotations
 
@@ -102,13 +102,23 @@ def summarize(outcome: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _types(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    pairs = [entry.split("=", 1) for entry in text.split(",") if entry.strip()]
-    if any(len(pair) != 2 for pair in pairs):
-        raise argparse.ArgumentTypeError(f"--types expects column=int|str,..., got {text!r}")
-    return {name.strip().lower(): kind.strip().lower() for name, kind in pairs}
+def _types(text: str) -> dict[str, str]:
+    from loader.formats import parse_declared_types
+
+    try:
+        # Column names are matched as the CSV reader keys them: lower case.
+        return {column.lower(): kind for column, kind in parse_declared_types(text).items()}
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _field_map(text: str) -> dict[str, str]:
+    from loader.formats import parse_field_map
+
+    try:
+        return parse_field_map(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def load_options(args: argparse.Namespace, *, dry_run: bool = False) -> LoadOptions:
@@ -117,7 +127,10 @@ def load_options(args: argparse.Namespace, *, dry_run: bool = False) -> LoadOpti
 
     return LoadOptions(
         columns=[column.strip() for column in args.columns.split(",")] if args.columns else None,
-        types=_types(args.types),
+        types=args.types or {},
+        format=args.format,
+        mmdb_fields=args.mmdb_fields,
+        locations=str(args.locations) if args.locations else None,
         overlaps=args.overlaps,
         max_errors=args.max_errors,
         dry_run=dry_run or args.dry_run,
@@ -201,7 +214,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--columns", help="column names for files without a header row, e.g. start,end,asn,org"
     )
-    parser.add_argument("--types", help="declared metadata types, e.g. asn=int,name=str (default: inferred)")
+    _add_format_arguments(parser)
     parser.add_argument("--overlaps", choices=OVERLAP_POLICIES, default="last-wins")
     parser.add_argument(
         "--max-errors", type=non_negative_int, default=0, help="skip up to N bad rows (listed in the report)"
@@ -249,12 +262,44 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the whole JSON report")
 
 
+def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    """How each file is read and typed (docs/loader.md lists the formats)."""
+    from loader.formats import FORMATS
+
+    parser.add_argument(
+        "--types",
+        type=_types,
+        help="declared metadata types, e.g. asn=int,lat=float,postcode=str (default: inferred)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="auto",
+        help="how the files are read (default auto: mmdb for .mmdb/.mmdb.gz, geoip2-csv with "
+        "--locations, else csv); see docs/loader.md",
+    )
+    parser.add_argument(
+        "--mmdb-fields",
+        type=_field_map,
+        metavar="COL=PATH,...",
+        help="mmdb: columns to keep, e.g. country=country.iso_code,lat=location.latitude "
+        "(default: the database type's usual fields)",
+    )
+    parser.add_argument(
+        "--locations",
+        metavar="FILE",
+        help="geoip2-csv: the Locations-<lang>.csv the blocks join on geoname_id (path or s3://)",
+    )
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from loader import driver
 
-    load = commands.add_parser("load", help="load CSV files (paths or s3:// URIs) as one new dataset version")
+    load = commands.add_parser(
+        "load", help="load CSV or MaxMind DB files (paths or s3:// URIs) as one new dataset version"
+    )
     add_backend_arguments(load)
-    load.add_argument("files", nargs="*", help="CSV files, .csv.gz, or s3://bucket/key")
+    load.add_argument("files", nargs="*", help="CSV files, .csv.gz, .mmdb, .mmdb.gz, or s3://bucket/key")
     add_source_arguments(load)
     load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
     load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")

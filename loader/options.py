@@ -6,10 +6,14 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from loader import reverse_index
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
+
+if TYPE_CHECKING:
+    from loader.formats import FormatOptions
 
 OverlapPolicy = Literal["last-wins", "most-specific", "reject"]
 OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specific", "reject")
@@ -25,8 +29,15 @@ DEFAULT_PARTITION_ROWS: Final = 250_000
 @dataclass(frozen=True)
 class LoadOptions:
     columns: Sequence[str] | None = None
-    #: Declared metadata types, e.g. ``{"asn": "int"}``; others are inferred.
+    #: Declared metadata types, e.g. ``{"asn": "int", "lat": "float"}``; others are inferred.
     types: Mapping[str, str] = field(default_factory=dict)
+    #: How the sources are read (``loader.formats.FORMATS``); ``auto`` goes by each file's name.
+    format: str = "auto"
+    #: MaxMind DB: output column -> dotted path (``country=country.iso_code``); None: the defaults.
+    mmdb_fields: Mapping[str, str] | None = None
+    #: GeoIP2 CSV: the ``Locations-<lang>.csv`` the blocks join, a local path or ``s3://bucket/key``.
+    #: Its bytes are part of the load's checksum (``start``), so it is not in the fingerprint.
+    locations: str | None = None
     overlaps: OverlapPolicy = "last-wins"
     max_errors: int = 0
     dry_run: bool = False
@@ -53,6 +64,11 @@ class LoadOptions:
             "overlaps": self.overlaps,
             "coalesce": self.coalesce,
         }
+        # Each only when set, so the loads before formats existed keep their fingerprints.
+        if self.format != "auto":
+            shape["format"] = self.format
+        if self.mmdb_fields is not None:
+            shape["mmdb_fields"] = dict(self.mmdb_fields)
         if self.index_field or self.flag_column:
             # Only then, so a load without indexes keeps the fingerprint it always had.
             shape["indexes"] = {
@@ -63,13 +79,37 @@ class LoadOptions:
             }
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
+    def format_options(self, locations: Path | None = None) -> FormatOptions:
+        """What the readers take; ``locations`` is the Locations file made local (``materialize``)."""
+        from loader.formats import FormatOptions
+
+        return FormatOptions(
+            format=self.format,
+            columns=self.columns,
+            declared_types=dict(self.types),
+            mmdb_fields=self.mmdb_fields,
+            locations=locations,
+        )
+
     @classmethod
     def from_event(cls, options: Mapping[str, Any] | None) -> LoadOptions:
-        """Options as a state machine's input spells them (``columns`` may be ``"a,b,c"``)."""
+        """Options as a state machine's input spells them.
+
+        ``columns`` may be ``"a,b,c"``, ``types`` ``"lat=float,postcode=str"`` and
+        ``mmdb_fields`` ``"country=country.iso_code,..."``, as on the command line.
+        """
+        from loader.formats import FORMATS, parse_declared_types, parse_field_map
+
         options = dict(options or {})
         columns = options.pop("columns", None)
         if isinstance(columns, str):
             columns = [column.strip() for column in columns.split(",")]
+        if isinstance(options.get("types"), str):
+            options["types"] = parse_declared_types(options["types"])
+        if isinstance(options.get("mmdb_fields"), str):
+            options["mmdb_fields"] = parse_field_map(options["mmdb_fields"])
+        if options.get("format", "auto") not in FORMATS:
+            raise ValueError(f"unknown format {options['format']!r}; use one of {', '.join(FORMATS)}")
         known = {name for name in cls.__dataclass_fields__ if name != "columns"}
         unknown = set(options) - known
         if unknown:
@@ -80,4 +120,5 @@ class LoadOptions:
         data = asdict(self)
         data["columns"] = list(self.columns) if self.columns else None
         data["types"] = dict(self.types)
+        data["mmdb_fields"] = dict(self.mmdb_fields) if self.mmdb_fields is not None else None
         return data

@@ -22,13 +22,14 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from ipmeta import keys
 from loader import normalize, staged
 from loader.descriptor import LoadDescriptor, read_descriptor
 from loader.errors import LoadRejected, SourceError
-from loader.evidence import ColumnEvidence
+from loader.formats import ColumnEvidence, declared_types_for
 from loader.scan import MAX_LISTED_REJECTIONS, ScanSummary
 from loader.staging import Staging
 
@@ -107,7 +108,7 @@ def _plan(descriptor: LoadDescriptor, scans: Sequence[ScanSummary], max_rows: in
     options = descriptor.options
     columns = _common_columns(scans)
     _check_rejections(scans, options.max_errors)
-    column_types = _column_types(scans, options.types, columns)
+    column_types = _column_types(scans, _declared_types(descriptor, scans), columns)
     for flag, column in (("--index-field", options.index_field), ("--flag-column", options.flag_column)):
         if column is not None and column not in columns:
             message = f"{flag} {column!r} is not a metadata column (columns: {', '.join(columns)})"
@@ -159,6 +160,17 @@ def _check_rejections(scans: Sequence[ScanSummary], max_errors: int) -> None:
         raise LoadRejected(
             f"{rejected} bad rows (at most {max_errors} allowed); first: {reasons[0]}", reasons
         )
+
+
+def _declared_types(descriptor: LoadDescriptor, scans: Sequence[ScanSummary]) -> dict[str, str]:
+    """``--types``, over the types a format declares for its own columns (a GeoIP2 postcode is text)."""
+    options = descriptor.options
+    # Only the format is decided here, by name: the Locations file itself is the scans' business.
+    formats = options.format_options(Path(options.locations) if options.locations else None)
+    declared: dict[str, str] = {}
+    for scan in scans:
+        declared.update(declared_types_for(scan.name, formats))
+    return declared
 
 
 def _column_types(

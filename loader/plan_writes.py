@@ -30,7 +30,7 @@ from ipmeta import keys
 from ipmeta.records import Cover, VersionMeta, VersionStatus
 from loader import reverse_index, staged
 from loader.descriptor import LoadDescriptor, read_descriptor
-from loader.evidence import typed_value
+from loader.formats import stored_data
 from loader.partitions import PartitionPlan
 from loader.records import LoadReport, Manifest
 from loader.resolve import PartitionSummary, data_key, read_plan
@@ -191,10 +191,8 @@ def _covers(plan: PartitionPlan, bounds: Sequence[tuple[int, int]]) -> list[Cove
     covers: list[Cover] = []
     for (family, first, last, row), (start, end) in zip(plan.cover_only, bounds, strict=True):
         values = plan.cover_rows[row][5]
-        data = {
-            column: typed_value(value, plan.column_types[column])
-            for column, value in zip(plan.columns, values, strict=True)
-        }
+        types = [plan.column_types[column] for column in plan.columns]
+        data = stored_data(plan.columns, values, types)
         covers.append(Cover(family, first, last, start, end, data))
     return covers
 

@@ -30,7 +30,7 @@ from typing import Any, Final
 from ipmeta import keys
 from loader import normalize, staged
 from loader.descriptor import LoadDescriptor, PerLoad, read_descriptor
-from loader.evidence import typed_value
+from loader.formats import typed_value
 from loader.options import LoadOptions
 from loader.partitions import PartitionPlan, PartitionSpec, cover_priority
 from loader.staging import Staging

@@ -28,8 +28,7 @@ from ipmeta import keys
 from loader import staged
 from loader.descriptor import LoadDescriptor, Source, read_descriptor
 from loader.errors import LoadRejected
-from loader.evidence import ColumnEvidence
-from loader.rows import Header, RowError, SourceRow, open_rows
+from loader.formats import ColumnEvidence, FormatOptions, Header, RowError, SourceRow, open_rows
 from loader.source import is_s3_uri, materialize
 from loader.staging import Staging
 
@@ -62,7 +61,7 @@ class ScanSummary:
     seconds: float = 0.0
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        return json.dumps(asdict(self), default=_as_json).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> ScanSummary:
@@ -79,7 +78,8 @@ def scan_source(load_id: str, source: int, staging: Staging, *, workdir: Path | 
     spec = descriptor.sources[source]
     with tempfile.TemporaryDirectory(prefix="ipmeta-scan-", dir=workdir) as folder:
         path = materialize(spec.uri, Path(folder)) if is_s3_uri(spec.uri) else Path(spec.uri)
-        summary, spill = _scan_rows(descriptor, source, spec, path, Path(folder))
+        formats = descriptor.options.format_options(_locations(descriptor, Path(folder)))
+        summary, spill = _scan_rows(descriptor, source, spec, path, formats=formats, folder=Path(folder))
         rows_file = Path(folder) / "rows"
         summary.buckets = spill.finish(rows_file)
         staging.put_file(load_id, staged.rows_name(source), rows_file)
@@ -88,8 +88,26 @@ def scan_source(load_id: str, source: int, staging: Staging, *, workdir: Path | 
     return summary
 
 
+def _locations(descriptor: LoadDescriptor, folder: Path) -> Path | None:
+    """The GeoIP2 Locations file, local (an S3 one is downloaded beside the source)."""
+    locations = descriptor.options.locations
+    if locations is None:
+        return None
+    if not is_s3_uri(locations):
+        return Path(locations)
+    target = folder / "locations"
+    target.mkdir(exist_ok=True)
+    return materialize(locations, target)
+
+
 def _scan_rows(
-    descriptor: LoadDescriptor, source: int, spec: Source, path: Path, folder: Path
+    descriptor: LoadDescriptor,
+    source: int,
+    spec: Source,
+    path: Path,
+    *,
+    formats: FormatOptions,
+    folder: Path,
 ) -> tuple[ScanSummary, staged.BucketSpill]:
     started = time.monotonic()
     options = descriptor.options
@@ -97,7 +115,7 @@ def _scan_rows(
     evidence = ColumnEvidence()
     summary: ScanSummary | None = None
     keep_origin = options.overlaps == "reject"
-    for ordinal, entry in enumerate(open_rows(path, spec.name, options)):
+    for ordinal, entry in enumerate(open_rows(path, spec.name, formats)):
         if isinstance(entry, Header):
             summary = ScanSummary(source, spec.name, list(entry.columns))
             continue
@@ -137,7 +155,9 @@ def _stage_row(
     values: list[Any],
     keep_origin: bool,
 ) -> None:
-    tail = json.dumps([values, row.origin] if keep_origin else [values], separators=(",", ":"))[1:]
+    tail = json.dumps(
+        [values, row.origin] if keep_origin else [values], separators=(",", ":"), default=_as_json
+    )[1:]
     cover = None
     pieces = list(split_row(row.family, row.start, row.end))
     if len(pieces) > 1:
@@ -156,6 +176,13 @@ def _stage_row(
                 "a load keeps such rows in memory while it plans"
             )
         summary.covers.append([seq, row.family, cover.first_bucket, cover.last_bucket, row.origin, values])
+
+
+def _as_json(value: Any) -> Any:
+    """A MaxMind DB may hold bytes, which JSON cannot: they are staged, and stored, as hex text."""
+    if isinstance(value, bytes):
+        return value.hex()
+    raise TypeError(f"cannot stage a {type(value).__name__}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,9 @@ def start(
     if not sources:
         raise SourceError("no source files given")
     named = tuple(Source.of(source) for source in sources)
-    checksum = sha256_of(source.uri for source in named)
+    # The Locations file a GeoIP2 load joins is as much its data as the blocks: a new one is a change.
+    extra = (options.locations,) if options.locations else ()
+    checksum = sha256_of([*(source.uri for source in named), *extra])
     fingerprint = options.fingerprint()
     at = time.time() if now is None else now
     if options.dry_run:

@@ -26,7 +26,7 @@ from loader import reverse_index, staged
 from loader.batching import batched
 from loader.descriptor import PerLoad
 from loader.errors import LoadNotFound, LoadNotWritable
-from loader.evidence import typed_value
+from loader.formats import stored_data
 from loader.options import DEFAULT_WRITE_WORKERS
 from loader.plan_writes import WritePlan
 from loader.records import LoadStatus, version_of
@@ -164,10 +164,7 @@ class _ItemBuilder:
         found = self._records.get(text)
         if found is None:
             values = json.loads(text)
-            data = {
-                column: typed_value(value, kind)
-                for column, value, kind in zip(self.columns, values, self.types, strict=True)
-            }
+            data = stored_data(self.columns, values, self.types)
             found = self._records[text] = (data, serialize_value(data))
         return found
 

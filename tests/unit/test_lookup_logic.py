@@ -22,7 +22,7 @@ from ipmeta import keys
 from ipmeta.errors import IpAddressNotFound, NoDataset
 from ipmeta.ips import Address, Family
 from ipmeta.lookup import ActiveVersionCache, lookup_active, lookup_address
-from loader.source import SourceRow
+from loader.formats import SourceRow
 from tests.pipeline import stage
 
 

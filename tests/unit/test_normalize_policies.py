@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loader import normalize
-from loader.evidence import typed_value
-from loader.source import SourceRow
+from loader.formats import SourceRow, typed_value
 from loader.write import spread
 
 # Addresses around a /8 edge, so ranges overlap, nest and cross buckets.

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from loader import normalize
-from loader.source import SourceRow
+from loader.formats import SourceRow
 
 COUNT = 2000
 BASE = 7 << 24
