@@ -29,7 +29,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, cors_config, metrics
 from ipmeta.lookup import ActiveVersionCache
-from ipmeta.records import VersionMeta, VersionStatus
+from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
@@ -63,6 +63,9 @@ class StubStore:
             "end": _ipv4(start + 255),
             "data": {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"},
         }
+
+    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
+        return None  # no covers: every bucket here has its items
 
 
 def _ipv4(value: int) -> str:

@@ -1,4 +1,4 @@
-"""Raw DynamoDB Query/s against HTTP lookups/s, both at 16 concurrent clients.
+"""Raw DynamoDB Query/s against HTTP lookups/s at 16 concurrent clients; what a lookup costs the handler.
 
 Same dynalite, same data (the ASN dataset in the local store under .data/,
 loaded first if needed), same random IPs. The HTTP side is `ipmeta serve` in
@@ -8,7 +8,18 @@ containers would be); the raw side sends the very Query the lookup sends, with
 boto3, from this process. The report is the ratio of the rates measured in this
 run, never an absolute goal, so a slow machine cannot fail it.
 
-    python -m bench.lookup [--seconds 20] [--clients 16] [--workers 1 2]
+- **Like for like**, the server's range cache is off (``IPMETA_RANGE_CACHE_BYTES=0``):
+  every HTTP lookup sends the one Query the raw side sends.
+- **As served**, with the range cache at its default size, for 1 worker: random
+  addresses over the ASN ranges hit it often, so fewer lookups reach dynalite.
+- **The handler alone**, in a fresh interpreter with only ``lambdas/`` on its
+  path, as a Lambda container imports it: import time, peak memory after import
+  and after lookups, and CPU per lookup with the range cache off (docs/deploy.md
+  turns these into billed milliseconds and the memory setting).
+
+    python -m bench.lookup [--seconds 20] [--clients 16] [--workers 1 2] [--cached-workers 1]
+
+Saves bench/results/lookup.json and a chart of rates and latencies, bench/results/lookup.png.
 """
 
 from __future__ import annotations
@@ -23,19 +34,70 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from ipmeta.ips import Address
 from ipmeta.keys import lookup_key
-from ipmeta.settings import Settings
+from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_RANGE_CACHE_BYTES, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, default_dataset_options
 from loader.table import LoaderTable
 
 RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+GOAL = 0.7
+#: Lookups the handler child times, after as many again to warm it.
+HANDLER_LOOKUPS = 2000
+
+#: Run in a fresh interpreter with only ``lambdas/`` importable, as in the Lambda.
+#: Reads addresses on stdin, prints one JSON line. ``ru_maxrss`` is the peak
+#: resident set in KiB on Linux.
+_HANDLER_CHILD = """
+import contextlib, io, json, resource, sys, time
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+started = time.perf_counter()
+from ipmeta.api.handler import handler
+from ipmeta.api import dependencies
+dependencies.current()
+import_ms = (time.perf_counter() - started) * 1000
+after_import = peak_mb()
+addresses = sys.stdin.read().split()
+count = len(addresses) // 2
+class Context:
+    function_name = "bench"; function_version = "$LATEST"; memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:local:0:function:bench"; aws_request_id = "bench"
+def event(address):
+    path = "/v1/ip/" + address
+    context = {"resourcePath": "/v1/{proxy+}", "httpMethod": "GET", "path": path, "stage": "api",
+               "requestId": "bench", "identity": {"sourceIp": "192.0.2.1"}}
+    return {"resource": "/v1/{proxy+}", "path": path, "httpMethod": "GET", "headers": {},
+            "multiValueHeaders": {}, "queryStringParameters": None, "multiValueQueryStringParameters": None,
+            "pathParameters": {"proxy": path[4:]}, "stageVariables": None, "body": None,
+            "isBase64Encoded": False, "requestContext": context}
+statuses = {}
+with contextlib.redirect_stdout(io.StringIO()):
+    for address in addresses[:count]:
+        handler(event(address), Context())
+    cpu, wall = time.process_time(), time.perf_counter()
+    for address in addresses[count:]:
+        status = handler(event(address), Context())["statusCode"]
+        statuses[status] = statuses.get(status, 0) + 1
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+print(json.dumps({
+    "import_ms": round(import_ms, 1),
+    "peak_rss_mb_after_import": round(after_import, 1),
+    "peak_rss_mb_after_lookups": round(peak_mb(), 1),
+    "lookups": count,
+    "statuses": statuses,
+    "cpu_us_per_lookup": round(cpu / count * 1e6, 1),
+    "wall_us_per_lookup": round(wall / count * 1e6, 1),
+}))
+"""
 
 
 def random_addresses(count: int, seed: int = 7) -> list[Address]:
@@ -79,7 +141,11 @@ def measure(call: Callable[[int], None], clients: int, seconds: float) -> dict[s
 
 
 def measure_http(
-    args: argparse.Namespace, endpoint: str, addresses: list[Address], workers: int
+    args: argparse.Namespace,
+    endpoint: str,
+    addresses: list[Address],
+    workers: int,
+    environment: Mapping[str, str],
 ) -> dict[str, float]:
     """`ipmeta serve --workers N` in its own process group, measured like the raw side."""
     port = free_port()
@@ -94,7 +160,9 @@ def measure_http(
         str(workers),
     ]
     server = subprocess.Popen(
-        command, env={**os.environ, "IPMETA_DYNAMODB_ENDPOINT": endpoint}, stdout=subprocess.DEVNULL
+        command,
+        env={**os.environ, ENV_DYNAMODB_ENDPOINT: endpoint, **environment},
+        stdout=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
@@ -121,7 +189,95 @@ def measure_http(
         server.wait(timeout=10)
 
 
-def main() -> int:
+def measure_handler(endpoint: str, table_name: str, addresses: list[Address]) -> dict[str, Any]:
+    """The lookup handler in a fresh interpreter, range cache off: every lookup is one Query."""
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "lambdas"),
+        ENV_DYNAMODB_ENDPOINT: endpoint,
+        ENV_TABLE_NAME: table_name,
+        ENV_RANGE_CACHE_BYTES: "0",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    stdin = "\n".join(str(address) for address in addresses[: 2 * HANDLER_LOOKUPS])
+    output = subprocess.run(
+        [sys.executable, "-c", _HANDLER_CHILD],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+        cwd="/",
+    ).stdout
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+    return result
+
+
+def ratios(results: Mapping[int, Mapping[str, float]], raw: Mapping[str, float]) -> dict[int, float]:
+    return {
+        workers: round(result["per_second"] / raw["per_second"], 3) for workers, result in results.items()
+    }
+
+
+def chart(report: Mapping[str, Any], path: Path) -> None:
+    """Rates (with the ratio to raw) and p50/p99 latencies of every measured setup."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+
+    raw = report["raw_query"]
+    setups: list[tuple[str, Mapping[str, float]]] = [("raw Query\n(boto3, 1 process)", raw)]
+    for workers, result in report["http_lookup_by_server_workers"].items():
+        setups.append((f"HTTP, {workers} worker{'s' if int(workers) > 1 else ''}\n(range cache off)", result))
+    for workers, result in report["http_lookup_with_range_cache_by_server_workers"].items():
+        setups.append((f"HTTP, {workers} worker{'s' if int(workers) > 1 else ''}\n(range cache on)", result))
+    labels = [label for label, _ in setups]
+    positions = range(len(setups))
+    colors = ["#7f7f7f"] + ["#1f77b4"] * len(report["http_lookup_by_server_workers"])
+    colors += ["#2ca02c"] * len(report["http_lookup_with_range_cache_by_server_workers"])
+
+    figure, (rates, latencies) = plt.subplots(1, 2, figsize=(12, 4.6), dpi=110)
+    bars = rates.bar(positions, [result["per_second"] for _, result in setups], color=colors)
+    for bar, (_, result) in zip(bars, setups, strict=True):
+        share = result["per_second"] / raw["per_second"]
+        rates.annotate(
+            f"{result['per_second']:.0f}/s\n{share:.2f}× raw",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    rates.axhline(GOAL * raw["per_second"], color="#d62728", linestyle="--", linewidth=1)
+    rates.text(-0.4, GOAL * raw["per_second"], f"goal: {GOAL}× raw", color="#d62728", va="bottom", fontsize=8)
+    rates.set_xticks(list(positions), labels, fontsize=8)
+    rates.set_ylabel("lookups per second")
+    rates.set_ylim(0, max(result["per_second"] for _, result in setups) * 1.25)
+    rates.set_title(f"Rate at {report['clients']} concurrent clients", fontsize=10)
+
+    width = 0.38
+    p50 = [result["p50_ms"] for _, result in setups]
+    p99 = [result["p99_ms"] for _, result in setups]
+    latencies.bar([p - width / 2 for p in positions], p50, width, label="p50", color="#1f77b4")
+    latencies.bar([p + width / 2 for p in positions], p99, width, label="p99", color="#ff7f0e")
+    for position, (low, high) in enumerate(zip(p50, p99, strict=True)):
+        latencies.annotate(f"{low:.0f}", (position - width / 2, low), ha="center", va="bottom", fontsize=8)
+        latencies.annotate(f"{high:.0f}", (position + width / 2, high), ha="center", va="bottom", fontsize=8)
+    latencies.set_xticks(list(positions), labels, fontsize=8)
+    latencies.set_ylabel("milliseconds per lookup")
+    latencies.set_title("Latency (p50, p99)", fontsize=10)
+    latencies.legend()
+    for axes in (rates, latencies):
+        axes.grid(True, axis="y", alpha=0.3)
+    items, seconds = report["dataset_items"], report["seconds"]
+    figure.suptitle(f"ipmeta lookups against one dynalite, {items:,} items, {seconds:g} s each", fontsize=11)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def parse_arguments() -> argparse.Namespace:
     options = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -133,9 +289,20 @@ def main() -> int:
         type=int,
         nargs="+",
         default=[1, 2],
-        help="server processes to measure: 1 is like for like with the single-process raw client",
+        help="server processes to measure with the range cache off: 1 is like for like with the raw client",
     )
-    args = options.parse_args()
+    options.add_argument(
+        "--cached-workers",
+        type=int,
+        nargs="*",
+        default=[1],
+        help="server processes to measure again with the range cache at its default size",
+    )
+    return options.parse_args()
+
+
+def main() -> int:
+    args = parse_arguments()
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
     with SharedLocalStore(Path(args.data_dir)) as endpoint:
@@ -155,10 +322,12 @@ def main() -> int:
         def raw_query(n: int) -> None:
             store.find_range_piece(*lookup_key(version, addresses[n % len(addresses)]))
 
-        for call in (raw_query,):  # warm the connections
-            measure(call, args.clients, 2.0)
+        measure(raw_query, args.clients, 2.0)  # warm the connections
         raw = measure(raw_query, args.clients, args.seconds)
-        via_http = {workers: measure_http(args, endpoint, addresses, workers) for workers in args.workers}
+        uncached = {ENV_RANGE_CACHE_BYTES: "0"}
+        via_http = {w: measure_http(args, endpoint, addresses, w, uncached) for w in args.workers}
+        via_http_cached = {w: measure_http(args, endpoint, addresses, w, {}) for w in args.cached_workers}
+        handler = measure_handler(endpoint, settings.table_name, addresses)
 
     report = {
         "clients": args.clients,
@@ -166,14 +335,15 @@ def main() -> int:
         "dataset_items": loaded["items"],
         "raw_query": raw,
         "http_lookup_by_server_workers": via_http,
-        "ratio_http_to_raw_by_server_workers": {
-            workers: round(result["per_second"] / raw["per_second"], 3)
-            for workers, result in via_http.items()
-        },
-        "goal": ">= 0.7",
+        "ratio_http_to_raw_by_server_workers": ratios(via_http, raw),
+        "http_lookup_with_range_cache_by_server_workers": via_http_cached,
+        "ratio_http_with_range_cache_to_raw_by_server_workers": ratios(via_http_cached, raw),
+        "goal": f">= {GOAL} (1 worker, range cache off)",
+        "handler_in_fresh_interpreter": handler,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "lookup.json").write_text(json.dumps(report, indent=2))
+    (RESULTS / "lookup.json").write_text(json.dumps(report, indent=2) + "\n")
+    chart(json.loads(json.dumps(report)), RESULTS / "lookup.png")
     print(json.dumps(report, indent=2))
     return 0
 

@@ -3,19 +3,26 @@
 Each request becomes an API Gateway REST proxy event (the shape the `/v1`
 proxy resource delivers in AWS), and the handler's proxy response becomes the
 HTTP response. Nothing about routing or errors is reimplemented here.
+
+What the server itself adds to a lookup is kept small, because one worker is
+one Python process and every microsecond of it is taken from the handler
+(``bench/lookup.py``): headers are read without the ``email`` package, and a
+response leaves in one write.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import os
 import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -24,6 +31,9 @@ from ipmeta_cli.dynalite import die_with_parent
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 STAGE = "local"
+#: The limits ``http.client`` puts on a header block.
+MAX_HEADER_LINE = 65_536
+MAX_HEADERS = 100
 
 
 @dataclass
@@ -52,7 +62,7 @@ def proxy_event(
     """An API Gateway REST proxy event for ``/v1/{proxy+}``."""
     split = urlsplit(raw_path)
     path = unquote(split.path)
-    pairs = parse_qsl(split.query, keep_blank_values=True)
+    pairs = parse_qsl(split.query, keep_blank_values=True) if split.query else []
     multi_query: dict[str, list[str]] = {}
     for name, value in pairs:
         multi_query.setdefault(name, []).append(value)
@@ -90,48 +100,158 @@ def proxy_event(
     }
 
 
+class HeaderBlockTooLarge(Exception):
+    """A header line or the number of headers is over ``http.client``'s limits."""
+
+
+class RequestHeaders:
+    """A request's headers in arrival order; names compare case-insensitively, as in HTTP."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        wanted = name.lower()
+        return next((value for key, value in self._pairs if key.lower() == wanted), default)
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        return iter(self._pairs)
+
+
+def read_headers(stream: io.BufferedIOBase) -> RequestHeaders:
+    """The header block up to its blank line, as ``http.client`` reads it, without the ``email`` parser.
+
+    The ``email`` package made header parsing half of the server's own CPU per
+    request. Values lose their leading blanks; an obsolete folded line joins
+    the value before it; a line without a colon is dropped.
+    """
+    pairs: list[tuple[str, str]] = []
+    while True:
+        line = stream.readline(MAX_HEADER_LINE + 1)
+        if len(line) > MAX_HEADER_LINE:
+            raise HeaderBlockTooLarge("Line too long")
+        if line in (b"\r\n", b"\n", b""):
+            return RequestHeaders(pairs)
+        if len(pairs) >= MAX_HEADERS:
+            raise HeaderBlockTooLarge(f"got more than {MAX_HEADERS} headers")
+        text = line.decode("iso-8859-1").rstrip("\r\n")
+        if text[:1] in (" ", "\t") and pairs:
+            name, value = pairs[-1]
+            pairs[-1] = (name, f"{value} {text.strip()}")
+            continue
+        name, colon, value = text.partition(":")
+        if colon:
+            pairs.append((name, value.lstrip(" \t")))
+
+
+class _HttpDate:
+    """The ``Date`` header, formatted once a second rather than once a response."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, handler: BaseHTTPRequestHandler) -> str:
+        now = int(time.time())
+        if now != self._second:
+            self._text, self._second = handler.date_time_string(now), now
+        return self._text
+
+
+class ProxyRequestHandler(BaseHTTPRequestHandler):
+    """Requests to proxy events for ``lambda_handler``, set per server by ``make_request_handler``."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections as with API Gateway
+    server_version = "ipmeta-local"
+    request_headers = RequestHeaders([])
+    raw_requestline: bytes
+    lambda_handler: LambdaHandler
+    http_date = _HttpDate()
+
+    def parse_request(self) -> bool:
+        """The request line and headers, by http.server's rules for HTTP/1.0 and 1.1.
+
+        Anything else (HTTP/0.9, HTTP/2 over cleartext, garbage) gets the
+        status http.server gives it; only the header parser differs
+        (``read_headers``).
+        """
+        self.command = None  # type: ignore[assignment]  # as http.server has it until parsed
+        self.request_version = self.default_request_version
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split()
+        if len(words) != 3 or words[2] not in ("HTTP/1.0", "HTTP/1.1"):
+            return super().parse_request() if words else False
+        command, path, version = words
+        self.command, self.request_version = command, version
+        try:
+            self.request_headers = read_headers(self.rfile)
+        except HeaderBlockTooLarge as error:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, str(error))
+            return False
+        # http.server's guard against //host paths read as absolute URIs (gh-87389).
+        self.path = "/" + path.lstrip("/") if path.startswith("//") else path
+        connection = (self.request_headers.get("Connection") or "").lower()
+        self.close_connection = connection == "close" or (
+            version == "HTTP/1.0" and connection != "keep-alive"
+        )
+        expect = (self.request_headers.get("Expect") or "").lower()
+        if expect == "100-continue" and version == "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
+
+    def _handle(self) -> None:
+        length = int(self.request_headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        event = proxy_event(
+            self.command, self.path, dict(self.request_headers.items()), body, self.client_address[0]
+        )
+        response = self.lambda_handler(
+            event, LocalLambdaContext(aws_request_id=event["requestContext"]["requestId"])
+        )
+        self._reply(response)
+
+    def setup(self) -> None:
+        super().setup()
+        # A reply leaves in one write (``_reply``); without TCP_NODELAY a write that
+        # follows another unacknowledged one waits for the client's delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _reply(self, response: dict[str, Any]) -> None:
+        """Status line, headers and body in one write: one syscall, one segment for the client."""
+        payload = response.get("body") or ""
+        data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
+        status = int(response.get("statusCode", 500))
+        phrase = self.responses[status][0] if status in self.responses else ""
+        lines = [
+            f"{self.protocol_version} {status} {phrase}",
+            f"Server: {self.version_string()}",
+            f"Date: {self.http_date(self)}",
+        ]
+        headers = [(name, str(value)) for name, value in (response.get("headers") or {}).items()]
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers.extend((name, str(value)) for value in values)
+        for name, value in headers:
+            lines.append(f"{name}: {value}")
+            if name.lower() == "connection" and value.lower() == "close":
+                self.close_connection = True
+        lines.append(f"Content-Length: {len(data)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
+        self.wfile.write(head if self.command == "HEAD" else head + data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle  # noqa: N815
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the handler's own logger reports requests; stderr lines per request only slow us down
+
+
 def make_request_handler(lambda_handler: LambdaHandler) -> type[BaseHTTPRequestHandler]:
-    class ProxyRequestHandler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections as with API Gateway
-        server_version = "ipmeta-local"
-
-        def _handle(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            event = proxy_event(
-                self.command, self.path, dict(self.headers.items()), body, self.client_address[0]
-            )
-            response = lambda_handler(
-                event, LocalLambdaContext(aws_request_id=event["requestContext"]["requestId"])
-            )
-            self._reply(response)
-
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body leave in two writes; with Nagle's algorithm the second
-            # waits for the client's delayed ACK (~40 ms) on every keep-alive request.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def _reply(self, response: dict[str, Any]) -> None:
-            payload = response.get("body") or ""
-            data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
-            self.send_response(int(response.get("statusCode", 500)))
-            for name, value in (response.get("headers") or {}).items():
-                self.send_header(name, str(value))
-            for name, values in (response.get("multiValueHeaders") or {}).items():
-                for value in values:
-                    self.send_header(name, str(value))
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle  # noqa: N815
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # the handler's own logger reports requests; stderr lines per request only slow us down
-
-    return ProxyRequestHandler
+    """A request handler class whose requests go to ``lambda_handler``."""
+    return type(
+        "BoundProxyRequestHandler", (ProxyRequestHandler,), {"lambda_handler": staticmethod(lambda_handler)}
+    )
 
 
 class LocalApiServer(ThreadingHTTPServer):

@@ -583,8 +583,17 @@ def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
     return cost
 
 
-#: The access-log line plus Lambda's START, END and REPORT lines: about 1 KB (docs/deploy.md).
-DEFAULT_LOG_BYTES: Final = {ApiFront.REST: KB, ApiFront.HTTP: KB}
+#: CloudWatch Logs bills each event's bytes plus this much.
+LOG_EVENT_OVERHEAD_BYTES: Final = 26
+#: What one request logs: its access-log line only (about 210 bytes with typical values,
+#: plus the event overhead), since the lookup function drops Lambda's START, END and
+#: REPORT lines and publishes no per-request metric line (``stacks/api.py``). Rounded
+#: up; ``tests/infra/test_lookup_api.py`` renders both fronts' synthesized formats to check it.
+DEFAULT_LOG_BYTES: Final = {ApiFront.REST: 256, ApiFront.HTTP: 256}
+#: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU measured locally
+#: (``bench/lookup.py``), about 6.9× longer on the 0.145 vCPU that 256 MB buys, plus a
+#: ~5 ms in-region Query; rounded up (docs/deploy.md, "One lookup").
+DEFAULT_LOOKUP_MS: Final = 12.0
 _API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS}
 
 
@@ -592,7 +601,7 @@ def lookup_costs(
     lookups_per_month: int,
     *,
     lambda_memory_mb: int = 256,
-    lambda_ms: float = 20.0,
+    lambda_ms: float = DEFAULT_LOOKUP_MS,
     dynamodb_reads_per_lookup: float = 1.0,
     log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
     response_bytes: float = 0.4 * KB,

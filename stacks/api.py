@@ -1,34 +1,50 @@
-"""The lookup API: REST API -> lookup Lambda -> Query/GetItem on the table."""
+"""The lookup API: a front (REST API, or HTTP API with ``apiType=http``) -> lookup Lambda -> the table.
+
+The REST front is built here, under the construct ids it always had, so an
+existing deployment keeps its API and URL; the HTTP front is its own construct
+(``stacks/http_api.py``). Both call the same function with the same event shape.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Final, cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from stacks.config import IpmetaConfig
+from stacks.config import API_TYPE_HTTP, IpmetaConfig
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
+    CORS_ALLOW_HEADERS,
+    CORS_ALLOW_METHODS,
+    CORS_MAX_AGE_SECONDS,
     ENV_CORS_ORIGINS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
+    ENV_RANGE_CACHE_BYTES,
     ENV_TABLE_NAME,
     LOOKUP_HANDLER,
     LOOKUP_SERVICE_NAME,
     METRICS_NAMESPACE,
+    OUTPUT_API_KEY_ID,
+    OUTPUT_API_KEYS_SECRET_ARN,
+    OUTPUT_API_URL,
+    POWERTOOLS_METRICS_DISABLED_ENV,
     POWERTOOLS_METRICS_NAMESPACE_ENV,
     POWERTOOLS_SERVICE_NAME_ENV,
 )
 from stacks.function import PythonFunction, lookup_code
+from stacks.http_api import HttpLookupFront
 from stacks.nag import acknowledge
 
 #: The lookup reads, never writes: a query for the piece at or before an
@@ -36,26 +52,46 @@ from stacks.nag import acknowledge
 LOOKUP_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem")
 LOOKUP_INDEX_ACTIONS = ("dynamodb:Query",)
 
-#: One JSON line per request. With execution logging off, the integration
-#: fields are where a failed Lambda call shows up; the key id shows who called.
-ACCESS_LOG_FIELDS = {
+#: One JSON line per request, and the only line a request leaves when it goes
+#: well (docs/deploy.md, "What the logs cost"): who (ip, key id), what (method,
+#: path), the outcome (status, latencies) and, with execution logging off, why it
+#: failed (the gateway's error, the Lambda call's). The log event's own timestamp
+#: is the request time.
+ACCESS_LOG_FIELDS: Final[Mapping[str, str]] = {
     "requestId": "$context.requestId",
-    "requestTime": "$context.requestTime",
     "ip": "$context.identity.sourceIp",
-    "apiKeyId": "$context.identity.apiKeyId",
-    "httpMethod": "$context.httpMethod",
+    "key": "$context.identity.apiKeyId",
+    "method": "$context.httpMethod",
     "path": "$context.path",
     "status": "$context.status",
-    "responseLength": "$context.responseLength",
-    "responseLatency": "$context.responseLatency",
-    "integrationStatus": "$context.integration.status",
-    "integrationLatency": "$context.integration.latency",
-    "integrationError": "$context.integration.error",
-    "errorMessage": "$context.error.message",
+    "ms": "$context.responseLatency",
+    "lambdaMs": "$context.integration.latency",
+    "error": "$context.error.message",
+    "lambdaError": "$context.integration.error",
 }
 
 
+def emit_lean_logs(function: lambda_.IFunction) -> None:
+    """JSON logs without Lambda's START, END and REPORT lines; application logs unfiltered.
+
+    At ``SystemLogLevel`` WARN Lambda drops its per-invocation platform lines,
+    which repeat what the access log and Lambda's metrics (Duration, Errors,
+    Throttles) already hold. Application lines stay at INFO: powertools' metrics
+    line has no level, which Lambda reads as INFO, and a stricter filter would
+    drop the metric. ``PythonFunction`` knows nothing of log levels, so they are
+    set on the resource.
+    """
+    resource = cast(lambda_.CfnFunction, function.node.default_child)
+    resource.add_property_override("LoggingConfig.LogFormat", lambda_.LoggingFormat.JSON.value)
+    resource.add_property_override("LoggingConfig.SystemLogLevel", lambda_.SystemLogLevel.WARN.value)
+    resource.add_property_override(
+        "LoggingConfig.ApplicationLogLevel", lambda_.ApplicationLogLevel.INFO.value
+    )
+
+
 class LookupApi(Construct):
+    """The lookup function and the front that serves it, chosen by ``apiType``."""
+
     def __init__(
         self,
         scope: Construct,
@@ -68,16 +104,66 @@ class LookupApi(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self.handler = self._build_function(table, index_names)
-        self.access_logs = logs.LogGroup(
-            self,
-            "AccessLogs",
-            retention=config.log_retention,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.api = self._build_rest_api()
-        self._build_routes()
-        self.api_key = self._build_usage_plan()
-        self._acknowledge_nag_findings()
+        self.functions: dict[str, lambda_.IFunction] = {"lookup": self.handler.function}
+        self.http: HttpLookupFront | None = None
+        self.rest: apigateway.RestApi | None = None
+        self.api_key: apigateway.IApiKey | None = None
+        if config.api_type == API_TYPE_HTTP:
+            self.http = HttpLookupFront(self, "HttpFront", config=config, handler=self.handler.function)
+            self.functions["authorizer"] = self.http.authorizer.function
+        else:
+            self.access_logs = logs.LogGroup(
+                self,
+                "AccessLogs",
+                retention=config.log_retention,
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            self.rest = self._build_rest_api()
+            self._build_routes(self.rest)
+            self.api_key = self._build_usage_plan(self.rest)
+            self._acknowledge_nag_findings(self.rest)
+        for function in self.functions.values():
+            emit_lean_logs(function)
+
+    @property
+    def url(self) -> str:
+        """The base URL: ``.../api/`` (REST stage) or ``.../`` (HTTP API default stage)."""
+        if self.http is not None:
+            return self.http.url
+        assert self.rest is not None
+        return self.rest.url
+
+    @property
+    def monitored_api(self) -> apigateway.RestApi:
+        """What ``Monitoring`` alarms on through ``metric_server_error``.
+
+        ``HttpApi`` has that method too, with the same options (its metric is
+        ``5xx`` by ApiId); ``Monitoring`` types its parameter as the REST API.
+        """
+        if self.http is not None:
+            return cast(apigateway.RestApi, self.http.api)
+        assert self.rest is not None
+        return self.rest
+
+    def outputs(self) -> dict[str, tuple[str, str]]:
+        """The front's stack outputs: its URL and where a client's key comes from."""
+        url = (self.url, "Base URL of the lookup API")
+        if self.http is not None:
+            return {
+                OUTPUT_API_URL: url,
+                OUTPUT_API_KEYS_SECRET_ARN: (
+                    self.http.keys.secret_arn,
+                    "API keys by client: aws secretsmanager get-secret-value --secret-id <arn>",
+                ),
+            }
+        assert self.api_key is not None
+        return {
+            OUTPUT_API_URL: url,
+            OUTPUT_API_KEY_ID: (
+                self.api_key.key_id,
+                "Id of the first API key: aws apigateway get-api-key --include-value --api-key <id>",
+            ),
+        }
 
     def _build_function(self, table: dynamodb.ITableV2, index_names: Sequence[str]) -> PythonFunction:
         function = PythonFunction(
@@ -93,21 +179,26 @@ class LookupApi(Construct):
                 ENV_CORS_ORIGINS: ",".join(self._config.cors_allow_origins),
                 # /v1/health and the data-age alarm agree on what "too old" is.
                 ENV_HEALTH_MAX_DATASET_AGE_SECONDS: str(self._config.data_max_age_hours * 3600),
+                ENV_RANGE_CACHE_BYTES: str(self._config.lookup_cache_mb * 1024 * 1024),
                 POWERTOOLS_SERVICE_NAME_ENV: LOOKUP_SERVICE_NAME,
                 POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
+                # The Lookups metric is one EMF log line per invocation, ~$0.10 per million
+                # lookups, and counts what API Gateway's Count already counts but for batches.
+                POWERTOOLS_METRICS_DISABLED_ENV: str(not self._config.lookup_metrics).lower(),
             },
             memory_mb=self._config.lookup_memory_mb,
             timeout=Duration.seconds(10),
             log_retention=self._config.log_retention,
-            tracing=True,
+            tracing=self._config.api_tracing,
         )
         self.page_token_key = self._build_page_token_key(function)
-        acknowledge(
-            function.role,
-            "IAM5[Resource::*]",
-            "Active tracing's xray:PutTraceSegments and PutTelemetryRecords have no "
-            "resource-level permissions; the function's data access is scoped below.",
-        )
+        if self._config.api_tracing:
+            acknowledge(
+                function.role,
+                "IAM5[Resource::*]",
+                "Active tracing's xray:PutTraceSegments and PutTelemetryRecords have no "
+                "resource-level permissions; the function's data access is scoped below.",
+            )
         function.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(LOOKUP_TABLE_ACTIONS), resources=[table.table_arn])
         )
@@ -154,15 +245,17 @@ class LookupApi(Construct):
             cloud_watch_role=False,
             deploy_options=apigateway.StageOptions(
                 stage_name=API_STAGE_NAME,
-                tracing_enabled=True,
+                tracing_enabled=config.api_tracing,
                 throttling_rate_limit=config.api_throttle_rate_limit,
                 throttling_burst_limit=config.api_throttle_burst_limit,
                 access_log_destination=apigateway.LogGroupLogDestination(self.access_logs),
-                access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
+                access_log_format=apigateway.AccessLogFormat.custom(
+                    json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":"))
+                ),
             ),
         )
 
-    def _build_routes(self) -> None:
+    def _build_routes(self, api: apigateway.RestApi) -> None:
         integration = apigateway.LambdaIntegration(
             self.handler.function,
             proxy=True,
@@ -170,7 +263,7 @@ class LookupApi(Construct):
             allow_test_invoke=False,
         )
         cors = self._cors_options()
-        version = self.api.root.add_resource(API_VERSION_PATH, default_cors_preflight_options=cors)
+        version = api.root.add_resource(API_VERSION_PATH, default_cors_preflight_options=cors)
         proxy = version.add_resource("{proxy+}", default_cors_preflight_options=cors)
         for resource in (version, proxy):
             resource.add_method("ANY", integration, api_key_required=True)
@@ -183,14 +276,14 @@ class LookupApi(Construct):
         # handler adds Access-Control-Allow-Origin to real responses.
         return apigateway.CorsOptions(
             allow_origins=origins,
-            allow_methods=["GET", "OPTIONS"],
-            allow_headers=["Content-Type", "x-api-key"],
-            max_age=Duration.hours(1),
+            allow_methods=list(CORS_ALLOW_METHODS),
+            allow_headers=list(CORS_ALLOW_HEADERS),
+            max_age=Duration.seconds(CORS_MAX_AGE_SECONDS),
         )
 
-    def _build_usage_plan(self) -> apigateway.IApiKey:
+    def _build_usage_plan(self, api: apigateway.RestApi) -> apigateway.IApiKey:
         config = self._config
-        plan = self.api.add_usage_plan(
+        plan = api.add_usage_plan(
             "UsagePlan",
             description="Default plan for ipmeta API keys",
             throttle=apigateway.ThrottleSettings(
@@ -202,34 +295,34 @@ class LookupApi(Construct):
                 period=apigateway.Period[config.usage_plan_quota_period],
             ),
         )
-        plan.add_api_stage(stage=self.api.deployment_stage)
-        api_key = self.api.add_api_key("DefaultKey", description="First ipmeta API key")
+        plan.add_api_stage(stage=api.deployment_stage)
+        api_key = api.add_api_key("DefaultKey", description="First ipmeta API key")
         plan.add_api_key(api_key)
         return api_key
 
-    def _acknowledge_nag_findings(self) -> None:
+    def _acknowledge_nag_findings(self, api: apigateway.RestApi) -> None:
         acknowledge(
-            self.api,
+            api,
             "APIG2",
             "Every route is a Lambda proxy: the handler parses the path and maps invalid "
             "input to 400 in one exception handler, so there is no model to validate here.",
         )
         acknowledge(
-            self.api,
+            api,
             "APIG3",
             "No WAF web ACL by default (a fixed monthly cost plus a per-request fee at the "
             "volumes this API serves); API keys, the usage plan and stage throttling bound "
             "each client. Attach a web ACL to the stage if the API faces untrusted traffic.",
         )
         acknowledge(
-            self.api,
+            api,
             "APIG6",
             "Execution logging needs the account-wide API Gateway CloudWatch role, which "
             "this stack does not own; JSON access logs record every request instead.",
         )
         for finding in ("APIG4", "COG4"):
             acknowledge(
-                self.api,
+                api,
                 finding,
                 "The API serves public reference data to programs, not users: access is "
                 "controlled by API key with a usage plan (throttle and quota per key).",

@@ -21,6 +21,9 @@ from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
 
 BILLING_ON_DEMAND: Final = "onDemand"
 BILLING_PROVISIONED: Final = "provisioned"
+#: The lookup API's fronts: API Gateway REST (API keys, usage plans) or HTTP API (cheaper).
+API_TYPE_REST: Final = "rest"
+API_TYPE_HTTP: Final = "http"
 
 _QUOTA_PERIODS: Final = ("DAY", "WEEK", "MONTH")
 #: Child executions a Distributed Map of the loader runs at once, at most: far beyond what a
@@ -28,6 +31,11 @@ _QUOTA_PERIODS: Final = ("DAY", "WEEK", "MONTH")
 _MAX_MAP_CONCURRENCY: Final = 1000
 #: CloudWatch evaluates at most 7 days of hourly periods.
 _MAX_DATA_AGE_HOURS: Final = 7 * 24
+#: API Gateway caches an HTTP API authorizer's answer for at most an hour.
+_MAX_API_KEY_CACHE_SECONDS: Final = 3600
+#: What the warm lookup function holds besides its range cache, rounded up: the
+#: runtime, the handler's imports and one DynamoDB client (docs/deploy.md, "Memory").
+LOOKUP_BASELINE_MB: Final = 96
 
 _RETENTION_DAYS_SHORT: Final = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180)
 _RETENTION_DAYS_LONG: Final = (365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
@@ -77,6 +85,12 @@ class IpmetaConfig(BaseModel):
     source_url: str = ""
     data_max_age_hours: int = 48
     alarm_email: str = ""
+    api_type: Literal["rest", "http"] = API_TYPE_REST
+    api_tracing: bool = False
+    api_key_cache_seconds: int = 300
+    lookup_cache_mb: int = 32
+    lookup_metrics: bool = False
+    export_mmdb: bool = False
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -85,6 +99,11 @@ class IpmetaConfig(BaseModel):
             return cls.model_validate(given)
         except ValidationError as error:
             raise ConfigError(str(error)) from None
+
+    @field_validator("api_type", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("usage_plan_quota_period", mode="before")
     @classmethod
@@ -153,6 +172,15 @@ class IpmetaConfig(BaseModel):
             (
                 not self.source_key or self.source_key.startswith(f"{CHUNK_PREFIX}/"),
                 "sourceKey must name an object outside the chunk prefix",
+            ),
+            (
+                not 0 <= self.api_key_cache_seconds <= _MAX_API_KEY_CACHE_SECONDS,
+                f"apiKeyCacheSeconds must be 0..{_MAX_API_KEY_CACHE_SECONDS}",
+            ),
+            # A cache the function cannot hold beside its code ends in out-of-memory kills.
+            (
+                not 0 <= self.lookup_cache_mb <= self.lookup_memory_mb - LOOKUP_BASELINE_MB,
+                f"lookupCacheMb must be 0..lookupMemoryMb - {LOOKUP_BASELINE_MB}",
             ),
         ]
 

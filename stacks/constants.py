@@ -11,11 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
 from ipmeta.settings import (
     ENV_CORS_ORIGINS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
+    ENV_RANGE_CACHE_BYTES,
     ENV_TABLE_NAME,
     METRICS_NAMESPACE,
 )
@@ -31,12 +33,15 @@ from loader.settings import (
 )
 
 __all__ = [
+    "API_KEY_HEADER",
+    "ENV_API_KEYS_SECRET_ARN",
     "ENV_CHUNK_PREFIX",
     "ENV_CORS_ORIGINS",
     "ENV_EVENT_BUS_NAME",
     "ENV_HEALTH_MAX_DATASET_AGE_SECONDS",
     "ENV_PAGE_TOKEN_SECRET_ARN",
     "ENV_POINTER_CACHE_SECONDS",
+    "ENV_RANGE_CACHE_BYTES",
     "ENV_SOURCE_BUCKET",
     "ENV_SOURCE_KEY",
     "ENV_SOURCE_URL",
@@ -66,9 +71,12 @@ OUTPUT_TABLE_NAME: Final = "TableName"
 OUTPUT_BUCKET_NAME: Final = "SourceBucketName"
 OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
 OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
+#: The HTTP API front's keys (``apiType=http``), in place of ``ApiKeyId``.
+OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"
 
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
+AUTHORIZER_HANDLER: Final = "ipmeta.api.authorizer.handler"
 LOADER_MODULE: Final = "loader.handlers"
 #: The loader's Lambda handlers (``loader.handlers``), in the order the state machine runs them.
 LOADER_TASKS: Final = (
@@ -100,10 +108,12 @@ POWERTOOLS_LAYER_ACCOUNT: Final = "017000801446"
 POWERTOOLS_LAYER_NAME: Final = "AWSLambdaPowertoolsPythonV3-python313-arm64"
 
 LOOKUP_SERVICE_NAME: Final = "lookup"
+AUTHORIZER_SERVICE_NAME: Final = "authorizer"
 #: The loader's Powertools Metrics carry ``service=<this>`` as their dimension,
 #: so the data-age alarm must name it to find DatasetActivated.
 POWERTOOLS_SERVICE_NAME_ENV: Final = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE_ENV: Final = "POWERTOOLS_METRICS_NAMESPACE"
+POWERTOOLS_METRICS_DISABLED_ENV: Final = "POWERTOOLS_METRICS_DISABLED"
 
 # --- Source bucket layout ----------------------------------------------------
 #: Chunk files of a load live under ``<CHUNK_PREFIX>/<load_id>/``.
@@ -111,7 +121,18 @@ CHUNK_PREFIX: Final = DEFAULT_CHUNK_PREFIX
 DATASETS_PREFIX: Final = "datasets"
 
 API_STAGE_NAME: Final = "api"
+#: The HTTP API serves from its default stage: no stage in the URL, so paths are /v1/... as locally.
+HTTP_API_STAGE_NAME: Final = "$default"
 API_VERSION_PATH: Final = "v1"
 
 #: The change event goes to the account's default EventBridge bus.
 DEFAULT_EVENT_BUS: Final = "default"
+
+# --- CORS, the same on both fronts ----------------------------------------------
+#: What a preflight allows. The gateway answers it: a browser sends no API key on one.
+CORS_ALLOW_METHODS: Final = ("GET", "OPTIONS")
+CORS_ALLOW_HEADERS: Final = ("Content-Type", API_KEY_HEADER)
+CORS_MAX_AGE_SECONDS: Final = 3600
+#: The REST front's handler exposes ETag itself; an HTTP API with CORS replaces the
+#: handler's CORS headers with its own, so it must name ETag too.
+CORS_EXPOSE_HEADERS: Final = ("ETag",)

@@ -14,8 +14,6 @@ from stacks.constants import (
     LOADER_WORKFLOW_ID,
     MONITORING_ID,
     OUTPUT_ALARM_TOPIC_ARN,
-    OUTPUT_API_KEY_ID,
-    OUTPUT_API_URL,
     OUTPUT_BUCKET_NAME,
     OUTPUT_STATE_MACHINE_ARN,
     OUTPUT_TABLE_NAME,
@@ -44,13 +42,13 @@ class IpmetaStack(Stack):
             state_machine=self.loader.state_machine,
             bucket=self.loader.bucket,
         )
-        functions = {"lookup": self.lookup.handler.function}
+        functions = dict(self.lookup.functions)
         functions.update({task: f.function for task, f in self.loader.functions.items()})
         self.monitoring = Monitoring(
             self,
             MONITORING_ID,
             config=config,
-            api=self.lookup.api,
+            api=self.lookup.monitored_api,
             functions=functions,
             table=table,
             state_machine=self.loader.state_machine,
@@ -59,11 +57,7 @@ class IpmetaStack(Stack):
 
     def _build_outputs(self) -> None:
         outputs = {
-            OUTPUT_API_URL: (self.lookup.api.url, "Base URL of the lookup API"),
-            OUTPUT_API_KEY_ID: (
-                self.lookup.api_key.key_id,
-                "Id of the first API key: aws apigateway get-api-key --include-value --api-key <id>",
-            ),
+            **self.lookup.outputs(),
             OUTPUT_TABLE_NAME: (self.ranges.table.table_name, "DynamoDB table of ranges"),
             OUTPUT_BUCKET_NAME: (self.loader.bucket.bucket_name, "Bucket the loader reads from"),
             OUTPUT_STATE_MACHINE_ARN: (

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol
 
 from ipmeta import keys
 from ipmeta.bogons import is_bogon
@@ -22,7 +22,10 @@ from ipmeta.errors import (
     VersionNotFound,
 )
 from ipmeta.ips import Address, address_value, format_address, range_cidrs
-from ipmeta.records import VersionMeta
+from ipmeta.range_cache import RangeCache
+from ipmeta.records import Cover, VersionMeta
+
+_P = ParamSpec("_P")
 
 
 class RangeReader(Protocol):
@@ -31,6 +34,8 @@ class RangeReader(Protocol):
     def read_active_version(self, *, consistent: bool = False) -> int | None: ...
 
     def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None: ...
+
+    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None: ...
 
 
 class VersionedReader(RangeReader, Protocol):
@@ -110,7 +115,9 @@ class ActiveVersionCache:
             self._read_at = float("-inf")
 
 
-def lookup_address(reader: RangeReader, version: int, address: Address) -> LookupResult:
+def lookup_address(
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None = None
+) -> LookupResult:
     """One Query: the piece starting at or before the address, then its ``end`` decides.
 
     An address after the end of the piece found lies in a gap, so it is not
@@ -118,15 +125,64 @@ def lookup_address(reader: RangeReader, version: int, address: Address) -> Looku
 
     A bogon answers from the data when the dataset has a range for it (internal
     datasets do); otherwise it is reserved, which says more than "not found".
+
+    With a ``cache``, an address inside a run an earlier Query of this version
+    proved (a range or a gap) answers with no Query at all.
+    """
+    if cache is not None:
+        span = cache.find(version, address.family, address.value)
+        if span is not None:
+            return _answer(address, version, span.start, span.end, span.data)
+    return _query_and_answer(reader, version, address, cache)
+
+
+def _query_and_answer(
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None
+) -> LookupResult:
+    start, end, data = query_span(reader, version, address)
+    if cache is not None:
+        cache.put(version, address.family, start, end, data)
+    return _answer(address, version, start, end, data)
+
+
+def query_span(reader: RangeReader, version: int, address: Address) -> tuple[int, int, dict[str, Any] | None]:
+    """The run of addresses one Query proves: ``(start, end, data)``, ``data`` None for a gap.
+
+    The Query returns the piece that starts last at or before the address. If
+    the address is within the range's ``end``, the run is the whole range as the
+    dataset defines it (it may cross buckets; every address of it answers the
+    same for this version). If the address is past it, no piece starts between
+    that piece and the address and pieces never overlap, so ``end + 1`` up to
+    the address is a gap. If the Query finds nothing, the bucket may lie in one
+    of the version's covers (whole buckets a range owns with no item,
+    ``ipmeta.covers``): the run is then the cover's whole range. Otherwise
+    everything from the bucket's first address is a gap. A gap never reaches
+    past the address asked (a range may start right after it) nor out of the
+    bucket queried (another bucket may hold anything).
     """
     partition_key, sort_key = keys.lookup_key(version, address)
     item = reader.find_range_piece(partition_key, sort_key)
+    bucket = keys.bucket_of(address)
+    first, _ = keys.bucket_bounds(address.family, bucket)
+    if item is None:
+        cover = reader.find_cover(version, address.family, bucket)
+        if cover is not None:
+            return cover.start, cover.end, cover.data
+        return first, address.value, None
+    end = address_value(address.family, item[keys.ATTR_END])
+    if address.value > end:
+        return max(end + 1, first), address.value, None
+    start = address_value(address.family, item[keys.ATTR_START])
+    return start, end, item.get(keys.ATTR_DATA, {})
+
+
+def _answer(
+    address: Address, version: int, start: int, end: int, data: dict[str, Any] | None
+) -> LookupResult:
+    """The result for ``address`` in a run; a gap raises. Bogon is of the address, never cached."""
     bogon = is_bogon(address)
-    if item is not None:
-        end = address_value(address.family, item[keys.ATTR_END])
-        if address.value <= end:
-            start = address_value(address.family, item[keys.ATTR_START])
-            return LookupResult(address, start, end, item.get(keys.ATTR_DATA, {}), version, bogon)
+    if data is not None:
+        return LookupResult(address, start, end, data, version, bogon)
     if bogon:
         raise IpAddressReserved(
             f"{address} is a special-purpose (bogon) address and dataset "
@@ -135,11 +191,13 @@ def lookup_address(reader: RangeReader, version: int, address: Address) -> Looku
     raise IpAddressNotFound(f"{address} is not in any range of dataset {keys.format_version(version)}")
 
 
-def lookup_active(reader: RangeReader, cache: ActiveVersionCache, address: Address) -> LookupResult:
+def lookup_active(
+    reader: RangeReader, cache: ActiveVersionCache, address: Address, ranges: RangeCache | None = None
+) -> LookupResult:
     version = cache.get(reader)
     if version is None:
         raise NoDataset("no dataset is loaded yet; load one with `ipmeta load`")
-    return lookup_address(reader, version, address)
+    return lookup_address(reader, version, address, ranges)
 
 
 def parse_version(text: str) -> int:
@@ -171,15 +229,38 @@ def resolve_version(reader: VersionedReader, cache: ActiveVersionCache, requeste
 
 
 def lookup_many(
-    reader: RangeReader, version: int, addresses: Iterable[Address], executor: Executor
+    reader: RangeReader,
+    version: int,
+    addresses: Iterable[Address],
+    executor: Executor,
+    cache: RangeCache | None = None,
 ) -> dict[Address, LookupResult | IpmetaError]:
-    """Each distinct address queried once, concurrently as far as ``executor`` allows."""
+    """Each distinct address queried once, concurrently as far as ``executor`` allows.
+
+    Addresses the cache answers are answered here, in the caller's thread:
+    handing them to the pool would cost more than answering them.
+    """
+    distinct = list(dict.fromkeys(addresses))
+    answers: dict[Address, LookupResult | IpmetaError] = {}
+    if cache is not None:
+        for address in distinct:
+            span = cache.find(version, address.family, address.value)
+            if span is not None:
+                answers[address] = _caught(_answer, address, version, span.start, span.end, span.data)
+    misses = [address for address in distinct if address not in answers]
 
     def one(address: Address) -> LookupResult | IpmetaError:
-        try:
-            return lookup_address(reader, version, address)
-        except (IpAddressNotFound, IpAddressReserved) as error:
-            return error
+        return _caught(_query_and_answer, reader, version, address, cache)
 
-    distinct = list(dict.fromkeys(addresses))
-    return dict(zip(distinct, executor.map(one, distinct), strict=True))
+    answers.update(zip(misses, executor.map(one, misses), strict=True))
+    return {address: answers[address] for address in distinct}
+
+
+def _caught(
+    answer: Callable[_P, LookupResult], *args: _P.args, **kwargs: _P.kwargs
+) -> LookupResult | IpmetaError:
+    """A batch answers each address on its own: a gap is that address's error, not the batch's."""
+    try:
+        return answer(*args, **kwargs)
+    except (IpAddressNotFound, IpAddressReserved) as error:
+        return error

@@ -16,6 +16,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.config import Config
 
 from ipmeta import keys
+from ipmeta.covers import CoverCatalog
 from ipmeta.records import Cover, VersionMeta
 from ipmeta.settings import Settings
 
@@ -97,6 +98,8 @@ class Store:
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self.client = client
         self.table_name = table_name
+        #: Each version's cover list, read once per container (a version's covers never change).
+        self._covers = CoverCatalog(self.read_covers)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> Store:
@@ -190,6 +193,10 @@ class Store:
 
     def list_version_metas(self) -> list[VersionMeta]:
         return [VersionMeta.from_item(item) for item in self._query_partition(keys.VERSIONS_PK)]
+
+    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
+        """The cover holding a bucket of ``version``; the first call per version reads its list."""
+        return self._covers.get(version).find(family, bucket)
 
     def read_covers(self, version: int) -> list[Cover]:
         """The version's cover list: a Query of its pages, once per container and version."""

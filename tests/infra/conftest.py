@@ -1,8 +1,9 @@
 """Synthesize the app once per session, the way ``app.py`` does, offline.
 
-One App holds the stack with ``cdk.json``'s context, plus two Stages that
-override context to switch on the optional features; a single ``synth`` covers
-all three, and cdk-nag validates all three. Validation failures are recorded,
+One App holds the stack with ``cdk.json``'s context, plus one Stage per
+variant that overrides context to switch on the optional features (the HTTP API
+front among them); a single ``synth`` covers them all, and cdk-nag validates
+them all. Validation failures are recorded,
 not raised, so the nag test can list them while the template tests still run
 (the templates are written before validation).
 """
@@ -32,6 +33,8 @@ from stacks.ipmeta_stack import IpmetaStack
 DEFAULT = "default"
 SOURCE_URL = "source_url"
 UPLOAD_TRIGGER = "upload_trigger"
+HTTP_API = "http_api"
+EXPORT_MMDB = "export_mmdb"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
 EXAMPLE_ORIGIN = "https://app.example.com"
@@ -49,12 +52,25 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "corsAllowOrigins": [EXAMPLE_ORIGIN],
         "alarmEmail": "ops@example.com",
         "mapMaxConcurrency": 3,
+        "apiTracing": True,
     },
     UPLOAD_TRIGGER: {
         "uploadTrigger": True,
         "scheduleEnabled": False,
     },
+    HTTP_API: {
+        "apiType": "http",
+        "corsAllowOrigins": [EXAMPLE_ORIGIN],
+        "apiKeyCacheSeconds": 120,
+        "lookupMemoryMb": 192,
+        "lookupCacheMb": 16,
+    },
+    EXPORT_MMDB: {
+        "exportMmdb": True,
+    },
 }
+#: Every synthesized variant, the default first.
+ALL_VARIANTS = (DEFAULT, *VARIANTS)
 
 
 def cdk_json() -> dict[str, Any]:

@@ -7,7 +7,7 @@ import json
 import pytest
 from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 
-from tests.infra.conftest import DEFAULT, SOURCE_URL, UPLOAD_TRIGGER, Synthesized
+from tests.infra.conftest import ALL_VARIANTS, Synthesized
 
 #: W3005 flags DependsOn that CloudFormation could infer; CDK emits them on purpose.
 IGNORED_CFN_LINT_CHECKS = ["W3005"]
@@ -53,7 +53,7 @@ def test_no_construct_left_a_warning_or_error_annotation(synthesized: Synthesize
     assert messages == []
 
 
-@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL, UPLOAD_TRIGGER])
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
 def test_cfn_lint_finds_nothing(synthesized: Synthesized, variant: str) -> None:
     matches = lint(
         json.dumps(synthesized.templates[variant]),

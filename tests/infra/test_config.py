@@ -58,8 +58,20 @@ def test_command_line_strings_are_parsed_to_their_types() -> None:
         ({"sourceKey": "chunks/x.csv"}, "sourceKey"),
         ({"deletionProtection": "maybe"}, "deletionProtection"),
         ({"lookupMemoryMb": "lots"}, "lookupMemoryMb"),
+        ({"apiType": "websocket"}, "apiType"),
+        ({"apiKeyCacheSeconds": 3601}, "apiKeyCacheSeconds"),
+        # The cache must fit beside what the warm function already holds
+        ({"lookupMemoryMb": 128, "lookupCacheMb": 64}, "lookupCacheMb"),
+        ({"lookupCacheMb": -1}, "lookupCacheMb"),
     ],
 )
 def test_unusable_context_is_refused(context: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _config(**context)
+
+
+def test_the_api_front_is_rest_unless_http_is_named() -> None:
+    assert _config().api_type == "rest"
+    assert _config(apiType=" HTTP ").api_type == "http"
+    assert _config(apiTracing="true").api_tracing is True
+    assert _config(lookupMemoryMb=128, lookupCacheMb=32).lookup_cache_mb == 32

@@ -18,7 +18,7 @@ from tests.infra.cfn import (
     policy_statements_of_role,
     resources_of_type,
 )
-from tests.infra.conftest import DEFAULT, SOURCE_URL, UPLOAD_TRIGGER, Synthesized, cdk_json
+from tests.infra.conftest import ALL_VARIANTS, DEFAULT, HTTP_API, SOURCE_URL, Synthesized, cdk_json
 
 #: Services whose actions read or change customer data.
 DATA_SERVICES = ("dynamodb", "s3", "kms", "sqs", "sns", "lambda", "states", "secretsmanager", "ssm")
@@ -36,7 +36,7 @@ def _identity_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in statements if s["Effect"] == "Allow"]
 
 
-@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL, UPLOAD_TRIGGER])
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
 def test_no_statement_grants_a_wildcard_action(synthesized: Synthesized, variant: str) -> None:
     statements = _identity_statements(synthesized.templates[variant])
     assert statements
@@ -46,7 +46,7 @@ def test_no_statement_grants_a_wildcard_action(synthesized: Synthesized, variant
             assert not action.endswith(":*"), statement
 
 
-@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL, UPLOAD_TRIGGER])
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
 def test_no_data_action_is_granted_on_every_resource(synthesized: Synthesized, variant: str) -> None:
     for statement in _identity_statements(synthesized.templates[variant]):
         if "*" not in as_list(statement["Resource"]):
@@ -55,8 +55,9 @@ def test_no_data_action_is_granted_on_every_resource(synthesized: Synthesized, v
         assert not services & set(DATA_SERVICES), statement
 
 
-def test_no_role_uses_an_aws_managed_policy(synthesized: Synthesized) -> None:
-    for logical_id, role in resources_of_type(synthesized.templates[DEFAULT], "AWS::IAM::Role").items():
+@pytest.mark.parametrize("variant", [DEFAULT, HTTP_API])
+def test_no_role_uses_an_aws_managed_policy(synthesized: Synthesized, variant: str) -> None:
+    for logical_id, role in resources_of_type(synthesized.templates[variant], "AWS::IAM::Role").items():
         assert not role["Properties"].get("ManagedPolicyArns"), logical_id
 
 
@@ -79,10 +80,11 @@ def _index_arn(table_id: str, index_name: str) -> dict[str, Any]:
     return {"Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, f"/index/{index_name}"]]}
 
 
+@pytest.mark.parametrize("variant", [DEFAULT, HTTP_API])
 def test_lookup_may_only_query_and_get_items_of_the_table_and_query_its_indexes(
-    synthesized: Synthesized,
+    synthesized: Synthesized, variant: str
 ) -> None:
-    template = synthesized.templates[DEFAULT]
+    template = synthesized.templates[variant]
     table_id, _ = only(template, "AWS::DynamoDB::GlobalTable")
     statements = policy_statements_of_role(template, _role_of(template, LOOKUP_HANDLER))
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match
 
+from loader.capacity import DEFAULT_LOG_BYTES, LOG_EVENT_OVERHEAD_BYTES, ApiFront
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
+    AUTHORIZER_HANDLER,
     ENV_CORS_ORIGINS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
+    ENV_RANGE_CACHE_BYTES,
     ENV_TABLE_NAME,
     LOADER_TASKS,
     LOOKUP_HANDLER,
@@ -21,8 +26,8 @@ from stacks.constants import (
     POWERTOOLS_LAYER_NAME,
     POWERTOOLS_LAYER_VERSION,
 )
-from tests.infra.cfn import function_by_handler, only, resources_of_type
-from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, SOURCE_URL, Synthesized, cdk_json
+from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
+from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, SOURCE_URL, Synthesized, cdk_json
 
 EXPECTED_LAYER_ARN = {
     "Fn::Join": [
@@ -155,12 +160,81 @@ def test_no_cors_preflight_unless_origins_are_configured(synthesized: Synthesize
     assert function["Properties"]["Environment"]["Variables"][ENV_CORS_ORIGINS] == EXAMPLE_ORIGIN
 
 
-def test_lookup_is_traced_by_lambda_and_api_gateway_without_an_sdk(synthesized: Synthesized) -> None:
-    template = synthesized.templates[DEFAULT]
-    _, function = function_by_handler(template, LOOKUP_HANDLER)
+def test_tracing_is_off_unless_asked_for_and_then_needs_no_sdk(synthesized: Synthesized) -> None:
+    # X-Ray bills every sampled request (docs/deploy.md), so apiTracing turns it on
+    default = synthesized.templates[DEFAULT]
+    _, function = function_by_handler(default, LOOKUP_HANDLER)
+    assert function["Properties"].get("TracingConfig", {"Mode": "PassThrough"}) == {"Mode": "PassThrough"}
+    assert only(default, "AWS::ApiGateway::Stage")[1]["Properties"]["TracingEnabled"] is False
+    assert not _xray_actions(default, function)
+
+    traced = synthesized.templates[SOURCE_URL]
+    _, function = function_by_handler(traced, LOOKUP_HANDLER)
     assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
-    _, stage = only(template, "AWS::ApiGateway::Stage")
-    assert stage["Properties"]["TracingEnabled"] is True
+    assert only(traced, "AWS::ApiGateway::Stage")[1]["Properties"]["TracingEnabled"] is True
+    assert _xray_actions(traced, function) == {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def _xray_actions(template: dict[str, Any], function: dict[str, Any]) -> set[str]:
+    statements = policy_statements_of_role(template, function["Properties"]["Role"]["Fn::GetAtt"][0])
+    return {a for s in statements for a in as_list(s["Action"]) if a.startswith("xray:")}
+
+
+@pytest.mark.parametrize("variant", [DEFAULT, HTTP_API])
+def test_lookup_functions_log_json_without_platform_lines(synthesized: Synthesized, variant: str) -> None:
+    template = synthesized.templates[variant]
+    handlers = [LOOKUP_HANDLER] + ([AUTHORIZER_HANDLER] if variant == HTTP_API else [])
+    for handler in handlers:
+        _, function = function_by_handler(template, handler)
+        config = function["Properties"]["LoggingConfig"]
+        # WARN drops START, END and REPORT; INFO keeps powertools' metric lines, which have no level
+        assert config["LogFormat"] == "JSON"
+        assert config["SystemLogLevel"] == "WARN"
+        assert config["ApplicationLogLevel"] == "INFO"
+        assert "LogGroup" in config
+
+
+def test_the_range_cache_is_sized_from_context(synthesized: Synthesized) -> None:
+    _, function = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
+    megabytes = cdk_json()["context"]["lookupCacheMb"]
+    assert function["Properties"]["Environment"]["Variables"][ENV_RANGE_CACHE_BYTES] == str(megabytes << 20)
+
+
+#: What the cost model in docs/deploy.md counts for one access-log line, with its
+#: 26 bytes of per-event overhead: a line built from realistic values must fit.
+REALISTIC_VALUES = {
+    "$context.requestId": "5c1e6b0e-6a47-4c5f-9f3e-0d2b7c9a1f48",
+    "$context.identity.sourceIp": "203.0.113.195",
+    "$context.identity.apiKeyId": "a1b2c3d4e5",
+    "$context.authorizer.client": "default",
+    "$context.httpMethod": "GET",
+    "$context.path": "/api/v1/ip/198.51.100.23",
+    "$context.status": "200",
+    "$context.responseLatency": "23",
+    "$context.integration.latency": "19",
+    "$context.integrationLatency": "19",
+    "$context.error.message": "-",
+    "$context.integration.error": "-",
+    "$context.integrationErrorMessage": "-",
+    "$context.authorizer.error": "-",
+}
+
+
+@pytest.mark.parametrize(
+    ("variant", "stage_type"), [(DEFAULT, "AWS::ApiGateway::Stage"), (HTTP_API, "AWS::ApiGatewayV2::Stage")]
+)
+def test_an_access_log_line_weighs_what_the_cost_model_counts(
+    synthesized: Synthesized, variant: str, stage_type: str
+) -> None:
+    _, stage = only(synthesized.templates[variant], stage_type)
+    settings = stage["Properties"].get("AccessLogSetting") or stage["Properties"]["AccessLogSettings"]
+    line = settings["Format"]
+    for variable, value in REALISTIC_VALUES.items():
+        line = line.replace(f'"{variable}"', json.dumps(value))
+    assert "$context" not in line
+    # The cost model (loader.capacity) counts this many bytes per request.
+    front = ApiFront.HTTP if variant == HTTP_API else ApiFront.REST
+    assert len(line.encode()) + LOG_EVENT_OVERHEAD_BYTES <= DEFAULT_LOG_BYTES[front]
 
 
 def test_page_tokens_are_signed_with_a_generated_secret_only_the_lookup_reads(

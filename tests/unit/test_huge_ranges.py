@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from ipmeta import keys
-from ipmeta.covers import CoverIndex
+from ipmeta.errors import IpAddressNotFound, IpAddressReserved
 from ipmeta.ips import Address, Family
+from ipmeta.lookup import lookup_address
+from ipmeta.range_cache import RangeCache
 from loader.options import LoadOptions
-from tests.pipeline import Row, stage
+from tests.memory_table import InMemoryTable
+from tests.pipeline import Row, Staged, stage
+
+Found = tuple[str, int, int] | None
 
 
 def network(text: str, label: str) -> Row:
@@ -25,26 +31,14 @@ def network(text: str, label: str) -> Row:
     return Row(parsed.version, int(parsed.network_address), int(parsed.broadcast_address), {"label": label})
 
 
-def answer(
-    items: list[dict[str, object]], covers: CoverIndex, family: Family, value: int
-) -> tuple[str, int, int] | None:
-    """What a lookup answers: the bucket's piece at or before the address, else the bucket's cover."""
-    address = Address(family, value)
-    partition, sort_key = keys.lookup_key(0, address)
-    pieces = [
-        item
-        for item in items
-        if item[keys.PARTITION_KEY] == partition and int(item[keys.SORT_KEY]) <= sort_key  # type: ignore[call-overload]
-    ]
-    if pieces:
-        piece = max(pieces, key=lambda item: int(item[keys.SORT_KEY]))  # type: ignore[call-overload]
-        end = int(ipaddress.ip_address(piece[keys.ATTR_END]))  # type: ignore[arg-type]
-        if value <= end:
-            start = int(ipaddress.ip_address(piece[keys.ATTR_START]))  # type: ignore[arg-type]
-            return str(piece[keys.ATTR_DATA]["label"]), start, end  # type: ignore[index]
+def answer(staged: Staged, family: int, value: int, cache: RangeCache | None = None) -> Found:
+    """What the real lookup answers over the staged items and covers: (label, start, end), or None."""
+    table = InMemoryTable(staged.items, active=0, covers=staged.covers)
+    try:
+        result = lookup_address(table, 0, Address(cast(Family, family), value), cache)
+    except (IpAddressNotFound, IpAddressReserved):
         return None
-    cover = covers.find(family, keys.bucket_of(address))
-    return (str(cover.data["label"]), cover.start, cover.end) if cover else None
+    return str(result.data["label"]), result.start, result.end
 
 
 def brute_force(rows: list[Row], family: int, value: int) -> str | None:
@@ -64,10 +58,9 @@ def test_a_huge_row_is_a_cover_and_a_head_item_and_answers_everywhere(huge: str,
     staged = stage([row], tmp_path)
     assert len(staged.items) <= 3
     assert len(staged.covers) == 1
-    index = CoverIndex(staged.covers)
     bits = keys.ADDRESS_BITS[row.family]
     for value in (row.start, row.end, (row.start + row.end) // 2, row.start + (1 << (bits - 9)) + 12345):
-        assert answer(staged.items, index, row.family, value) == ("huge", row.start, row.end)  # type: ignore[arg-type]
+        assert answer(staged, row.family, value) == ("huge", row.start, row.end)
 
 
 def test_smaller_ranges_inside_a_huge_one_win_and_split_it_exactly(tmp_path: Path) -> None:
@@ -82,23 +75,22 @@ def test_smaller_ranges_inside_a_huge_one_win_and_split_it_exactly(tmp_path: Pat
     ]
     staged = stage(rows, tmp_path)
     assert len(staged.items) < 40  # not one per bucket of ::/0 (16.7 M) or of 2000::/3 (2.1 M)
-    index = CoverIndex(staged.covers)
     for row in rows:
         for value in (row.start - 1, row.start, row.end, row.end + 1, (row.start + row.end) // 2):
             limit = (1 << keys.ADDRESS_BITS[row.family]) - 1
             if 0 <= value <= limit:
-                found = answer(staged.items, index, row.family, value)  # type: ignore[arg-type]
+                found = answer(staged, row.family, value)
                 assert (found[0] if found else None) == brute_force(rows, row.family, value), hex(value)
     # The merged range of an address in a gap between smaller ranges is the huge one's piece around it.
     inside = int(ipaddress.ip_address("2001:db8:2::1"))
-    assert answer(staged.items, index, 6, inside) == (
+    assert answer(staged, 6, inside) == (
         "documentation",
         int(ipaddress.ip_address("2001:db8:2::")),
         int(ipaddress.ip_address("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff")),
     )
     # Addresses of 2000::/3 outside 2001:db8::/32 join into one range across buckets and covers.
     below = int(ipaddress.ip_address("2000::1"))
-    assert answer(staged.items, index, 6, below) == (
+    assert answer(staged, 6, below) == (
         "global unicast",
         int(ipaddress.ip_address("2000::")),
         int(ipaddress.ip_address("2001:db7:ffff:ffff:ffff:ffff:ffff:ffff")),
@@ -108,7 +100,23 @@ def test_smaller_ranges_inside_a_huge_one_win_and_split_it_exactly(tmp_path: Pat
 def test_most_specific_lets_the_longer_prefix_win_under_a_later_huge_row(tmp_path: Path) -> None:
     rows = [network("2001:db8::/32", "documentation"), network("::/0", "everything")]
     staged = stage(rows, tmp_path, LoadOptions(overlaps="most-specific"))
-    index = CoverIndex(staged.covers)
     value = int(ipaddress.ip_address("2001:db8::5"))
-    assert answer(staged.items, index, 6, value)[0] == "documentation"  # type: ignore[index]
-    assert answer(staged.items, index, 6, int(ipaddress.ip_address("2002::")))[0] == "everything"  # type: ignore[index]
+    assert (answer(staged, 6, value) or ("",))[0] == "documentation"
+    assert (answer(staged, 6, int(ipaddress.ip_address("2002::"))) or ("",))[0] == "everything"
+
+
+def test_a_cover_answer_costs_one_query_and_is_cached_as_the_whole_range(tmp_path: Path) -> None:
+    rows = [network("0.0.0.0/0", "all v4"), network("10.1.2.0/24", "a lab")]
+    staged = stage(rows, tmp_path)
+    table = InMemoryTable(staged.items, active=0, covers=staged.covers)
+    cache = RangeCache(1 << 20)
+    covered = int(ipaddress.ip_address("99.1.2.3"))  # a bucket with no item: the cover answers
+    first = lookup_address(table, 0, Address(4, covered), cache)
+    assert (first.data["label"], table.queries) == ("all v4", 1)
+    assert (first.start, first.end) == (int(ipaddress.ip_address("10.1.3.0")), 2**32 - 1)
+    # Another covered bucket, far away: the cached run answers, no Query.
+    again = lookup_address(table, 0, Address(4, int(ipaddress.ip_address("200.0.0.1"))), cache)
+    assert (again.data["label"], table.queries) == ("all v4", 1)
+    # The lab inside 10/8 is not in that run: it is queried, and wins.
+    inside = lookup_address(table, 0, Address(4, int(ipaddress.ip_address("10.1.2.9"))), cache)
+    assert (inside.data["label"], table.queries) == ("a lab", 2)

@@ -8,43 +8,19 @@ gap rule end to end without AWS.
 
 from __future__ import annotations
 
-import bisect
 import tempfile
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta import keys
 from ipmeta.errors import IpAddressNotFound, NoDataset
 from ipmeta.ips import Address, Family
 from ipmeta.lookup import ActiveVersionCache, lookup_active, lookup_address
 from loader.formats import SourceRow
+from tests.memory_table import InMemoryTable
 from tests.pipeline import stage
-
-
-class InMemoryTable:
-    def __init__(self, items: list[dict[str, Any]], active: int | None = 1) -> None:
-        self.active = active
-        self.pointer_reads = 0
-        partitions: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-        for item in items:
-            partitions[item[keys.PARTITION_KEY]].append((item[keys.SORT_KEY], item))
-        self.partitions = {
-            pk: sorted(entries, key=lambda entry: entry[0]) for pk, entries in partitions.items()
-        }
-
-    def read_active_version(self, *, consistent: bool = False) -> int | None:
-        self.pointer_reads += 1
-        return self.active
-
-    def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
-        entries = self.partitions.get(partition_key, [])
-        position = bisect.bisect_right([entry[0] for entry in entries], sort_key)
-        return entries[position - 1][1] if position else None
 
 
 def brute_force(rows: list[SourceRow], address: Address) -> SourceRow | None:
@@ -76,7 +52,8 @@ def source_rows(draw: st.DrawFn) -> list[SourceRow]:
 @given(source_rows(), st.lists(address_values, min_size=1, max_size=30))
 def test_lookup_matches_brute_force(rows: list[SourceRow], probes: list[int]) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        table = InMemoryTable(stage(rows, Path(folder)).items, active=0)
+        staged = stage(rows, Path(folder))
+        table = InMemoryTable(staged.items, active=0, covers=staged.covers)
     for value in probes:
         address = Address(4, value)
         expected = brute_force(rows, address)

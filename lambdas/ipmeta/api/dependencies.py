@@ -1,4 +1,4 @@
-"""Per-container singletons: the data store, the active-version cache, the API settings.
+"""Per-container singletons: the data store, the active-version and range caches, the API settings.
 
 Built on first use, so importing the API costs no network and tests (and the
 local server) can install their own before the first request.
@@ -6,13 +6,15 @@ local server) can install their own before the first request.
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ipmeta.lookup import ActiveVersionCache
+from ipmeta.range_cache import RangeCache
 from ipmeta.reverse import IndexCatalog
-from ipmeta.settings import ApiSettings, Settings
+from ipmeta.settings import DEFAULT_RANGE_CACHE_BYTES, ENV_RANGE_CACHE_BYTES, ApiSettings, Settings
 from ipmeta.store import Store
 
 
@@ -21,6 +23,9 @@ class Dependencies:
     store: Store
     versions: ActiveVersionCache
     api: ApiSettings = field(default_factory=ApiSettings.from_environment)
+    #: Off unless given: a test or a benchmark that builds its own dependencies
+    #: counts one Query per lookup. A container gets one sized by the environment.
+    ranges: RangeCache = field(default_factory=lambda: RangeCache(0))
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
     _catalog: IndexCatalog | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -47,6 +52,15 @@ class Dependencies:
             return self._catalog
 
 
+def range_cache_bytes() -> int:
+    """The range cache's bound for this container; 0 turns the cache off.
+
+    A value that is not an integer fails the cold start, loudly, rather than
+    silently running without the cache the stack asked for.
+    """
+    return int(os.environ.get(ENV_RANGE_CACHE_BYTES, DEFAULT_RANGE_CACHE_BYTES))
+
+
 _current: Dependencies | None = None
 
 
@@ -57,6 +71,7 @@ def current() -> Dependencies:
         _current = Dependencies(
             store=Store.from_settings(settings),
             versions=ActiveVersionCache(settings.pointer_cache_seconds),
+            ranges=RangeCache(range_cache_bytes()),
         )
     return _current
 

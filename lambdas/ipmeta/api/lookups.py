@@ -93,7 +93,9 @@ def parse_fields(text: str | None) -> frozenset[str] | None:
 def _lookup(address: Address, version: str | None) -> LookupResult:
     deps = dependencies.current()
     metrics.add_metric(name=METRIC_LOOKUPS, unit=MetricUnit.Count, value=1)
-    return lookup_address(deps.store, resolve_version(deps.store, deps.versions, version), address)
+    return lookup_address(
+        deps.store, resolve_version(deps.store, deps.versions, version), address, deps.ranges
+    )
 
 
 def _cached_json(
@@ -233,7 +235,7 @@ def post_batch() -> BatchResponse:
     results: dict[Address, LookupResult | IpmetaError] = {}
     if addresses:
         version_number = resolve_version(deps.store, deps.versions, query("version"))
-        results = lookup_many(deps.store, version_number, addresses, deps.batch_executor)
+        results = lookup_many(deps.store, version_number, addresses, deps.batch_executor, deps.ranges)
         metrics.add_metric(name=METRIC_LOOKUPS, unit=MetricUnit.Count, value=len(results))
     wanted = parse_fields(query("fields"))
     answers: dict[str, Any] = {}

@@ -1,0 +1,202 @@
+"""The cheaper front (``apiType=http``): an API Gateway HTTP API in front of the same lookup function.
+
+- **Same handler, same events.** The integration sends payload format 1.0,
+  the REST proxy event's shape, so ``APIGatewayRestResolver`` serves both
+  fronts (``tests/unit/test_http_api_events.py`` feeds it one).
+- **Same paths.** The ``$default`` stage puts no stage name in the URL:
+  ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
+- **A key per client.** A Lambda authorizer checks ``x-api-key`` against a
+  generated secret; API Gateway caches its answer per key value, so most
+  requests invoke nothing (docs/decisions.md says why not IAM or JWT).
+- **Throttling** is stage-wide. HTTP APIs have no usage plans: no per-key rate
+  or quota (the REST front keeps those).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Final
+
+import jsii
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_apigatewayv2 as apigatewayv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from stacks.config import IpmetaConfig
+from stacks.constants import (
+    API_KEY_HEADER,
+    API_VERSION_PATH,
+    AUTHORIZER_HANDLER,
+    AUTHORIZER_SERVICE_NAME,
+    CORS_ALLOW_HEADERS,
+    CORS_ALLOW_METHODS,
+    CORS_EXPOSE_HEADERS,
+    CORS_MAX_AGE_SECONDS,
+    ENV_API_KEYS_SECRET_ARN,
+    HTTP_API_STAGE_NAME,
+    POWERTOOLS_SERVICE_NAME_ENV,
+)
+from stacks.function import PythonFunction, lookup_code
+from stacks.nag import acknowledge
+
+#: Every method but OPTIONS reaches the handler, which answers ROUTE_NOT_FOUND for
+#: the ones it has no route for, as behind the REST front's ANY methods. OPTIONS is
+#: left to the gateway's CORS preflight: an ANY route would send the preflight,
+#: which carries no key, to the authorizer.
+ROUTED_METHODS: Final = (
+    apigatewayv2.HttpMethod.GET,
+    apigatewayv2.HttpMethod.HEAD,
+    apigatewayv2.HttpMethod.POST,
+    apigatewayv2.HttpMethod.PUT,
+    apigatewayv2.HttpMethod.PATCH,
+    apigatewayv2.HttpMethod.DELETE,
+)
+ROUTED_PATHS: Final = (f"/{API_VERSION_PATH}", f"/{API_VERSION_PATH}/{{proxy+}}")
+
+#: One JSON line per request, the REST front's fields in HTTP API variables;
+#: ``client`` is the authorizer's name for the key (the REST log has the key id).
+ACCESS_LOG_FIELDS: Final[Mapping[str, str]] = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "client": "$context.authorizer.client",
+    "method": "$context.httpMethod",
+    "path": "$context.path",
+    "status": "$context.status",
+    "ms": "$context.responseLatency",
+    "lambdaMs": "$context.integrationLatency",
+    "error": "$context.error.message",
+    "lambdaError": "$context.integrationErrorMessage",
+    "authError": "$context.authorizer.error",
+}
+
+#: The authorizer compares a header with a few keys: the smallest size is plenty.
+AUTHORIZER_MEMORY_MB: Final = 128
+
+
+@jsii.implements(apigatewayv2.IAccessLogSettings)
+class _AccessLogs:
+    def __init__(self, log_group: logs.ILogGroup) -> None:
+        self._log_group = log_group
+
+    @property
+    def destination(self) -> apigatewayv2.IAccessLogDestination:
+        return apigatewayv2.LogGroupLogDestination(self._log_group)
+
+    @property
+    def format(self) -> apigateway.AccessLogFormat:
+        return apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":")))
+
+
+class HttpLookupFront(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: IpmetaConfig, handler: lambda_.IFunction
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self.keys = self._build_keys_secret()
+        self.authorizer = self._build_authorizer_function()
+        self.api = apigatewayv2.HttpApi(
+            self,
+            "HttpApi",
+            description="ipmeta: IP metadata lookups",
+            cors_preflight=self._cors_options(),
+            # The stage below carries the throttle and the access logs.
+            create_default_stage=False,
+        )
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=config.log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.stage = self.api.add_stage(
+            "DefaultStage",
+            stage_name=HTTP_API_STAGE_NAME,
+            auto_deploy=True,
+            throttle=apigatewayv2.ThrottleSettings(
+                rate_limit=config.api_throttle_rate_limit, burst_limit=config.api_throttle_burst_limit
+            ),
+            access_log_settings=_AccessLogs(self.access_logs),
+        )
+        # Every route has the authorizer and the stage logs every request, so cdk-nag
+        # (APIG1 logs, APIG4 authorization) finds nothing here to acknowledge.
+        self._build_routes(handler)
+
+    @property
+    def url(self) -> str:
+        return self.stage.url
+
+    def _build_keys_secret(self) -> secretsmanager.Secret:
+        """Client name -> key, one generated client to start with; never in the template."""
+        secret = secretsmanager.Secret(
+            self,
+            "ApiKeys",
+            description="ipmeta: API keys of the HTTP API, a JSON object of client name to key",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template="{}",
+                generate_string_key="default",
+                exclude_punctuation=True,
+                password_length=40,
+            ),
+        )
+        acknowledge(
+            secret,
+            "SMG4",
+            "The keys are handed to clients, so a scheduled rotation would cut them off; "
+            "an operator rotates a client's key by editing the secret (docs/deploy.md).",
+        )
+        return secret
+
+    def _build_authorizer_function(self) -> PythonFunction:
+        function = PythonFunction(
+            self,
+            "Authorizer",
+            code=lookup_code(),
+            handler=AUTHORIZER_HANDLER,
+            description="ipmeta HTTP API key authorizer",
+            environment={
+                ENV_API_KEYS_SECRET_ARN: self.keys.secret_arn,
+                POWERTOOLS_SERVICE_NAME_ENV: AUTHORIZER_SERVICE_NAME,
+            },
+            memory_mb=AUTHORIZER_MEMORY_MB,
+            timeout=Duration.seconds(5),
+            log_retention=self._config.log_retention,
+        )
+        self.keys.grant_read(function.role)
+        return function
+
+    def _build_routes(self, handler: lambda_.IFunction) -> None:
+        integration = integrations.HttpLambdaIntegration(
+            "Lookup",
+            handler,
+            payload_format_version=apigatewayv2.PayloadFormatVersion.VERSION_1_0,
+            # One invoke permission for this API rather than one per route.
+            scope_permission_to_route=False,
+        )
+        authorizer = authorizers.HttpLambdaAuthorizer(
+            "ApiKey",
+            self.authorizer.function,
+            identity_source=[f"$request.header.{API_KEY_HEADER}"],
+            response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
+            results_cache_ttl=Duration.seconds(self._config.api_key_cache_seconds),
+        )
+        for path in ROUTED_PATHS:
+            self.api.add_routes(
+                path=path, methods=list(ROUTED_METHODS), integration=integration, authorizer=authorizer
+            )
+
+    def _cors_options(self) -> apigatewayv2.CorsPreflightOptions | None:
+        origins = self._config.cors_allow_origins
+        if not origins:
+            return None
+        return apigatewayv2.CorsPreflightOptions(
+            allow_origins=origins,
+            allow_methods=[apigatewayv2.CorsHttpMethod[method] for method in CORS_ALLOW_METHODS],
+            allow_headers=list(CORS_ALLOW_HEADERS),
+            expose_headers=list(CORS_EXPOSE_HEADERS),
+            max_age=Duration.seconds(CORS_MAX_AGE_SECONDS),
+        )

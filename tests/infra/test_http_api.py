@@ -1,0 +1,205 @@
+"""The HTTP API front (``apiType=http``): same function and paths, a key authorizer, throttle, logs, CORS."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stacks.constants import (
+    API_KEY_HEADER,
+    AUTHORIZER_HANDLER,
+    CORS_ALLOW_HEADERS,
+    CORS_ALLOW_METHODS,
+    CORS_EXPOSE_HEADERS,
+    CORS_MAX_AGE_SECONDS,
+    ENV_API_KEYS_SECRET_ARN,
+    ENV_CORS_ORIGINS,
+    ENV_RANGE_CACHE_BYTES,
+    HTTP_API_STAGE_NAME,
+    LOOKUP_HANDLER,
+    OUTPUT_API_KEY_ID,
+    OUTPUT_API_KEYS_SECRET_ARN,
+    OUTPUT_API_URL,
+)
+from stacks.http_api import ACCESS_LOG_FIELDS, AUTHORIZER_MEMORY_MB, ROUTED_METHODS, ROUTED_PATHS
+from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
+from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Synthesized, cdk_json
+
+HTTP_CONTEXT = VARIANTS[HTTP_API]
+
+
+@pytest.fixture(scope="module")
+def template(synthesized: Synthesized) -> dict[str, Any]:
+    return dict(synthesized.templates[HTTP_API])
+
+
+def _keys_secret_id(template: dict[str, Any]) -> str:
+    [secret_id] = [
+        logical_id
+        for logical_id, secret in resources_of_type(template, "AWS::SecretsManager::Secret").items()
+        if "API keys" in secret["Properties"]["Description"]
+    ]
+    return secret_id
+
+
+def test_the_http_front_replaces_the_rest_api(template: dict[str, Any]) -> None:
+    only(template, "AWS::ApiGatewayV2::Api")
+    for rest_type in ("RestApi", "Stage", "Resource", "Method", "UsagePlan", "ApiKey"):
+        assert resources_of_type(template, f"AWS::ApiGateway::{rest_type}") == {}, rest_type
+
+
+def test_every_route_is_a_v1_path_sent_to_the_lookup_function_as_payload_1_0(
+    template: dict[str, Any],
+) -> None:
+    routes = resources_of_type(template, "AWS::ApiGatewayV2::Route")
+    expected = {f"{method.value} {path}" for path in ROUTED_PATHS for method in ROUTED_METHODS}
+    assert {route["Properties"]["RouteKey"] for route in routes.values()} == expected
+    # OPTIONS is the gateway's CORS preflight: an ANY route would send it to the authorizer
+    assert not [key for key in expected if key.startswith(("OPTIONS ", "ANY ", "$default"))]
+
+    integration_id, integration = only(template, "AWS::ApiGatewayV2::Integration")
+    lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
+    assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
+    assert integration["Properties"]["PayloadFormatVersion"] == "1.0"
+    assert integration["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [lookup_id, "Arn"]}
+    for route in routes.values():
+        assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
+
+
+def test_every_route_needs_a_key_checked_by_the_cached_authorizer(template: dict[str, Any]) -> None:
+    authorizer_id, authorizer = only(template, "AWS::ApiGatewayV2::Authorizer")
+    properties = authorizer["Properties"]
+    assert properties["AuthorizerType"] == "REQUEST"
+    assert properties["IdentitySource"] == [f"$request.header.{API_KEY_HEADER}"]
+    assert properties["EnableSimpleResponses"] is True
+    assert properties["AuthorizerPayloadFormatVersion"] == "2.0"
+    assert properties["AuthorizerResultTtlInSeconds"] == HTTP_CONTEXT["apiKeyCacheSeconds"]
+    function_id, _ = function_by_handler(template, AUTHORIZER_HANDLER)
+    assert function_id in json.dumps(properties["AuthorizerUri"])
+    for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
+        assert route["Properties"]["AuthorizationType"] == "CUSTOM"
+        assert route["Properties"]["AuthorizerId"] == {"Ref": authorizer_id}
+
+
+def test_the_default_stage_throttles_and_logs_every_request(template: dict[str, Any]) -> None:
+    context = cdk_json()["context"]
+    _, stage = only(template, "AWS::ApiGatewayV2::Stage")
+    properties = stage["Properties"]
+    assert properties["StageName"] == HTTP_API_STAGE_NAME
+    assert properties["AutoDeploy"] is True
+    assert properties["DefaultRouteSettings"] == {
+        "ThrottlingRateLimit": context["apiThrottleRateLimit"],
+        "ThrottlingBurstLimit": context["apiThrottleBurstLimit"],
+    }
+    log_fields = json.loads(properties["AccessLogSettings"]["Format"])
+    assert log_fields == dict(ACCESS_LOG_FIELDS)
+    assert {"requestId", "status", "ms", "lambdaError", "authError"} <= set(log_fields)
+    log_group_id = properties["AccessLogSettings"]["DestinationArn"]["Fn::GetAtt"][0]
+    assert template["Resources"][log_group_id]["Properties"]["RetentionInDays"] == context["logRetentionDays"]
+
+
+def test_the_gateway_answers_cors_with_the_rest_fronts_rules(
+    synthesized: Synthesized, template: dict[str, Any]
+) -> None:
+    _, api = only(template, "AWS::ApiGatewayV2::Api")
+    assert api["Properties"]["CorsConfiguration"] == {
+        "AllowOrigins": [EXAMPLE_ORIGIN],
+        "AllowMethods": list(CORS_ALLOW_METHODS),
+        "AllowHeaders": list(CORS_ALLOW_HEADERS),
+        "ExposeHeaders": list(CORS_EXPOSE_HEADERS),
+        "MaxAge": CORS_MAX_AGE_SECONDS,
+    }
+    _, function = function_by_handler(template, LOOKUP_HANDLER)
+    assert function["Properties"]["Environment"]["Variables"][ENV_CORS_ORIGINS] == EXAMPLE_ORIGIN
+
+
+def test_only_this_api_may_invoke_the_lookup_and_the_authorizer(template: dict[str, Any]) -> None:
+    api_id, _ = only(template, "AWS::ApiGatewayV2::Api")
+    permissions = resources_of_type(template, "AWS::Lambda::Permission")
+    invoked = {}
+    for permission in permissions.values():
+        properties = permission["Properties"]
+        assert properties["Principal"] == "apigateway.amazonaws.com"
+        assert {"Ref": api_id} in properties["SourceArn"]["Fn::Join"][1]
+        invoked[properties["FunctionName"]["Fn::GetAtt"][0]] = properties["SourceArn"]
+    lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
+    authorizer_id, _ = function_by_handler(template, AUTHORIZER_HANDLER)
+    # One permission per function: the lookup's covers this API's routes, the authorizer's its own ARN
+    assert sorted(invoked) == sorted([lookup_id, authorizer_id])
+    assert len(permissions) == 2
+
+
+def test_the_authorizer_is_small_quiet_and_reads_the_generated_keys(template: dict[str, Any]) -> None:
+    _, function = function_by_handler(template, AUTHORIZER_HANDLER)
+    properties = function["Properties"]
+    secret_id = _keys_secret_id(template)
+    assert properties["MemorySize"] == AUTHORIZER_MEMORY_MB
+    assert properties["Environment"]["Variables"][ENV_API_KEYS_SECRET_ARN] == {"Ref": secret_id}
+    assert properties["LoggingConfig"]["SystemLogLevel"] == "WARN"
+    secret = template["Resources"][secret_id]["Properties"]["GenerateSecretString"]
+    assert secret["GenerateStringKey"] == "default"
+    assert secret["SecretStringTemplate"] == "{}"
+
+
+def test_only_the_authorizer_may_read_the_keys(template: dict[str, Any]) -> None:
+    secret_id = _keys_secret_id(template)
+    for handler in (AUTHORIZER_HANDLER, LOOKUP_HANDLER):
+        _, function = function_by_handler(template, handler)
+        role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+        statements = policy_statements_of_role(template, role_id)
+        readers = [s for s in statements if {"Ref": secret_id} in as_list(s["Resource"])]
+        if handler == AUTHORIZER_HANDLER:
+            [read] = readers
+            assert sorted(as_list(read["Action"])) == [
+                "secretsmanager:DescribeSecret",
+                "secretsmanager:GetSecretValue",
+            ]
+            actions = {action for s in statements for action in as_list(s["Action"])}
+            assert actions == {
+                "logs:CreateLogStream",
+                "logs:PutLogEvents",
+                "secretsmanager:DescribeSecret",
+                "secretsmanager:GetSecretValue",
+            }
+        else:
+            assert readers == []
+
+
+def test_the_lookup_function_is_the_rest_fronts_with_this_variants_settings(template: dict[str, Any]) -> None:
+    _, function = function_by_handler(template, LOOKUP_HANDLER)
+    properties = function["Properties"]
+    assert properties["MemorySize"] == HTTP_CONTEXT["lookupMemoryMb"]
+    cache_bytes = HTTP_CONTEXT["lookupCacheMb"] * 1024 * 1024
+    assert properties["Environment"]["Variables"][ENV_RANGE_CACHE_BYTES] == str(cache_bytes)
+
+
+def test_outputs_name_the_keys_secret_instead_of_an_api_key(
+    synthesized: Synthesized, template: dict[str, Any]
+) -> None:
+    outputs = template["Outputs"]
+    api_id, _ = only(template, "AWS::ApiGatewayV2::Api")
+    # The default stage: the base URL has no stage, so paths are /v1/... as locally
+    assert outputs[OUTPUT_API_URL]["Value"]["Fn::Join"][1][:2] == ["https://", {"Ref": api_id}]
+    assert outputs[OUTPUT_API_URL]["Value"]["Fn::Join"][1][-1] == "/"
+    assert outputs[OUTPUT_API_KEYS_SECRET_ARN]["Value"] == {"Ref": _keys_secret_id(template)}
+    assert OUTPUT_API_KEY_ID not in outputs
+    rest_outputs = synthesized.templates[DEFAULT]["Outputs"]
+    assert OUTPUT_API_KEY_ID in rest_outputs
+    assert OUTPUT_API_KEYS_SECRET_ARN not in rest_outputs
+
+
+def test_alarms_watch_the_http_apis_5xx_and_the_authorizer(template: dict[str, Any]) -> None:
+    api_id, _ = only(template, "AWS::ApiGatewayV2::Api")
+    alarms = [a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()]
+    [server_errors] = [a for a in alarms if a.get("MetricName") == "5xx"]
+    assert server_errors["Namespace"] == "AWS/ApiGateway"
+    assert server_errors["Dimensions"] == [{"Name": "ApiId", "Value": {"Ref": api_id}}]
+    authorizer_id, _ = function_by_handler(template, AUTHORIZER_HANDLER)
+    watched = {
+        (a["MetricName"], a["Dimensions"][0]["Value"]["Ref"])
+        for a in alarms
+        if a.get("Namespace") == "AWS/Lambda"
+    }
+    assert {("Errors", authorizer_id), ("Throttles", authorizer_id)} <= watched

@@ -1,0 +1,266 @@
+"""The HTTP API front: its payload 1.0 events through the real lookup handler, and its key authorizer.
+
+An HTTP API integration with payload format 1.0 sends the REST proxy event's
+shape (powertools: ``APIGatewayRestResolver`` is the "REST and HTTP API v1
+payload resolver"). The differences that could matter are spelled out in
+``http_api_v1_event``: lower-case header names, a ``version`` field, and the
+``$default`` stage, which puts no stage in the URL. The answers must be the
+REST front's, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
+
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from ipmeta.api import authorizer, dependencies
+from ipmeta.api.handler import handler
+from ipmeta.lookup import ActiveVersionCache
+from ipmeta.records import Cover, VersionMeta, VersionStatus
+from ipmeta.store import Store
+from ipmeta_cli.server import LocalLambdaContext, proxy_event
+
+CALLER = "198.51.100.23"
+VERSION = 3
+
+
+class SlashTwentyFourStore:
+    """Every address lies in its /24, one range per /24, with the same data: one answer per Query."""
+
+    def __init__(self) -> None:
+        self.queries = 0
+
+    def read_active_version(self, *, consistent: bool = False) -> int | None:
+        return VERSION
+
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
+        return VersionMeta(version, VersionStatus.ACTIVE) if version == VERSION else None
+
+    def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
+        self.queries += 1
+        start = (int(partition_key.rsplit("#", 1)[1]) << 24) | (sort_key & ~0xFF)
+        return {"start": _ipv4(start), "end": _ipv4(start + 255), "data": {"asn": 64500, "org": "Example"}}
+
+    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
+        return None  # no covers: every bucket here has its items
+
+
+def _ipv4(value: int) -> str:
+    return ".".join(str((value >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
+@pytest.fixture(autouse=True)
+def store() -> Iterator[SlashTwentyFourStore]:
+    stub = SlashTwentyFourStore()
+    dependencies.install(
+        dependencies.Dependencies(store=cast(Store, stub), versions=ActiveVersionCache(3600.0))
+    )
+    yield stub
+    dependencies.install(None)
+
+
+def http_api_v1_event(
+    method: str,
+    path: str,
+    headers: Mapping[str, str] | None = None,
+    query: Mapping[str, str] | None = None,
+    source_ip: str = CALLER,
+) -> dict[str, Any]:
+    """What an HTTP API's ``$default`` stage sends for route ``ANY /v1/{proxy+}`` with payload 1.0.
+
+    Shaped on the example of "Create AWS Lambda proxy integrations for HTTP APIs"
+    (API Gateway developer guide): every header name lower-cased, ``version``
+    set, the path without a stage, the route's authorizer and identity filled in.
+    """
+    lowered = {name.lower(): value for name, value in (headers or {}).items()}
+    return {
+        "version": "1.0",
+        "resource": "/v1/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": lowered,
+        "multiValueHeaders": {name: [value] for name, value in lowered.items()},
+        "queryStringParameters": dict(query) if query else None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "a1b2c3d4e5",
+            "authorizer": {"claims": None, "scopes": None},
+            "domainName": "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "a1b2c3d4e5",
+            "extendedRequestId": "Ab1CdEfGhIjKlMn=",
+            "httpMethod": method,
+            "identity": {
+                "accessKey": None,
+                "accountId": None,
+                "caller": None,
+                "cognitoAuthenticationProvider": None,
+                "cognitoAuthenticationType": None,
+                "cognitoIdentityId": None,
+                "cognitoIdentityPoolId": None,
+                "principalOrgId": None,
+                "sourceIp": source_ip,
+                "user": None,
+                "userAgent": lowered.get("user-agent", "curl/8.5.0"),
+                "userArn": None,
+            },
+            "path": path,
+            "protocol": "HTTP/1.1",
+            "requestId": "Ab1CdEfGhIjKlMn=",
+            "requestTime": "23/Nov/2026:09:00:00 +0000",
+            "requestTimeEpoch": 1795424400000,
+            "resourceId": f"{method} /v1/{{proxy+}}",
+            "resourcePath": "/v1/{proxy+}",
+            "stage": "$default",
+        },
+        "pathParameters": {"proxy": path.removeprefix("/v1/")},
+        "stageVariables": None,
+        "body": None,
+        "isBase64Encoded": False,
+    }
+
+
+def rest_event(method: str, path: str, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The REST front's event for the same request, as the local server builds it."""
+    return proxy_event(method, path, dict(headers or {}), b"", CALLER)
+
+
+def call(event: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = handler(event, cast(LambdaContext, LocalLambdaContext()))
+    return response
+
+
+def answer(response: Mapping[str, Any]) -> tuple[int, Any, dict[str, list[str]]]:
+    body = response["body"]
+    is_json = "application/json" in response["multiValueHeaders"].get("Content-Type", [""])[0]
+    return response["statusCode"], json.loads(body) if is_json else body, dict(response["multiValueHeaders"])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v1/ip/1.1.1.1", 200),
+        ("GET", "/v1/ip/1.1.1.1/asn", 200),
+        ("GET", "/v1/ip/999.1.1.1", 400),
+        ("GET", "/v1/ip/1.1.1.1/nothing", 404),
+        ("GET", "/v1/nowhere", 404),
+        ("DELETE", "/v1/ip/1.1.1.1", 404),
+    ],
+)
+def test_an_http_api_event_gets_the_rest_fronts_answer(method: str, path: str, status: int) -> None:
+    # Given the same request through each front
+    via_rest = call(rest_event(method, path))
+    via_http = call(http_api_v1_event(method, path))
+    # Then status, body and headers are the same, errors included
+    assert answer(via_http) == answer(via_rest)
+    assert via_http["statusCode"] == status
+
+
+def test_error_bodies_keep_their_codes() -> None:
+    response = call(http_api_v1_event("GET", "/v1/ip/999.1.1.1"))
+    assert json.loads(response["body"])["code"] == "IP_ADDRESS_INVALID"
+    response = call(http_api_v1_event("GET", "/v1/nowhere"))
+    assert json.loads(response["body"])["code"] == "ROUTE_NOT_FOUND"
+
+
+def test_query_parameters_reach_the_route() -> None:
+    response = call(http_api_v1_event("GET", "/v1/ip/1.1.1.1", query={"fields": "asn"}))
+    assert json.loads(response["body"])["data"] == {"asn": 64500}
+
+
+def test_the_caller_is_the_source_ip_of_the_request_context() -> None:
+    response = call(http_api_v1_event("GET", "/v1/ip", source_ip=CALLER))
+    assert response["statusCode"] == 200
+    assert json.loads(response["body"])["ip"] == CALLER
+
+
+def test_lower_case_header_names_still_revalidate() -> None:
+    # Given the ETag of a first answer
+    first = call(http_api_v1_event("GET", "/v1/ip/1.1.1.1"))
+    etag = first["multiValueHeaders"]["ETag"][0]
+    # When it comes back lower-cased, as an HTTP API passes every header name
+    second = call(http_api_v1_event("GET", "/v1/ip/1.1.1.1", headers={"If-None-Match": etag}))
+    # Then it is still recognised
+    assert second["statusCode"] == 304
+
+
+@pytest.mark.parametrize("path", ["/v1/openapi.json", "/v1/docs"])
+def test_the_default_stage_puts_no_stage_in_the_documented_server_url(path: str) -> None:
+    response = call(http_api_v1_event("GET", path, query={"format": "json"}))
+    assert response["statusCode"] == 200
+    assert json.loads(response["body"])["servers"] == [{"url": "/"}]
+
+
+def test_a_rest_stage_url_keeps_its_stage_in_the_documented_server_url() -> None:
+    # The REST front's stage is part of its URL: requestContext.path carries it
+    event = rest_event("GET", "/v1/openapi.json")
+    event["requestContext"].update(stage="api", path="/api/v1/openapi.json")
+    assert json.loads(call(event)["body"])["servers"] == [{"url": "/api"}]
+
+
+# -- the authorizer ------------------------------------------------------------------------
+
+KEYS = {"default": "k" * 40, "client-b": "b" * 40, "broken": 7}
+
+
+def authorizer_event(headers: Mapping[str, str]) -> dict[str, Any]:
+    """A REQUEST authorizer event, payload 2.0, as the HTTP API sends it (names lower-cased)."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/$default/GET/v1/ip/1.1.1.1",
+        "identitySource": [lowered[authorizer.API_KEY_HEADER]]
+        if authorizer.API_KEY_HEADER in lowered
+        else [],
+        "routeKey": "GET /v1/{proxy+}",
+        "rawPath": "/v1/ip/1.1.1.1",
+        "rawQueryString": "",
+        "headers": lowered,
+        "requestContext": {"http": {"method": "GET", "path": "/v1/ip/1.1.1.1", "sourceIp": CALLER}},
+    }
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(authorizer, "api_keys", lambda: KEYS)
+
+
+@pytest.mark.usefixtures("keys")
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"X-Api-Key": "k" * 40}, {"isAuthorized": True, "context": {"client": "default"}}),
+        ({"x-api-key": "b" * 40}, {"isAuthorized": True, "context": {"client": "client-b"}}),
+        ({"x-api-key": "k" * 39}, {"isAuthorized": False}),
+        ({"x-api-key": "7"}, {"isAuthorized": False}),
+        ({"x-api-key": ""}, {"isAuthorized": False}),
+        ({"authorization": "k" * 40}, {"isAuthorized": False}),
+    ],
+)
+def test_the_authorizer_admits_exactly_the_keys_of_the_secret(
+    headers: dict[str, str], expected: dict[str, Any]
+) -> None:
+    response = authorizer.handler(authorizer_event(headers), cast(LambdaContext, LocalLambdaContext()))
+    assert response == expected
+
+
+def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: dict[str, Any] = {}
+
+    def get_secret(name: str, **options: Any) -> dict[str, str]:
+        asked.update(name=name, **options)
+        return {"default": "k" * 40}
+
+    monkeypatch.setenv(authorizer.ENV_API_KEYS_SECRET_ARN, "arn:aws:secretsmanager:us-east-1:1:secret:keys")
+    monkeypatch.setattr("ipmeta.api.authorizer.parameters.get_secret", get_secret)
+    assert authorizer.api_keys() == {"default": "k" * 40}
+    assert asked == {
+        "name": "arn:aws:secretsmanager:us-east-1:1:secret:keys",
+        "transform": "json",
+        "max_age": authorizer.KEYS_MAX_AGE_SECONDS,
+    }
