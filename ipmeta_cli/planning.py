@@ -118,15 +118,24 @@ def _load_lines(plan: Mapping[str, Any]) -> list[str]:
             f"(limited by {load['limited_by']})"
         )
     warm = plan["warm_throughput_for_target"]
-    lines.append(
-        f"  to finish in the target time: warmWriteUnitsPerSecond {warm.get('warm_write_units', warm)}"
-    )
+    minutes = warm["target_seconds"] / 60
+    if warm["pre_warming_needed"]:
+        lines.append(
+            f"  to finish in {minutes:g} min: pre-warm with warmWriteUnitsPerSecond="
+            f"{warm['warm_write_units_per_second']:,} ({warm['estimate']['seconds']:,.0f} s)"
+        )
+    else:
+        lines.append(f"  finishes within {minutes:g} min on a new on-demand table: no pre-warming needed")
     cost = plan["cost"]
     lines.append(
-        f"  write cost ${cost.get('write', 0):,.2f}; storage ${cost.get('storage_per_month', 0):,.2f}/month"
+        f"  write cost ${cost['write_usd']:,.2f} (${cost['write_usd_replacing_a_version']:,.2f} replacing "
+        f"a version); storage {cost['storage_gb']:,.2f} GB, ${cost['storage_usd_per_month']:,.2f}/month"
     )
-    if plan.get("reverse_index"):
-        lines.append(f"  reverse index: {json.dumps(plan['reverse_index'])[:300]}")
+    for entry in (plan.get("reverse_index") or [])[:3]:
+        lines.append(
+            f"  reverse index: value {entry['value']} has {entry['entries']:,} entries "
+            f"({entry['share']:.1%}): at least {entry['shards_at_least']} shards (K >= 10N)"
+        )
     return lines
 
 
