@@ -7,6 +7,8 @@ each function's permissions are exactly what its construct grants.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -65,25 +67,61 @@ def lookup_code() -> lambda_.Code:
     return lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=_ASSET_EXCLUDES)
 
 
+#: Third-party packages the loader ships in its asset (the runtime brings boto3, the layer
+#: Powertools): pure Python only, as ``(import name, distribution name)``.
+LOADER_PACKAGES: tuple[tuple[str, str], ...] = (("maxminddb", "maxminddb"),)
+#: Compiled extensions are built for this machine, not for Lambda's arm64 runtime.
+_NATIVE_SUFFIXES = ("*.so", "*.pyd", "*.dylib", "*.pyi")
+
+
+def installed_package(name: str) -> Path:
+    """The folder of an installed package, as this interpreter imports it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the loader's asset needs {name}: install requirements.txt into the venv")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 @jsii.implements(ILocalBundling)
 class _LoaderSources:
-    """Copies ``loader/`` and the core package side by side, with no docker.
+    """Copies ``loader/``, the core package and the loader's pure-Python packages, with no docker.
 
     The loader imports ``ipmeta``, which lives under ``lambdas/`` in the
-    repository but must sit at the root of the loader's asset.
+    repository but must sit at the root of the loader's asset. ``maxminddb``
+    ships without its C extension: ``open_database``'s default mode
+    (``MODE_AUTO``) falls back to the pure-Python reader when the extension
+    does not import. Its ``dist-info`` goes too, because ``maxminddb``
+    reads its own version from the installed metadata when imported.
     """
 
     sources: tuple[tuple[Path, str], ...] = ((LOADER_DIR, "loader"), (CORE_PACKAGE_DIR, "ipmeta"))
 
     def try_bundle(self, output_dir: str, *_options: Any, **_keywords: Any) -> bool:
         for source, name in self.sources:
-            shutil.copytree(
-                source,
-                Path(output_dir) / name,
-                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                dirs_exist_ok=True,
-            )
+            _copy(source, Path(output_dir) / name)
+        for package, distribution in LOADER_PACKAGES:
+            _copy(installed_package(package), Path(output_dir) / package, *_NATIVE_SUFFIXES)
+            info = _dist_info(distribution)
+            # RECORD would list the extension left behind.
+            _copy(info, Path(output_dir) / info.name, "RECORD", "INSTALLER", "REQUESTED")
         return True
+
+
+def _dist_info(distribution: str) -> Path:
+    installed = importlib.metadata.distribution(distribution)
+    for file in installed.files or ():
+        if file.name == "METADATA" and file.parent.name.endswith(".dist-info"):
+            return Path(str(installed.locate_file(file.parent)))
+    raise RuntimeError(f"{distribution} has no .dist-info metadata to ship")
+
+
+def _copy(source: Path, target: Path, *excluded: str) -> None:
+    shutil.copytree(
+        source,
+        target,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *excluded),
+        dirs_exist_ok=True,
+    )
 
 
 def loader_code() -> lambda_.Code:
