@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from ipmeta.records import VersionStatus
 from loader import events
@@ -82,9 +82,13 @@ def activate(
     *,
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
+    export: Mapping[str, Any] | None = None,
 ) -> Activation:
-    """Check the counts, then switch the pointer only if it still names the version we started from."""
-    load = _activatable_load(load_id, table)
+    """Check the counts, then switch the pointer only if it still names the version we started from.
+
+    ``export`` (``export_task.Exported``, written before activation) goes into the change event.
+    """
+    load = activatable_load(load_id, table)
     if load.status == LoadStatus.ACTIVATED:
         return Activation(load_id, load.version, LoadStatus.ACTIVATED, load.report)
     table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
@@ -104,12 +108,13 @@ def activate(
             "items": load.items,
             "rows": report.rows_read,
             "sha256": load.sha256,
+            **({"export": dict(export)} if export else {}),
         }
     )
     return Activation(load_id, load.version, LoadStatus.ACTIVATED, report)
 
 
-def _activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
+def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
     load = table.get_load(version_of(load_id))
     if load is None:
         raise LoadNotFound(f"no load {load_id}")

@@ -2,6 +2,12 @@
 
 In AWS it goes to the EventBridge bus named by ``IPMETA_EVENT_BUS_NAME``;
 without one (locally) it is a structured log line.
+
+``DatasetActivated``'s detail: ``version`` (``v7``), ``previous``, ``items``,
+``rows``, ``sha256``, and with ``exportMmdb`` on, ``export``: ``{"bucket",
+"key", "format", "bytes", "ranges", "ipv6_left_out", "seconds"}``, the
+MaxMind DB of exactly this version (``exports/v7.mmdb``), written before the
+version went live.
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ Execution input: ``{"source": "s3://bucket/key", "options": {...}}`` (or
 - ``resolve``: partitions, one or a batch (``{"Items": [...]}``);
 - ``plan_writes``: ``{"load_id", "status", "chunks", "items": {"bucket", "key"}}``;
 - ``write_chunks``: chunks, one or a batch;
-- ``activate``: ``{"load_id"}``;
+- ``export`` (with ``exportMmdb``): ``{"load_id"}`` -> ``{"bucket", "key",
+  "format", "bytes", "ranges", "ipv6_left_out", "seconds"}``: the version as
+  ``exports/<version>.mmdb`` (``loader.export_task``);
+- ``activate``: ``{"load_id", "export"?}``; the change event names the export;
 - ``cleanup``: ``{}`` on a schedule, or ``{"load_id"}`` after an activation;
 - ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
   and frees the lock; ``cleanup`` deletes its partial version later.
@@ -39,9 +42,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.settings import METRICS_NAMESPACE, Settings
 from loader import abort as abort_task
 from loader import activate as activate_task
+from loader import export_task, retention, s3, staged
 from loader import partitions as partitions_task
 from loader import plan_writes as plan_writes_task
-from loader import retention, s3, staged
 from loader import start as start_task
 from loader import write as write_task
 from loader.options import LoadOptions
@@ -155,9 +158,18 @@ def write_chunks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
 
 
 @logger.inject_lambda_context
+def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    exported = export_task.export_version(
+        event["load_id"], _table(), os.environ[ENV_SOURCE_BUCKET], workdir=Path(tempfile.gettempdir())
+    )
+    logger.info("exported", extra={"load_id": event["load_id"], **exported.to_event()})
+    return exported.to_event()
+
+
+@logger.inject_lambda_context
 @metrics.log_metrics
 def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = activate_task.activate(event["load_id"], _table(), _staging())
+    outcome = activate_task.activate(event["load_id"], _table(), _staging(), export=event.get("export"))
     # The data-age alarm fires when no activation arrived within the allowed age.
     metrics.add_metric(name=METRIC_DATASET_ACTIVATED, unit=MetricUnit.Count, value=1)
     # The per-bucket table stays in the saved report; Step Functions payloads are small.

@@ -19,6 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from loader.export_task import EXPORT_PREFIX
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
@@ -38,6 +39,9 @@ from stacks.constants import (
 )
 from stacks.function import PythonFunction, loader_code
 from stacks.nag import acknowledge, arn_ref
+
+#: The optional task (``exportMmdb``) that writes the new version as a MaxMind DB before Activate.
+EXPORT_TASK: Final = "export"
 
 _READ_BOOKKEEPING: Final = ("dynamodb:GetItem", "dynamodb:Query")
 #: DynamoDB actions each task needs on the table, and nothing else (the
@@ -67,6 +71,8 @@ TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # Marks the load failed and frees the lock; cleanup deletes its items later.
     "abort": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
     FETCH_SOURCE_TASK: (),
+    # Verifies like activate (GetItem, Query), reads the version (Query) and renews the lock (PutItem).
+    EXPORT_TASK: (*_READ_BOOKKEEPING, "dynamodb:PutItem"),
 }
 #: Bucket actions on the staging prefix (``chunks/``) of each task.
 STAGING_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -83,6 +89,8 @@ STAGING_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "cleanup": ("s3:DeleteObject", "s3:ListBucket"),
     "abort": (),
     FETCH_SOURCE_TASK: (),
+    # Writes only under EXPORT_PREFIX (``_grant_export``).
+    EXPORT_TASK: (),
 }
 #: Tasks that read the source objects themselves (anywhere in the loader's bucket).
 SOURCE_READERS: Final = ("start", "scan")
@@ -111,6 +119,9 @@ def sizing(task: str, config: IpmetaConfig) -> Sizing:
         "cleanup": Sizing(512, Duration.minutes(15)),
         "abort": Sizing(256, Duration.minutes(2)),
         FETCH_SOURCE_TASK: Sizing(512, Duration.minutes(15), ephemeral_storage_mb=10_240),
+        # CPU-bound Python (Query pages in, the tree out) with memory bounded by the writer;
+        # /tmp holds the database plus the writer's data and spool files (about 3x the file).
+        EXPORT_TASK: Sizing(heavy, Duration.minutes(15), ephemeral_storage_mb=4096),
     }
     return sizes[task]
 
@@ -159,6 +170,8 @@ class LoaderFunctions(Construct):
         names = list(LOADER_TASKS)
         if self._config.source_url:
             names.insert(0, FETCH_SOURCE_TASK)
+        if self._config.export_mmdb:
+            names.insert(names.index("activate"), EXPORT_TASK)
         functions = {}
         for task in names:
             size = sizing(task, self._config)
@@ -233,3 +246,18 @@ class LoaderFunctions(Construct):
                     resources=[self._bucket.arn_for_objects(self._config.source_key)],
                 )
             )
+        if EXPORT_TASK in self.functions:
+            self._grant_export(self.functions[EXPORT_TASK].role)
+
+    def _grant_export(self, role: iam.IRole) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[self._bucket.arn_for_objects(f"{EXPORT_PREFIX}/*")]
+            )
+        )
+        acknowledge(
+            role,
+            f"IAM5[Resource::{arn_ref(self._bucket)}/{EXPORT_PREFIX}/*]",
+            "Each export is named after the version it holds, chosen at run time; the task may "
+            "write under the export prefix of the loader's own bucket only, and read nothing there.",
+        )

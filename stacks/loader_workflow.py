@@ -3,9 +3,12 @@
 Start -> [unchanged? done | prepared? write] -> ScanSources (a Map over the
 source files) -> PlanPartitions -> ResolvePartitions (a Distributed Map over
 the staged partition list) -> PlanWrites -> [dry run? done] -> WriteChunks (a
-Distributed Map over the staged chunk list) -> Activate -> Wait(grace) ->
-Cleanup, with a Catch on every step before activation that runs Abort (the
-failed-load cleanup) and then Fail.
+Distributed Map over the staged chunk list) -> [Export, with ``exportMmdb``] ->
+Activate -> Wait(grace) -> Cleanup, with a Catch on every step before
+activation that runs Abort (the failed-load cleanup) and then Fail.
+
+Export comes before Activate (``loader/export_task.py`` says why): a failed
+export is a failed load, and the previous version keeps serving.
 
 Distributed Map runs each partition and each batch of chunks as a child
 execution, so the parent's history holds a few dozen events whatever the
@@ -29,7 +32,7 @@ from constructs import Construct
 
 from stacks.config import IpmetaConfig
 from stacks.constants import CHUNK_PREFIX, DEFAULT_EVENT_BUS, FETCH_SOURCE_TASK
-from stacks.loader_functions import LoaderFunctions, sizing
+from stacks.loader_functions import EXPORT_TASK, LoaderFunctions, sizing
 from stacks.nag import acknowledge, arn_ref
 
 #: Errors the Lambda service itself raises; retrying them is always safe.
@@ -223,6 +226,18 @@ class LoaderWorkflow(Construct):
             result_path=sfn.JsonPath.DISCARD,
         ).item_processor(processor)
 
+    def _activation(self, load_id: sfn.TaskInput) -> list[sfn.TaskStateBase]:
+        """Activate, preceded by Export with ``exportMmdb``: the states after WriteChunks, chained."""
+        if EXPORT_TASK not in self.functions:
+            return [self._invoke("activate", "Activate", load_id, "$.activation")]
+        export = self._invoke(EXPORT_TASK, "Export", load_id, "$.export")
+        announce = sfn.TaskInput.from_object(
+            {"load_id": sfn.JsonPath.string_at("$.load_id"), "export": sfn.JsonPath.object_at("$.export")}
+        )
+        activate = self._invoke("activate", "Activate", announce, "$.activation")
+        export.next(activate)
+        return [export, activate]
+
     def _build_definition(self) -> sfn.IChainable:
         load_id = sfn.TaskInput.from_object({"load_id": sfn.JsonPath.string_at("$.load_id")})
 
@@ -261,7 +276,8 @@ class LoaderWorkflow(Construct):
         write_chunks = self._distributed_map(
             "WriteChunks", "$.writes.items.key", write_chunk, batch=CHUNKS_PER_CHILD
         )
-        activate = self._invoke("activate", "Activate", load_id, "$.activation")
+        activation = self._activation(load_id)
+        activate = activation[-1]
         grace = sfn.Wait(
             self,
             "Grace",
@@ -280,7 +296,7 @@ class LoaderWorkflow(Construct):
             resolve,
             plan_writes,
             write_chunks,
-            activate,
+            *activation,
         ]
         first: sfn.IChainable = start
         if FETCH_SOURCE_TASK in self.functions:
@@ -313,5 +329,6 @@ class LoaderWorkflow(Construct):
             )
             .otherwise(write_chunks)
         )
-        write_chunks.next(activate).next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
+        write_chunks.next(activation[0])
+        activate.next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
         return first

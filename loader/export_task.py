@@ -1,0 +1,106 @@
+"""``export``: the version a load wrote, as a MaxMind DB at ``exports/<version>.mmdb`` in the source bucket.
+
+With ``exportMmdb`` on, the state machine runs this between WriteChunks and
+Activate, and Activate's change event names the file (``export``).
+
+**Why before activation.** Activation is the one conditional pointer write
+that makes a version live, followed by its change event. Exporting after it
+would leave a live version with no file and no event (or an event naming a
+file that never came) whenever the export failed. Exported first, a failed
+export is a failed load: the Catch runs Abort, the previous version keeps
+serving, and nothing was announced. The version is verified here, with the
+very check Activate runs (``activate.verify``), so the file never holds a
+version that then fails its own activation's check; the cost is a second
+count of at most ``VERIFY_PARTITIONS`` partitions. Between the two, the
+export renews the load lock, so no other load starts and no cleanup takes
+this load for abandoned while the file is written.
+
+The file streams: ranges come from the table a page at a time and the writer
+spools to ``/tmp`` (``loader.mmdb_writer``), so memory does not grow with the
+version; ``/tmp`` holds the database and the writer's two temporary files.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ipmeta.records import VersionMeta
+from loader import s3
+from loader.activate import activatable_load, verify
+from loader.errors import LoadNotFound
+from loader.export import ExportStats, covers_as_ranges, iter_version_ranges, write_mmdb
+from loader.records import LoadStatus, load_id_of
+from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
+from loader.table import LoaderTable
+
+#: Exports live under ``exports/`` of the source bucket; the stack grants PutObject there only.
+EXPORT_PREFIX: Final = "exports"
+DATABASE_TYPE: Final = "ipmeta"
+
+
+@dataclass(frozen=True)
+class Exported:
+    """Where the export went and what it holds: the change event's ``export``."""
+
+    bucket: str
+    key: str
+    format: str
+    bytes: int
+    ranges: int
+    #: IPv6 ranges in ``::/96``, left out: a MaxMind DB keeps IPv4 there
+    ipv6_left_out: int
+    seconds: float
+
+    def to_event(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def export_key(version: int) -> str:
+    return f"{EXPORT_PREFIX}/{load_id_of(version)}.mmdb"
+
+
+def export_version(
+    load_id: str,
+    table: LoaderTable,
+    bucket: str,
+    *,
+    workdir: Path | None = None,
+    lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
+    now: float | None = None,
+) -> Exported:
+    """Verify the load's version, write it as a MaxMind DB under ``workdir`` (/tmp), upload it, delete it."""
+    load = activatable_load(load_id, table)
+    if load.status == LoadStatus.PREPARED:
+        table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
+        verify(load, table)
+    meta = table.get_version_meta(load.version)
+    if meta is None:
+        raise LoadNotFound(f"load {load_id} has no version metadata to export")
+    key = export_key(load.version)
+    with tempfile.TemporaryDirectory(prefix="ipmeta-export-", dir=workdir) as folder:
+        out = Path(folder) / Path(key).name
+        stats = write_version_mmdb(table, meta, out)
+        s3.upload(out, bucket, key)
+    left_out = int(stats.details.get("ipv6_ranges_in_ipv4_space", 0))
+    return Exported(bucket, key, "mmdb", stats.file_bytes, stats.ranges, left_out, stats.seconds)
+
+
+def write_version_mmdb(table: LoaderTable, meta: VersionMeta, out: Path) -> ExportStats:
+    """The version as a MaxMind DB: records as the API answers; metadata with version, source, time."""
+    covers = covers_as_ranges(table.read_covers(meta.version)) if meta.covers else []
+    return write_mmdb(
+        iter_version_ranges(table, meta.version, covers),
+        out,
+        database_type=DATABASE_TYPE,
+        description={"en": mmdb_description(meta)},
+        build_epoch=meta.created_at or None,
+    )
+
+
+def mmdb_description(meta: VersionMeta) -> str:
+    loaded = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(meta.created_at))
+    return f"ipmeta dataset {load_id_of(meta.version)}; source sha256 {meta.sha256}; loaded {loaded}"

@@ -1,0 +1,171 @@
+"""The Export task: a written (not yet active) version to ``exports/<version>.mmdb``, readable by maxminddb.
+
+A small CSV is prepared and written through the real handlers against dynalite
+(DynamoDB) and moto (S3), as the state machine runs them; then ``export``
+runs, and the file it uploads is read back with the ``maxminddb`` reader.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import boto3
+import maxminddb
+import pytest
+from moto import mock_aws
+
+from ipmeta.ips import format_address
+from ipmeta.settings import Settings
+from loader import handlers
+from loader.errors import LoadIncomplete
+from loader.export import covers_as_ranges, iter_version_ranges
+from loader.export_task import EXPORT_PREFIX, export_version
+from loader.records import LoadStatus, load_id_of
+from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
+from loader.table import LoaderTable
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
+BUCKET = "ipmeta-sources"
+EXECUTION = {"source": f"s3://{BUCKET}/in/small.csv", "options": {"chunk_size": 2}}
+
+
+class Context:
+    function_name = "loader"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
+    aws_request_id = "export-test"
+
+
+@pytest.fixture
+def s3(table_environment: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
+    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        client.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
+        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
+        yield client
+    handlers.reset()
+
+
+def _staged(s3: Any, location: dict[str, str]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(
+        s3.get_object(Bucket=location["bucket"], Key=location["key"])["Body"].read()
+    )
+    return items
+
+
+def prepare(s3: Any, *, write: bool = True) -> dict[str, Any]:
+    """Start -> Scan -> PlanPartitions -> Resolve -> PlanWrites -> WriteChunks, through the handlers."""
+    context: Any = Context()
+    started = handlers.start(EXECUTION, context)
+    for scan in started["scans"]:
+        handlers.scan(scan, context)
+    planned = handlers.plan_partitions({"load_id": started["load_id"]}, context)
+    for item in _staged(s3, planned["items"]):
+        handlers.resolve(item, context)
+    writes = handlers.plan_writes({"load_id": started["load_id"]}, context)
+    if write:
+        handlers.write_chunks({"Items": _staged(s3, writes["items"])}, context)
+    return started
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _plain(inner) for key, inner in value.items() if inner is not None}
+    return value
+
+
+def test_export_uploads_a_mmdb_that_answers_like_the_written_version(
+    s3: Any, table_environment: Settings, tmp_path: Path
+) -> None:
+    # Given a load whose chunks are all written, not yet activated
+    started = prepare(s3)
+    table = LoaderTable.from_settings(table_environment)
+
+    # When the Export task runs
+    exported = handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+
+    # Then exports/<version>.mmdb is in the bucket, and nothing went live
+    key = f"{EXPORT_PREFIX}/{load_id_of(started['version'])}.mmdb"
+    assert (exported["bucket"], exported["key"], exported["format"]) == (BUCKET, key, "mmdb")
+    database = tmp_path / "export.mmdb"
+    s3.download_file(BUCKET, key, str(database))
+    assert database.stat().st_size == exported["bytes"] > 0
+    assert table.read_active_version(consistent=True) is None
+    load = table.get_load(started["version"])
+    assert load is not None
+    assert load.status == LoadStatus.PREPARED
+
+    # And maxminddb reads it: every range answers its data at its first, middle and last address
+    meta = table.get_version_meta(started["version"])
+    assert meta is not None
+    covers = covers_as_ranges(table.read_covers(meta.version)) if meta.covers else []
+    ranges = list(iter_version_ranges(table, meta.version, covers))
+    # (::-::ffff lies in ::/96, where a MaxMind DB keeps IPv4: left out, and counted)
+    assert (exported["ranges"], exported["ipv6_left_out"]) == (len(ranges) - 1, 1)
+    with maxminddb.open_database(str(database)) as reader:
+        assert reader.metadata().database_type == "ipmeta"
+        assert load_id_of(meta.version) in reader.metadata().description["en"]
+        assert meta.sha256 in reader.metadata().description["en"]
+        for each in ranges:
+            if each.family == 6 and each.end <= 0xFFFFFFFF:
+                continue  # ::/96 is where a MaxMind DB keeps IPv4
+            for address in (each.start, (each.start + each.end) // 2, each.end):
+                text = format_address(each.family, address)
+                assert reader.get(text) == _plain(dict(each.data)), text
+        assert reader.get("1.0.0.1") == {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"}
+        assert reader.get("10.0.0.150") == {
+            "asn": 64502,
+            "organization": "Overlaps the crossing range (later wins)",
+            "country": "ZZ",
+        }
+        wide: Any = reader.get("2001:200::1")
+        assert wide["organization"] == "WIDE Project"
+        assert reader.get("1.0.2.0") is None  # a gap stays a gap
+
+
+def test_activate_after_export_names_the_file_in_the_change_event(
+    s3: Any, table_environment: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    started = prepare(s3)
+    exported = handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+
+    with caplog.at_level(logging.INFO, logger="loader.events"):
+        handlers.activate({"load_id": started["load_id"], "export": exported}, Context())
+
+    [line] = [record.getMessage() for record in caplog.records if record.name == "loader.events"]
+    event = json.loads(line.removeprefix("event "))
+    assert event["detail-type"] == "DatasetActivated"
+    assert event["detail"]["version"] == started["load_id"]
+    assert event["detail"]["export"]["key"] == f"{EXPORT_PREFIX}/{started['load_id']}.mmdb"
+    assert event["detail"]["export"]["bucket"] == BUCKET
+
+
+def test_a_version_with_chunks_missing_is_not_exported(s3: Any, table_environment: Settings) -> None:
+    # Given a load whose writes never ran
+    started = prepare(s3, write=False)
+    table = LoaderTable.from_settings(table_environment)
+    # When the export is asked for, it refuses, and writes nothing
+    with pytest.raises(LoadIncomplete):
+        export_version(started["load_id"], table, BUCKET)
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0
+
+
+def test_the_export_renews_the_load_lock_so_the_load_is_never_taken_for_abandoned(
+    s3: Any, table_environment: Settings
+) -> None:
+    started = prepare(s3)
+    table = LoaderTable.from_settings(table_environment)
+    export_version(started["load_id"], table, BUCKET, now=2_000_000_000.0, lease_seconds=900)
+    lock = table.read_lock()
+    assert lock is not None
+    assert (lock.owner, lock.expires_at) == (started["load_id"], 2_000_000_900)
