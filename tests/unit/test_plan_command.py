@@ -45,3 +45,17 @@ def test_lookup_costs_per_front_at_a_hundred_million(capsys: pytest.CaptureFixtu
     fronts = report["lookups"]["fronts"]  # type: ignore[index]
     assert set(fronts) >= {"rest", "http"}
     assert fronts["http"]["per_million"] < fronts["rest"]["per_million"]
+
+
+def test_the_text_report_states_each_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", str(FIXTURE), "--workers", "1", "--index-field", "asn"]
+    argv += ["--lookups-per-month", "100000000"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "items 12 in " in text
+    assert "no pre-warming needed" in text
+    assert "write cost $0.00 ($0.00 replacing a version)" in text  # 12 items cost $0.0000075
+    assert "at least 10 shards" in text
+    assert "rest   $      392.17  ($3.92 per million)" in text
+    assert "http   $      142.17  ($1.42 per million)" in text
+    assert "{" not in text  # no raw dicts
