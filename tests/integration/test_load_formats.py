@@ -262,3 +262,20 @@ def test_the_cli_names_the_reason_in_one_line(
     assert error.startswith("ipmeta load: truncated.mmdb: ")
     assert "\n" not in error
     shutil.rmtree(tmp_path / "staging", ignore_errors=True)
+
+
+def test_a_new_locations_file_is_a_new_version_and_the_same_one_is_unchanged(
+    store: LoaderTable, api_server: LocalApiServer, tmp_path: Path
+) -> None:
+    # Given the GeoIP2 fixture loaded with its Locations file
+    locations = tmp_path / "Locations-en.csv"
+    shutil.copy(LOCATIONS, locations)
+    options = LoadOptions(format="geoip2-csv", locations=str(locations))
+    assert driver.run_load(BLOCKS, options, store, LocalStaging(tmp_path)).status == "activated"
+    # When it is loaded again unchanged, nothing happens
+    assert driver.run_load(BLOCKS, options, store, LocalStaging(tmp_path)).status == "unchanged"
+    # But when only the Locations file changes (a city renamed), the same blocks make a new version
+    locations.write_text(LOCATIONS.read_text().replace('"South Brisbane"', "Woolloongabba"))
+    again = driver.run_load(BLOCKS, options, store, LocalStaging(tmp_path))
+    assert (again.status, again.version) == ("activated", 2)
+    assert data_at(api_server, "1.0.0.1")["city_name"] == "Woolloongabba"

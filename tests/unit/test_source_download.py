@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 from pathlib import Path
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from loader.descriptor import LoadDescriptor, Source
 from loader.errors import SourceError
 from loader.formats import FormatOptions, SourceRow, open_rows
+from loader.options import LoadOptions
+from loader.scan import _locations
 from loader.source import materialize, split_s3_uri
+from loader.start import sha256_of
 
 
 @mock_aws
@@ -46,3 +51,24 @@ def test_an_s3_uri_needs_a_bucket_and_a_key() -> None:
     assert split_s3_uri("s3://b/k/x.mmdb") == ("b", "k/x.mmdb")
     with pytest.raises(SourceError, match="expected s3://bucket/key"):
         split_s3_uri("s3://bucket-only")
+
+
+@mock_aws
+def test_a_locations_file_in_s3_is_downloaded_for_each_scan(tmp_path: Path) -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="sources")
+    s3.put_object(Bucket="sources", Key="geo/Locations-en.csv", Body=b"geoname_id,city_name\n1,Kassel\n")
+    s3.put_object(Bucket="sources", Key="geo/Blocks-IPv4.csv", Body=b"network,geoname_id\n1.0.0.0/24,1\n")
+    options = LoadOptions(format="geoip2-csv", locations="s3://sources/geo/Locations-en.csv")
+    descriptor = LoadDescriptor(
+        "v1", 1, (Source.of("s3://sources/geo/Blocks-IPv4.csv"),), options, "", "", 0.0
+    )
+    # The scan reads a local copy
+    local = _locations(descriptor, tmp_path)
+    assert local is not None
+    assert local.read_bytes() == b"geoname_id,city_name\n1,Kassel\n"
+    # And start's checksum, streamed from S3, covers the blocks and then the Locations
+    both = hashlib.sha256(
+        b"network,geoname_id\n1.0.0.0/24,1\n" + b"geoname_id,city_name\n1,Kassel\n"
+    ).hexdigest()
+    assert sha256_of(["s3://sources/geo/Blocks-IPv4.csv", "s3://sources/geo/Locations-en.csv"]) == both
