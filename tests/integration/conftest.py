@@ -10,6 +10,8 @@ import itertools
 import json
 import shutil
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
+from ipmeta.range_cache import RangeCache
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
@@ -101,12 +104,18 @@ def load_csv(
 
 
 @contextmanager
-def running_api_server(store: LoaderTable, pointer_cache_seconds: float = 0.0) -> Iterator[LocalApiServer]:
-    """The real HTTP server around the real Lambda handler, answering from ``store``."""
+def running_api_server(
+    store: LoaderTable, pointer_cache_seconds: float = 0.0, ranges: RangeCache | None = None
+) -> Iterator[LocalApiServer]:
+    """The real HTTP server around the real Lambda handler, answering from ``store`` (range cache off)."""
     from ipmeta.api.handler import handler
 
     dependencies.install(
-        dependencies.Dependencies(store=store, versions=ActiveVersionCache(pointer_cache_seconds))
+        dependencies.Dependencies(
+            store=store,
+            versions=ActiveVersionCache(pointer_cache_seconds),
+            ranges=RangeCache(0) if ranges is None else ranges,
+        )
     )
     server = LocalApiServer("127.0.0.1", 0, handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -123,3 +132,12 @@ def api_server(store: LoaderTable) -> Iterator[LocalApiServer]:
     """The real HTTP server on the test's table, re-reading the pointer on every request."""
     with running_api_server(store) as server:
         yield server
+
+
+def get_json(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
+    """GET ``path``: the status and the JSON body, error statuses included."""
+    try:
+        with urllib.request.urlopen(server.url + path, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())

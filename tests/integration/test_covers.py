@@ -7,15 +7,11 @@ container, and smaller ranges inside still win.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
-from ipmeta_cli.server import LocalApiServer
 from loader.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
+from tests.integration.conftest import get_json as get
 
 ROWS = """start,end,label
 0.0.0.0,255.255.255.255,all v4
@@ -23,14 +19,6 @@ ROWS = """start,end,label
 10.1.2.0,10.1.2.255,a lab
 2001:db8::,2001:db8:ffff:ffff:ffff:ffff:ffff:ffff,documentation
 """
-
-
-def get(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(server.url + path, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 def test_covered_buckets_answer_with_the_huge_range_and_smaller_ranges_win(

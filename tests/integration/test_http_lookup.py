@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ipmeta_cli.server import LocalApiServer
 from loader.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
+from tests.integration.conftest import get_json as get
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
-
-
-def get(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(server.url + path, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 @pytest.fixture

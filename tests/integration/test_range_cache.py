@@ -7,54 +7,24 @@ lookup must cost exactly one Query, and a cached one none.
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.range_cache import RangeCache
 from ipmeta.settings import DEFAULT_RANGE_CACHE_BYTES, ENV_RANGE_CACHE_BYTES
 from ipmeta_cli.server import LocalApiServer
 from loader.table import LoaderTable
-from tests.integration.conftest import RequestCounter, load_csv
+from tests.integration.conftest import RequestCounter, load_csv, running_api_server
+from tests.integration.conftest import get_json as get
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
 Counted = tuple[LoaderTable, RequestCounter]
-
-
-@contextmanager
-def serving(store: LoaderTable, cache: RangeCache, pointer_cache_seconds: float) -> Iterator[LocalApiServer]:
-    """The real HTTP server around the real handler, with a range cache."""
-    from ipmeta.api.handler import handler
-
-    dependencies.install(
-        dependencies.Dependencies(
-            store=store, versions=ActiveVersionCache(pointer_cache_seconds), ranges=cache
-        )
-    )
-    server = LocalApiServer("127.0.0.1", 0, handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        dependencies.install(None)
-
-
-def get(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(server.url + path, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 def post(server: LocalApiServer, path: str, payload: Any) -> dict[str, Any]:
@@ -70,7 +40,7 @@ def post(server: LocalApiServer, path: str, payload: Any) -> dict[str, Any]:
 def cached_server(counted_store: Counted, tmp_path: Path) -> Iterator[tuple[LocalApiServer, RequestCounter]]:
     store, counter = counted_store
     load_csv(store, [FIXTURE], tmp_path)
-    with serving(store, RangeCache(DEFAULT_RANGE_CACHE_BYTES), pointer_cache_seconds=60.0) as server:
+    with running_api_server(store, 60.0, RangeCache(DEFAULT_RANGE_CACHE_BYTES)) as server:
         get(server, "/v1/ip/1.0.0.1")  # reads the pointer, caches 1.0.0.0/24
         counter.reset()
         yield server, counter
@@ -140,7 +110,7 @@ def test_a_cached_answer_is_never_served_for_another_version(counted_store: Coun
     first = tmp_path / "one.csv"
     first.write_text("start,end,name\n1.1.0.0,1.1.0.255,one\n2.1.0.0,2.1.0.255,one\n")
     load_csv(store, [first], tmp_path / "a")
-    with serving(store, RangeCache(DEFAULT_RANGE_CACHE_BYTES), pointer_cache_seconds=0.0) as server:
+    with running_api_server(store, 0.0, RangeCache(DEFAULT_RANGE_CACHE_BYTES)) as server:
         assert get(server, "/v1/ip/1.1.0.1")[1]["data"] == {"name": "one"}
         assert get(server, "/v1/ip/2.1.1.0")[1]["code"] == "IP_ADDRESS_NOT_FOUND"  # a cached gap
         # When v2 is activated, with other data for that range and a range in that gap
