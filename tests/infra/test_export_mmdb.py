@@ -81,11 +81,14 @@ def test_the_loader_asset_reads_a_mmdb_with_no_site_packages_and_no_extension(
     asset = _asset(synthesized, DEFAULT, f"{LOADER_MODULE}.start")
     database = _small_database(tmp_path)
     child = (
-        "import json, sys, maxminddb\n"
+        "import json, sys, pathlib, maxminddb\n"
+        "from loader.formats.mmdb_rows import open_mmdb_rows\n"
+        "from loader.formats.rows import FormatOptions, SourceRow\n"
         "reader = maxminddb.open_database(sys.argv[1])\n"
+        "rows = open_mmdb_rows(pathlib.Path(sys.argv[1]), 'small.mmdb', FormatOptions(format='mmdb'))\n"
         "print(json.dumps({'file': maxminddb.__file__, 'extension': maxminddb._extension is not None,\n"
         "    'reader': type(reader).__module__, 'record': reader.get('10.0.0.1'),\n"
-        "    'networks': len(list(reader))}))\n"
+        "    'networks': len(list(reader)), 'rows': sum(isinstance(r, SourceRow) for r in rows)}))\n"
     )
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     completed = subprocess.run(
@@ -97,12 +100,13 @@ def test_the_loader_asset_reads_a_mmdb_with_no_site_packages_and_no_extension(
         check=True,
     )
     found = json.loads(completed.stdout)
-    # Then the asset's own copy imports, falls back to the pure-Python reader, and answers
+    # Then the asset's own copy imports, falls back to the pure-Python reader, and answers,
+    # and the loader's mmdb format reads every network through it
     assert found["file"].startswith(str(asset))
     assert found["extension"] is False
     assert found["reader"] == "maxminddb.reader"
     assert found["record"] == {"country": "AU", "latitude": -27.4767}
-    assert found["networks"] == 2
+    assert found["networks"] == found["rows"] == 2
 
 
 def _small_database(folder: Path) -> Path:
