@@ -226,6 +226,44 @@ class LoaderWorkflow(Construct):
             result_path=sfn.JsonPath.DISCARD,
         ).item_processor(processor)
 
+    def _abort(self) -> sfn.TaskStateBase:
+        failed = sfn.Fail(self, "LoadFailed", error_path="$.error.Error", cause_path="$.error.Cause")
+        # Abort gets everything known so far: load_id once Start has run, the
+        # error, and whether Activate already succeeded.
+        abort = self._invoke("abort", "Abort", None, sfn.JsonPath.DISCARD)
+        abort.add_catch(failed, errors=["States.ALL"], result_path="$.abortError")
+        abort.next(failed)
+        return abort
+
+    def _write_chunks(self) -> sfn.DistributedMap:
+        write_chunk = self._invoke("write_chunks", "WriteChunk", None, sfn.JsonPath.DISCARD)
+        write_chunk.add_retry(
+            errors=list(THROTTLING_ERRORS),
+            interval=THROTTLE_RETRY_INTERVAL,
+            backoff_rate=THROTTLE_RETRY_BACKOFF_RATE,
+            max_attempts=THROTTLE_RETRY_MAX_ATTEMPTS,
+            max_delay=THROTTLE_RETRY_MAX_DELAY,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        return self._distributed_map("WriteChunks", "$.writes.items.key", write_chunk, batch=CHUNKS_PER_CHILD)
+
+    def _after_activation(self, activate: sfn.TaskStateBase, load_id: sfn.TaskInput) -> None:
+        """Grace, then Cleanup. The load has succeeded by now: a failed Cleanup must not mark
+        it failed, and the next cleanup run deletes what this one left."""
+        grace = sfn.Wait(
+            self,
+            "Grace",
+            comment="Let lookups holding the previous pointer finish before its items go",
+            time=sfn.WaitTime.duration(Duration.seconds(self._config.activation_grace_seconds)),
+        )
+        cleanup = self._invoke("cleanup", "Cleanup", load_id, "$.cleanup")
+        cleanup.add_catch(
+            sfn.Fail(self, "CleanupFailed", error_path="$.error.Error", cause_path="$.error.Cause"),
+            errors=["States.ALL"],
+            result_path="$.error",
+        )
+        activate.next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
+
     def _activation(self, load_id: sfn.TaskInput) -> list[sfn.TaskStateBase]:
         """Activate, preceded by Export with ``exportMmdb``: the states after WriteChunks, chained."""
         if EXPORT_TASK not in self.functions:
@@ -241,13 +279,7 @@ class LoaderWorkflow(Construct):
     def _build_definition(self) -> sfn.IChainable:
         load_id = sfn.TaskInput.from_object({"load_id": sfn.JsonPath.string_at("$.load_id")})
 
-        failed = sfn.Fail(self, "LoadFailed", error_path="$.error.Error", cause_path="$.error.Cause")
-        # Abort gets everything known so far: load_id once Start has run, the
-        # error, and whether Activate already succeeded.
-        abort = self._invoke("abort", "Abort", None, sfn.JsonPath.DISCARD)
-        abort.add_catch(failed, errors=["States.ALL"], result_path="$.abortError")
-        abort.next(failed)
-
+        abort = self._abort()
         start = self._invoke("start", "Start", None, None)
         scan_sources = sfn.Map(
             self,
@@ -264,40 +296,12 @@ class LoaderWorkflow(Construct):
             self._invoke("resolve", "Resolve", None, sfn.JsonPath.DISCARD),
         )
         plan_writes = self._invoke("plan_writes", "PlanWrites", load_id, "$.writes")
-        write_chunk = self._invoke("write_chunks", "WriteChunk", None, sfn.JsonPath.DISCARD)
-        write_chunk.add_retry(
-            errors=list(THROTTLING_ERRORS),
-            interval=THROTTLE_RETRY_INTERVAL,
-            backoff_rate=THROTTLE_RETRY_BACKOFF_RATE,
-            max_attempts=THROTTLE_RETRY_MAX_ATTEMPTS,
-            max_delay=THROTTLE_RETRY_MAX_DELAY,
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        write_chunks = self._distributed_map(
-            "WriteChunks", "$.writes.items.key", write_chunk, batch=CHUNKS_PER_CHILD
-        )
+        write_chunks = self._write_chunks()
         activation = self._activation(load_id)
-        activate = activation[-1]
-        grace = sfn.Wait(
-            self,
-            "Grace",
-            comment="Let lookups holding the previous pointer finish before its items go",
-            time=sfn.WaitTime.duration(Duration.seconds(self._config.activation_grace_seconds)),
-        )
-        cleanup = self._invoke("cleanup", "Cleanup", load_id, "$.cleanup")
 
-        # Before the new version is live, a failure aborts the load. After it, the
-        # load has succeeded: a failed Cleanup must not mark it failed, and the
-        # next cleanup run deletes what this one left.
-        steps: list[sfn.TaskStateBase | sfn.Map | sfn.DistributedMap] = [
-            start,
-            scan_sources,
-            plan_partitions,
-            resolve,
-            plan_writes,
-            write_chunks,
-            *activation,
-        ]
+        # Before the new version is live, a failure aborts the load (_after_activation: after it).
+        steps: list[sfn.TaskStateBase | sfn.Map | sfn.DistributedMap]
+        steps = [start, scan_sources, plan_partitions, resolve, plan_writes, write_chunks, *activation]
         first: sfn.IChainable = start
         if FETCH_SOURCE_TASK in self.functions:
             # The download's {"source", "options"} is Start's input.
@@ -307,11 +311,6 @@ class LoaderWorkflow(Construct):
             first = fetch
         for step in steps:
             step.add_catch(abort, errors=["States.ALL"], result_path="$.error")
-        cleanup.add_catch(
-            sfn.Fail(self, "CleanupFailed", error_path="$.error.Error", cause_path="$.error.Cause"),
-            errors=["States.ALL"],
-            result_path="$.error",
-        )
         start.next(
             sfn.Choice(self, "Started?")
             .when(
@@ -330,5 +329,5 @@ class LoaderWorkflow(Construct):
             .otherwise(write_chunks)
         )
         write_chunks.next(activation[0])
-        activate.next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
+        self._after_activation(activation[-1], load_id)
         return first
