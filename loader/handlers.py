@@ -48,9 +48,11 @@ from loader import plan_writes as plan_writes_task
 from loader import start as start_task
 from loader import write as write_task
 from loader.options import LoadOptions
+from loader.records import version_of
 from loader.resolve import resolve_partition
 from loader.scan import scan_source
 from loader.settings import (
+    ENV_EXPORTS_ENABLED,
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
@@ -186,6 +188,10 @@ def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     outcome = retention.cleanup(_table(), _staging())
+    if os.environ.get(ENV_EXPORTS_ENABLED) == "true":
+        # A deleted version's export goes with it: the file would answer for data no longer served.
+        for deleted in outcome["deleted"]:
+            s3.delete(os.environ[ENV_SOURCE_BUCKET], export_task.export_key(version_of(deleted["version"])))
     logger.info("cleanup", extra=outcome)
     return outcome
 

@@ -38,6 +38,11 @@ def stream(bucket: str, key: str, block_bytes: int = 1 << 20) -> Iterator[bytes]
     yield from body.iter_chunks(block_bytes)
 
 
+def delete(bucket: str, key: str) -> None:
+    """Delete one object; deleting a key that does not exist succeeds, as S3 has it."""
+    client().delete_object(Bucket=bucket, Key=key)
+
+
 def upload(source: Path, bucket: str, key: str) -> None:
     boto3.client("s3").upload_file(str(source), bucket, key)
 

@@ -23,6 +23,10 @@ ENV_SOURCE_URL: Final = "IPMETA_SOURCE_URL"
 #: The key ``fetch_source`` writes the download to (default ``sources/latest.csv``, or ``.csv.gz``).
 ENV_SOURCE_KEY: Final = "IPMETA_SOURCE_KEY"
 
+#: Set (``true``) on the cleanup function when the stack exports a .mmdb per version
+#: (``exportMmdb``): deleting a version then deletes its ``exports/<version>.mmdb`` too.
+ENV_EXPORTS_ENABLED: Final = "IPMETA_EXPORTS_ENABLED"
+
 #: The loader's powertools service name: the ``service`` dimension of its metrics.
 LOADER_SERVICE_NAME: Final = "ipmeta-loader"
 #: Published (value 1) by the loader each time a version is activated; the

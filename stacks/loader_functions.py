@@ -25,6 +25,7 @@ from stacks.constants import (
     CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
     ENV_EVENT_BUS_NAME,
+    ENV_EXPORTS_ENABLED,
     ENV_SOURCE_BUCKET,
     ENV_SOURCE_KEY,
     ENV_SOURCE_URL,
@@ -192,6 +193,8 @@ class LoaderFunctions(Construct):
     def _task_environment(self, task: str) -> dict[str, str]:
         if task == "activate":
             return {ENV_EVENT_BUS_NAME: self._change_events.event_bus_name}
+        if task == "cleanup" and self._config.export_mmdb:
+            return {ENV_EXPORTS_ENABLED: "true"}
         if task != FETCH_SOURCE_TASK:
             return {}
         # The download lands on the key the schedule loads, so both name one object.
@@ -247,17 +250,20 @@ class LoaderFunctions(Construct):
                 )
             )
         if EXPORT_TASK in self.functions:
-            self._grant_export(self.functions[EXPORT_TASK].role)
+            self._grant_export(self.functions[EXPORT_TASK].role, "s3:PutObject")
+            # Cleanup deletes a deleted version's export (``ENV_EXPORTS_ENABLED``).
+            self._grant_export(self.functions["cleanup"].role, "s3:DeleteObject")
 
-    def _grant_export(self, role: iam.IRole) -> None:
+    def _grant_export(self, role: iam.IRole, action: str) -> None:
+        """``action`` (write or delete) under the export prefix, and nothing else there."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["s3:PutObject"], resources=[self._bucket.arn_for_objects(f"{EXPORT_PREFIX}/*")]
+                actions=[action], resources=[self._bucket.arn_for_objects(f"{EXPORT_PREFIX}/*")]
             )
         )
         acknowledge(
             role,
             f"IAM5[Resource::{arn_ref(self._bucket)}/{EXPORT_PREFIX}/*]",
             "Each export is named after the version it holds, chosen at run time; the task may "
-            "write under the export prefix of the loader's own bucket only, and read nothing there.",
+            f"only {action.removeprefix('s3:')} under the export prefix of the loader's own bucket.",
         )

@@ -18,7 +18,7 @@ import pytest
 
 from loader.export_task import EXPORT_PREFIX
 from stacks.config import IpmetaConfig
-from stacks.constants import LOADER_MODULE, LOOKUP_HANDLER, REPO_ROOT
+from stacks.constants import ENV_EXPORTS_ENABLED, LOADER_MODULE, LOOKUP_HANDLER, REPO_ROOT
 from stacks.loader_functions import EXPORT_TASK, TABLE_ACTIONS, sizing
 from stacks.loader_workflow import TASK_TIMEOUT_MARGIN
 from tests.infra.cfn import (
@@ -187,11 +187,17 @@ def test_export_may_write_only_under_the_export_prefix_and_read_the_table(synthe
     assert s3[0]["Resource"] == {"Fn::Join": ["", [bucket_arn, f"/{EXPORT_PREFIX}/*"]]}
     assert dynamodb == set(TABLE_ACTIONS[EXPORT_TASK])
     assert not dynamodb & {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"}
-    # No other function may write there
+    # No other function may write there; cleanup alone may delete (a deleted version's file)
+    _, cleanup = function_by_handler(template, f"{LOADER_MODULE}.cleanup")
     for other in resources_of_type(template, "AWS::Lambda::Function").values():
-        if other is not function:
-            role = other["Properties"]["Role"]["Fn::GetAtt"][0]
-            assert f"/{EXPORT_PREFIX}/" not in json.dumps(policy_statements_of_role(template, role))
+        if other is function:
+            continue
+        role = other["Properties"]["Role"]["Fn::GetAtt"][0]
+        granted = [
+            s for s in policy_statements_of_role(template, role) if f"/{EXPORT_PREFIX}/" in json.dumps(s)
+        ]
+        assert [as_list(s["Action"]) for s in granted] == ([["s3:DeleteObject"]] if other is cleanup else [])
+    assert cleanup["Properties"]["Environment"]["Variables"][ENV_EXPORTS_ENABLED] == "true"
 
 
 def _service_actions(statement: dict[str, Any], service: str) -> list[str]:

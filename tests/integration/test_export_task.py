@@ -7,6 +7,7 @@ runs, and the file it uploads is read back with the ``maxminddb`` reader.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterator
@@ -21,12 +22,12 @@ from moto import mock_aws
 
 from ipmeta.ips import format_address
 from ipmeta.settings import Settings
-from loader import handlers
+from loader import handlers, retention
 from loader.errors import LoadIncomplete
 from loader.export import covers_as_ranges, iter_version_ranges
 from loader.export_task import EXPORT_PREFIX, export_version
 from loader.records import LoadStatus, load_id_of
-from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
+from loader.settings import ENV_CHUNK_PREFIX, ENV_EXPORTS_ENABLED, ENV_SOURCE_BUCKET
 from loader.table import LoaderTable
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
@@ -169,3 +170,24 @@ def test_the_export_renews_the_load_lock_so_the_load_is_never_taken_for_abandone
     lock = table.read_lock()
     assert lock is not None
     assert (lock.owner, lock.expires_at) == (started["load_id"], 2_000_000_900)
+
+
+@pytest.mark.parametrize("exports_enabled", [True, False])
+def test_cleanup_deletes_a_deleted_versions_export_when_exports_are_on(
+    s3: Any, table_environment: Settings, monkeypatch: pytest.MonkeyPatch, exports_enabled: bool
+) -> None:
+    # Given an exported version whose load then failed
+    started = prepare(s3)
+    handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, Context())  # type: ignore[arg-type]
+    if exports_enabled:
+        monkeypatch.setenv(ENV_EXPORTS_ENABLED, "true")
+    monkeypatch.setattr(
+        "loader.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
+    )
+    # When cleanup deletes the version
+    outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
+    # Then its export goes with it, when the stack exports
+    assert [deleted["version"] for deleted in outcome["deleted"]] == [started["load_id"]]
+    left = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount")
+    assert left == (0 if exports_enabled else 1)
