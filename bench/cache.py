@@ -323,7 +323,7 @@ def chart(sweep: dict[str, dict[str, dict[str, Any]]], title: str, default_mb: f
     axes.set_ylabel("hit ratio (lookups with no Query)")
     axes.set_title(title, fontsize=10)
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="lower right")
+    axes.legend(loc="center right")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
