@@ -171,7 +171,7 @@ def run(source: Path, columns: str | None, workers: int, probe: Path | None) -> 
             table = table_on(endpoint)
             options = LoadOptions(columns=columns.split(",") if columns else None)
             prepared = driver.prepare([source], options, table, staging, workers=workers)
-            report["spread"] = window_spread(write_order(staging, prepared.load_id, prepared.chunks))
+            report["spread"] = window_spread(lambda: write_order(staging, prepared.load_id, prepared.chunks))
             loader_seconds = loader_writes(table, staging, prepared.load_id, prepared.chunks, prepared.items)
             started = time.monotonic()
             activate(prepared.load_id, table, staging)

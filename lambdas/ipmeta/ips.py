@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass
 from typing import Literal
@@ -17,6 +18,7 @@ __all__ = [
     "format_address",
     "parse_address_field",
     "parse_ip",
+    "parse_network",
 ]
 
 Family = Literal[4, 6]
@@ -115,6 +117,8 @@ def parse_address_field(text: str, family_hint: Family | None = None) -> Address
 
 
 _SOCKET_FAMILIES = {4: socket.AF_INET, 6: socket.AF_INET6}
+#: An IPv4 octet with a leading zero, which inet_pton may read where ``ipaddress`` refuses it.
+_LEADING_ZERO_OCTET = re.compile(r"(?:^|\.)0[0-9]")
 
 
 def address_value(family: int, text: str) -> int:
@@ -124,6 +128,37 @@ def address_value(family: int, text: str) -> int:
     listings parse stored bounds on every answer.
     """
     return int.from_bytes(socket.inet_pton(_SOCKET_FAMILIES[family], text), "big")
+
+
+def parse_network(text: str) -> tuple[Family, int, int]:
+    """A CIDR block's family and inclusive bounds; ``InvalidIpAddress`` unless it is one, host bits clear.
+
+    The common form (``a.b.c.d/n``, ``x:y::/n``) is read with inet_pton, several
+    times faster than ``ipaddress``, which a 14 M-row database notices. Anything
+    else, valid or not, goes through ``ipaddress``: it decides, and words the
+    error, so both paths accept exactly the same text.
+    """
+    address, slash, prefix = text.partition("/")
+    if slash and prefix.isascii() and prefix.isdigit() and prefix == str(int(prefix)) and address.isascii():
+        family: Family = 6 if ":" in address else 4
+        bits = 128 if family == 6 else 32
+        length = int(prefix)
+        usual = "%" not in address and not (family == 4 and _LEADING_ZERO_OCTET.search(address))
+        if usual and length <= bits:
+            try:
+                value = int.from_bytes(socket.inet_pton(_SOCKET_FAMILIES[family], address), "big")
+            except OSError:
+                pass
+            else:
+                host = (1 << (bits - length)) - 1
+                if not value & host:
+                    return family, value, value | host
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError as error:
+        raise InvalidIpAddress(f"{text!r} is not a valid network: {error}") from None
+    family = 4 if network.version == 4 else 6
+    return family, int(network.network_address), int(network.broadcast_address)
 
 
 def format_address(family: int, value: int) -> str:
