@@ -30,8 +30,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,15 @@ def bare_loop(table: LoaderTable, chunk_files: list[Path], items: int) -> float:
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        for _ in pool.map(write, batches()):
-            pass
+        # Executor.map would submit every batch at once (millions of items in memory);
+        # keep a few per thread in flight, as the loader's chunk writers do.
+        in_flight: deque[Future[None]] = deque()
+        for batch in batches():
+            in_flight.append(pool.submit(write, batch))
+            if len(in_flight) >= 4 * WORKERS:
+                in_flight.popleft().result()
+        for future in in_flight:
+            future.result()
     seconds = time.monotonic() - started
     bar.close()
     return seconds
