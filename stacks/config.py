@@ -91,6 +91,9 @@ class IpmetaConfig(BaseModel):
     lookup_cache_mb: int = 32
     lookup_metrics: bool = False
     export_mmdb: bool = False
+    #: The load options of scheduled and upload-triggered loads (an execution's ``options``):
+    #: ``{"format": "geoip2-csv", "locations": "s3://…/Locations-en.csv"}``, say.
+    source_options: dict[str, Any] = {}
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -120,6 +123,21 @@ class IpmetaConfig(BaseModel):
     def _relative_key(cls, value: Any) -> Any:
         """An object key, written with or without a leading slash."""
         return value.strip().lstrip("/") if isinstance(value, str) else value
+
+    @field_validator("source_options", mode="before")
+    @classmethod
+    def _options_object(cls, value: Any) -> Any:
+        """``-c sourceOptions='{"format": "mmdb"}'`` is a JSON object; the loader must accept it."""
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, dict):
+            from loader.options import LoadOptions
+
+            try:
+                LoadOptions.from_event(value)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"sourceOptions: {error}") from None
+        return value
 
     @field_validator("cors_allow_origins", mode="before")
     @classmethod

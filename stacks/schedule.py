@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Duration
@@ -16,9 +17,9 @@ from constructs import Construct
 from stacks.config import IpmetaConfig
 
 
-def load_input(bucket: s3.IBucket, key: str) -> dict[str, Any]:
-    """The execution input that loads ``s3://<bucket>/<key>``."""
-    return {"source": f"s3://{bucket.bucket_name}/{key}", "options": {}}
+def load_input(bucket: s3.IBucket, key: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The execution input that loads ``s3://<bucket>/<key>`` with ``sourceOptions``."""
+    return {"source": f"s3://{bucket.bucket_name}/{key}", "options": dict(options or {})}
 
 
 class ScheduledReloads(Construct):
@@ -34,7 +35,7 @@ class ScheduledReloads(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self._state_machine = state_machine
-        self._input = load_input(bucket, config.source_key)
+        self._input = load_input(bucket, config.source_key, config.source_options)
         self.schedule = self._build_schedule() if config.schedule_enabled else None
         self.upload_rule = self._build_upload_trigger(bucket) if config.upload_trigger else None
 

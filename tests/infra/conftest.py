@@ -38,6 +38,11 @@ EXPORT_MMDB = "export_mmdb"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
 EXAMPLE_ORIGIN = "https://app.example.com"
+#: What a GeoIP2 CSV user's triggered loads run with.
+EXAMPLE_SOURCE_OPTIONS = {
+    "format": "geoip2-csv",
+    "locations": "s3://other-bucket/GeoLite2-City-Locations-en.csv",
+}
 
 #: Context overrides of each variant, on top of cdk.json.
 VARIANTS: Mapping[str, Mapping[str, Any]] = {
@@ -57,6 +62,8 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
     UPLOAD_TRIGGER: {
         "uploadTrigger": True,
         "scheduleEnabled": False,
+        "sourceKey": "datasets/GeoLite2-City-Blocks-IPv4.csv",
+        "sourceOptions": EXAMPLE_SOURCE_OPTIONS,
     },
     HTTP_API: {
         "apiType": "http",

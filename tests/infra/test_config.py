@@ -63,6 +63,9 @@ def test_command_line_strings_are_parsed_to_their_types() -> None:
         # The cache must fit beside what the warm function already holds
         ({"lookupMemoryMb": 128, "lookupCacheMb": 64}, "lookupCacheMb"),
         ({"lookupCacheMb": -1}, "lookupCacheMb"),
+        # The loader must accept the options scheduled loads run with
+        ({"sourceOptions": '{"format": "xml"}'}, "sourceOptions"),
+        ({"sourceOptions": {"overlap": "last-wins"}}, "sourceOptions"),
     ],
 )
 def test_unusable_context_is_refused(context: dict[str, Any], message: str) -> None:
@@ -75,3 +78,9 @@ def test_the_api_front_is_rest_unless_http_is_named() -> None:
     assert _config(apiType=" HTTP ").api_type == "http"
     assert _config(apiTracing="true").api_tracing is True
     assert _config(lookupMemoryMb=128, lookupCacheMb=32).lookup_cache_mb == 32
+
+
+def test_source_options_come_as_an_object_or_as_json_text() -> None:
+    assert _config().source_options == {}
+    assert _config(sourceOptions='{"format": "mmdb"}').source_options == {"format": "mmdb"}
+    assert _config(sourceOptions={"types": "lat=float"}).source_options == {"types": "lat=float"}

@@ -8,7 +8,7 @@ from typing import Any
 from aws_cdk.assertions import Match
 
 from tests.infra.cfn import only, resources_of_type
-from tests.infra.conftest import DEFAULT, UPLOAD_TRIGGER, Synthesized, cdk_json
+from tests.infra.conftest import DEFAULT, EXAMPLE_SOURCE_OPTIONS, UPLOAD_TRIGGER, Synthesized, cdk_json
 
 
 def _input_text(joined: dict[str, Any], bucket_name: str) -> str:
@@ -57,12 +57,18 @@ def test_upload_trigger_enables_bucket_events_and_starts_a_load_on_the_source_ke
                 "detail-type": ["Object Created"],
                 "detail": {
                     "bucket": {"name": [{"Ref": bucket_id}]},
-                    "object": {"key": [cdk_json()["context"]["sourceKey"]]},
+                    "object": {"key": ["datasets/GeoLite2-City-Blocks-IPv4.csv"]},
                 },
             },
             "Targets": [Match.object_like({"Arn": {"Ref": machine_id}})],
         },
     )
+    # The load it starts reads the uploaded object with the configured options (sourceOptions).
+    _, rule = only(raw, "AWS::Events::Rule")
+    assert json.loads(_input_text(rule["Properties"]["Targets"][0]["Input"], "bucket")) == {
+        "source": "s3://bucket/datasets/GeoLite2-City-Blocks-IPv4.csv",
+        "options": EXAMPLE_SOURCE_OPTIONS,
+    }
     # No custom resource: the notification setting lives on the bucket itself.
     template.resource_count_is("Custom::S3BucketNotifications", 0)
     template.resource_count_is("AWS::Scheduler::Schedule", 0)
