@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,16 +52,16 @@ def _retained_version(table: LoaderTable, version_text: str | None) -> VersionMe
 
 def _write(args: argparse.Namespace, meta: VersionMeta, ranges: Iterable[ExportRange]) -> ExportStats:
     from loader.export import write_csv, write_mmdb
+    from loader.export_task import mmdb_description
 
     out = Path(args.out)
     if args.format == "csv":
         return write_csv(ranges, out, list(meta.column_types), meta.column_types)
-    loaded = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(meta.created_at))
     return write_mmdb(
         ranges,
         out,
         database_type=args.database_type,
-        description={"en": f"ipmeta dataset v{meta.version}; source sha256 {meta.sha256}; loaded {loaded}"},
+        description={"en": mmdb_description(meta)},
         build_epoch=meta.created_at or None,
         ipv4_aliases=args.ipv4_aliases,
     )
