@@ -6,7 +6,7 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from ipmeta.errors import InvalidIpAddress
 
@@ -159,6 +159,23 @@ def parse_network(text: str) -> tuple[Family, int, int]:
         raise InvalidIpAddress(f"{text!r} is not a valid network: {error}") from None
     family = 4 if network.version == 4 else 6
     return family, int(network.network_address), int(network.broadcast_address)
+
+
+#: ``::ffff:0:0/96``: IPv4-mapped IPv6 addresses, which lookups answer as the IPv4 address.
+IPV4_MAPPED_FIRST: Final = 0xFFFF << 32
+IPV4_MAPPED_LAST: Final = IPV4_MAPPED_FIRST | MAX_BY_FAMILY[4]
+
+
+def ipv4_of_mapped(family: int, start: int, end: int) -> tuple[int, int] | None:
+    """An IPv6 range inside ``::ffff:0:0/96`` as the IPv4 range it maps, else None.
+
+    Lookups answer those addresses as IPv4 (``parse_ip``), so a range kept as
+    IPv6 there could never answer. A range that only partly lies there (``::/0``)
+    stays IPv6: the mapped part of it is simply never asked for.
+    """
+    if family == 6 and start >= IPV4_MAPPED_FIRST and end <= IPV4_MAPPED_LAST:
+        return start - IPV4_MAPPED_FIRST, end - IPV4_MAPPED_FIRST
+    return None
 
 
 def format_address(family: int, value: int) -> str:

@@ -179,20 +179,10 @@ def parse_record(
 ) -> SourceRow | RowError:
     if len(record) != layout.width:
         return RowError(f"{where}: expected {layout.width} columns, found {len(record)}")
-    try:
-        if layout.network_at is not None:
-            start, end = parse_network(record[layout.network_at])
-        else:
-            start, end = _parse_bounds(record[layout.start_at or 0], record[layout.end_at or 0])
-    except InvalidIpAddress as error:
-        return RowError(f"{where}: {error.message}")
-    if start.family != end.family:
-        return RowError(f"{where}: start is IPv{start.family} but end is IPv{end.family}")
-    if start.value > end.value:
-        return RowError(
-            f"{where}: start {record[layout.start_at or 0].strip()} is after end "
-            f"{record[layout.end_at or 0].strip()}"
-        )
+    bounds = _record_bounds(record, layout)
+    if isinstance(bounds, str):
+        return RowError(f"{where}: {bounds}")
+    start, end = bounds
     # Interned: a few thousand organizations repeat across 400k rows.
     values = {
         column: sys.intern(record[index].strip() if layout.strip_values else record[index])
@@ -203,6 +193,24 @@ def parse_record(
     if problem:
         return RowError(f"{where}: {problem}")
     return SourceRow(origin=where, family=start.family, start=start.value, end=end.value, values=values)
+
+
+def _record_bounds(record: list[str], layout: Layout) -> tuple[Address, Address] | str:
+    """The row's first and last address, IPv4-mapped ranges folded to IPv4; else why not."""
+    try:
+        if layout.network_at is not None:
+            start, end = parse_network(record[layout.network_at])
+        else:
+            start, end = _parse_bounds(record[layout.start_at or 0], record[layout.end_at or 0])
+    except InvalidIpAddress as error:
+        return error.message
+    if start.family != end.family:
+        return f"start is IPv{start.family} but end is IPv{end.family}"
+    if start.value > end.value:
+        first, last = record[layout.start_at or 0].strip(), record[layout.end_at or 0].strip()
+        return f"start {first} is after end {last}"
+    mapped = ips.ipv4_of_mapped(start.family, start.value, end.value)
+    return (Address(4, mapped[0]), Address(4, mapped[1])) if mapped else (start, end)
 
 
 def metadata_problem(values: Mapping[str, str], numbers: Mapping[str, str]) -> str | None:
@@ -233,9 +241,15 @@ def _parse_field(text: str, family_hint: Family | None = None) -> Address:
     return parse_address_field(text, family_hint)
 
 
+def _is_integer(text: str) -> bool:
+    stripped = text.strip()
+    return stripped.isascii() and stripped.isdigit()
+
+
 def _parse_bounds(start_text: str, end_text: str) -> tuple[Address, Address]:
     # An integer alone cannot tell v4 from v6; the other field, if it is text, can.
-    start_is_integer, end_is_integer = start_text.strip().isdigit(), end_text.strip().isdigit()
+    # ASCII only: ``isdigit`` also takes ``²``, which ``int`` refuses.
+    start_is_integer, end_is_integer = (_is_integer(text) for text in (start_text, end_text))
     if start_is_integer and not end_is_integer:
         end = _parse_field(end_text)
         return _parse_field(start_text, end.family), end

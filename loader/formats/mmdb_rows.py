@@ -180,6 +180,10 @@ class _RowBuilder:
             elif kind is dict or (kind is list and holds_a_map(value)):
                 dotted = ".".join(path) or "the record"
                 return RowError(f"{origin}: column {column!r} ({dotted}) holds a map; name one of its fields")
+            elif kind is list:
+                size += len(column) + sum(
+                    len(entry) if isinstance(entry, str | bytes) else 8 for entry in value
+                )
             else:
                 size += len(column) + (len(value) if kind is bytes else 8)
             values[column] = value

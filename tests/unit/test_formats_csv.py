@@ -215,3 +215,28 @@ def test_every_bad_fixture_is_refused_with_its_reason(name: str) -> None:
 
 def test_the_bad_corpus_has_one_expectation_per_file() -> None:
     assert sorted(path.name for path in BAD.iterdir()) == sorted(EXPECTED_REASONS)
+
+
+def test_ipv4_mapped_rows_become_ipv4(tmp_path: Path) -> None:
+    # Lookups answer ::ffff:a.b.c.d as a.b.c.d: a row kept as IPv6 there could never answer.
+    path = write(
+        tmp_path,
+        "mapped.csv",
+        b"start,end,country\n"
+        b"::ffff:1.0.0.0,::ffff:1.0.0.255,AU\n"
+        b"281470698520832,281470698521087,JP\n"
+        b"::fffe:ffff:ffff,::ffff:0.0.0.5,XX\n",
+    )
+    assert bounds(read(path)[1]) == [
+        (4, 0x01000000, 0x010000FF),
+        (4, 0x01000100, 0x010001FF),
+        (6, 0xFFFEFFFFFFFF, 0xFFFF00000005),  # only partly there: stays IPv6
+    ]
+
+
+def test_a_non_ascii_digit_is_a_row_error_not_a_crash(tmp_path: Path) -> None:
+    path = write(tmp_path, "digits.csv", "start,end,name\n1,²,x\n1.0.0.0,1.0.0.255,ok\n".encode())
+    _, rows, errors = read(path)
+    assert [row.values["name"] for row in rows] == ["ok"]
+    assert len(errors) == 1
+    assert "line 2" in errors[0]

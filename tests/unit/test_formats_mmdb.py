@@ -259,3 +259,13 @@ def test_not_a_database_at_all(tmp_path: Path) -> None:
     path.write_text("start,end\n1.0.0.0,1.0.0.1\n")
     with pytest.raises(SourceError, match=r"^text.mmdb: not a MaxMind DB file"):
         read(path)
+
+
+def test_a_record_too_big_for_one_item_is_a_row_error_lists_included(tmp_path: Path) -> None:
+    # 500 strings of 1,000 characters: 500 KB, over DynamoDB's 400 KB item limit.
+    networks = [("1.0.0.0/24", {"tags": ["x" * 1000] * 500}), ("1.0.1.0/24", {"tags": ["small"]})]
+    path = make_db(tmp_path / "tags.mmdb", networks, "ipmeta")
+    _, rows, errors = read(path, mmdb_fields={"tags": "tags"})
+    assert [row.values["tags"] for row in rows] == [["small"]]
+    assert len(errors) == 1
+    assert "400 KB" in errors[0]
