@@ -32,6 +32,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,6 @@ from loader import plan_writes as plan_writes_task
 from loader import start as start_task
 from loader import write as write_task
 from loader.options import LoadOptions
-from loader.records import version_of
 from loader.resolve import resolve_partition
 from loader.scan import scan_source
 from loader.settings import (
@@ -187,13 +187,17 @@ def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context
 def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = retention.cleanup(_table(), _staging())
-    if os.environ.get(ENV_EXPORTS_ENABLED) == "true":
-        # A deleted version's export goes with it: the file would answer for data no longer served.
-        for deleted in outcome["deleted"]:
-            s3.delete(os.environ[ENV_SOURCE_BUCKET], export_task.export_key(version_of(deleted["version"])))
+    outcome = retention.cleanup(_table(), _staging(), also_delete=_export_deleter())
     logger.info("cleanup", extra=outcome)
     return outcome
+
+
+def _export_deleter() -> Callable[[int], None] | None:
+    """With exports on, a deleted version's file goes with it: it would answer for data no longer served."""
+    if os.environ.get(ENV_EXPORTS_ENABLED) != "true":
+        return None
+    bucket = os.environ[ENV_SOURCE_BUCKET]
+    return lambda version: s3.delete(bucket, export_task.export_key(version))
 
 
 @logger.inject_lambda_context

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,8 +29,13 @@ def cleanup(
     grace_seconds: float = DEFAULT_CLEANUP_GRACE_SECONDS,
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
+    also_delete: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Delete versions beyond retention and failed or abandoned loads, once their grace period passed.
+
+    ``also_delete(version)`` removes what lives outside the table (an exported
+    file); it runs before the version is marked deleted, so a failure leaves
+    the version for the next cleanup to finish.
 
     A version stops being served when the pointer moves away from it, but
     containers cache the pointer for a few seconds: the grace period, longer
@@ -55,7 +61,7 @@ def cleanup(
         {
             "version": load_id_of(version),
             "reason": reason,
-            "items_deleted": delete_version(version, table, staging),
+            "items_deleted": delete_version(version, table, staging, also_delete),
         }
         for version, reason in sorted(doomed.items())
     ]
@@ -71,8 +77,15 @@ def _abandoned(load: LoadItem, lock: LockItem | None, at: float, idle_limit: flo
     return not locked and at - load.updated_at >= idle_limit
 
 
-def delete_version(version: int, table: LoaderTable, staging: Staging | None = None) -> int:
+def delete_version(
+    version: int,
+    table: LoaderTable,
+    staging: Staging | None = None,
+    also_delete: Callable[[int], None] | None = None,
+) -> int:
     """Delete a version's partitions, manifest and staged chunks; keep its metadata, marked deleted."""
+    if also_delete is not None:
+        also_delete(version)
     manifest = table.get_manifest(version)
     partitions = manifest.partitions if manifest is not None else []
     with ThreadPoolExecutor(max_workers=8) as pool:

@@ -23,10 +23,11 @@ from moto import mock_aws
 from ipmeta.ips import format_address
 from ipmeta.settings import Settings
 from loader import handlers, retention
+from loader import s3 as loader_s3
 from loader.errors import LoadIncomplete
 from loader.export import covers_as_ranges, iter_version_ranges
 from loader.export_task import EXPORT_PREFIX, export_version
-from loader.records import LoadStatus, load_id_of
+from loader.records import LoadStatus, load_id_of, version_of
 from loader.settings import ENV_CHUNK_PREFIX, ENV_EXPORTS_ENABLED, ENV_SOURCE_BUCKET
 from loader.table import LoaderTable
 
@@ -191,3 +192,32 @@ def test_cleanup_deletes_a_deleted_versions_export_when_exports_are_on(
     assert [deleted["version"] for deleted in outcome["deleted"]] == [started["load_id"]]
     left = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount")
     assert left == (0 if exports_enabled else 1)
+
+
+def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
+    s3: Any, table_environment: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = prepare(s3)
+    handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, Context())  # type: ignore[arg-type]
+    monkeypatch.setenv(ENV_EXPORTS_ENABLED, "true")
+    monkeypatch.setattr(
+        "loader.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
+    )
+    real_delete = loader_s3.delete
+
+    def failing(bucket: str, key: str) -> None:
+        raise ConnectionError("S3 unreachable")
+
+    # When the file cannot be deleted, the version is not marked deleted ...
+    monkeypatch.setattr("loader.handlers.s3.delete", failing)
+    with pytest.raises(ConnectionError):
+        handlers.cleanup({}, Context())  # type: ignore[arg-type]
+    meta = LoaderTable.from_settings(table_environment).get_version_meta(version_of(started["load_id"]))
+    assert meta is not None
+    assert meta.status != "deleted"
+    # ... so the next cleanup deletes both
+    monkeypatch.setattr("loader.handlers.s3.delete", real_delete)
+    outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
+    assert [deleted["version"] for deleted in outcome["deleted"]] == [started["load_id"]]
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0
