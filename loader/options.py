@@ -56,6 +56,24 @@ class LoadOptions:
     #: the fingerprint: ranges are joined across partitions, so it never changes the data.
     partition_rows: int = DEFAULT_PARTITION_ROWS
 
+    def __post_init__(self) -> None:
+        """Refuse what a load would only trip over later (an execution's options arrive as JSON)."""
+        from loader.formats.column_types import stored_type_of
+
+        if self.overlaps not in OVERLAP_POLICIES:
+            raise ValueError(f"overlaps must be one of {', '.join(OVERLAP_POLICIES)}, not {self.overlaps!r}")
+        for name in ("chunk_size", "write_workers", "partition_rows", "shard_budget", "max_shards"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(self.max_errors, int) or self.max_errors < 0:
+            raise ValueError(f"max_errors must be an integer of at least 0, not {self.max_errors!r}")
+        for column, declared in self.types.items():
+            try:
+                stored_type_of(declared)
+            except ValueError as error:
+                raise ValueError(f"types: column {column!r}: {error}") from None
+
     def fingerprint(self) -> str:
         """What, besides the bytes, decides the dataset: the same source read differently is a change."""
         shape: dict[str, Any] = {

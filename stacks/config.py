@@ -134,9 +134,12 @@ class IpmetaConfig(BaseModel):
             from loader.options import LoadOptions
 
             try:
-                LoadOptions.from_event(value)
+                options = LoadOptions.from_event(value)
             except (TypeError, ValueError) as error:
                 raise ValueError(f"sourceOptions: {error}") from None
+            # The loader's functions read only from S3: a local path cannot exist there.
+            if options.locations is not None and not options.locations.startswith("s3://"):
+                raise ValueError("sourceOptions: locations must be an s3:// URI")
         return value
 
     @field_validator("cors_allow_origins", mode="before")

@@ -66,6 +66,10 @@ def test_command_line_strings_are_parsed_to_their_types() -> None:
         # The loader must accept the options scheduled loads run with
         ({"sourceOptions": '{"format": "xml"}'}, "sourceOptions"),
         ({"sourceOptions": {"overlap": "last-wins"}}, "sourceOptions"),
+        ({"sourceOptions": {"overlaps": "first-wins"}}, "sourceOptions"),
+        ({"sourceOptions": {"types": {"lat": "floatx"}}}, "sourceOptions"),
+        ({"sourceOptions": {"chunk_size": "abc"}}, "sourceOptions"),
+        ({"sourceOptions": {"locations": "/tmp/Locations.csv"}}, "sourceOptions"),
     ],
 )
 def test_unusable_context_is_refused(context: dict[str, Any], message: str) -> None:
