@@ -131,8 +131,9 @@ API_VERSION_PATH: Final = "v1"
 DEFAULT_EVENT_BUS: Final = "default"
 
 # --- CORS, the same on both fronts ----------------------------------------------
-#: What a preflight allows. The gateway answers it: a browser sends no API key on one.
-CORS_ALLOW_METHODS: Final = ("GET", "OPTIONS")
+#: What a preflight allows (POST: ``/v1/batch``). The gateway answers it: a browser sends no
+#: API key on one.
+CORS_ALLOW_METHODS: Final = ("GET", "POST", "OPTIONS")
 CORS_ALLOW_HEADERS: Final = ("Content-Type", API_KEY_HEADER)
 CORS_MAX_AGE_SECONDS: Final = 3600
 #: The REST front's handler exposes ETag itself; an HTTP API with CORS replaces the

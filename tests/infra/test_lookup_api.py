@@ -155,6 +155,9 @@ def test_no_cors_preflight_unless_origins_are_configured(synthesized: Synthesize
         assert not preflight["Properties"].get("ApiKeyRequired", False)
         headers = preflight["Properties"]["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
         assert headers["method.response.header.Access-Control-Allow-Origin"] == f"'{EXAMPLE_ORIGIN}'"
+        # A browser's batch is a POST with a JSON body: its preflight must allow both.
+        assert "POST" in headers["method.response.header.Access-Control-Allow-Methods"]
+        assert "Content-Type" in headers["method.response.header.Access-Control-Allow-Headers"]
     # The handler answers real requests with the same origins.
     _, function = function_by_handler(synthesized.templates[SOURCE_URL], LOOKUP_HANDLER)
     assert function["Properties"]["Environment"]["Variables"][ENV_CORS_ORIGINS] == EXAMPLE_ORIGIN
