@@ -13,10 +13,7 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 import shutil
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +30,7 @@ from loader.mmdb_writer import DatabaseMetadata, write_database
 from loader.options import LoadOptions
 from loader.staging import LocalStaging
 from loader.table import LoaderTable
+from tests.integration.conftest import get_json as get
 
 GEOIP2 = Path(__file__).parents[1] / "fixtures" / "geoip2"
 LOCATIONS = GEOIP2 / "GeoLite2-City-Locations-en.csv"
@@ -58,14 +56,6 @@ PROBES = [
     "2a00:1457::1",
     "2c0f::1",
 ]
-
-
-def get(server: LocalApiServer, path: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(server.url + path, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 def data_at(server: LocalApiServer, ip: str) -> dict[str, Any]:
