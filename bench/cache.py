@@ -48,6 +48,7 @@ import numpy as np
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tqdm import tqdm
 
+from bench import reverse
 from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, metrics
@@ -59,11 +60,8 @@ from ipmeta.records import Cover
 from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS, DEFAULT_RANGE_CACHE_BYTES, Settings
 from ipmeta.store import Store, deserialize_item
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
-from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
+from ipmeta_cli.main import DEFAULT_DATASET
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from loader import driver
-from loader.options import LoadOptions
-from loader.staging import LocalStaging
 from loader.table import LoaderTable
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "cache.json"
@@ -283,25 +281,6 @@ def replay_hit_ratio(
     }
 
 
-def load_dataset(store: LoaderTable, staging: Path) -> tuple[driver.LoadResult, float]:
-    bar = tqdm(total=0, unit="items", desc="loading the ASN dataset")
-    started = time.monotonic()
-
-    def advance(count: int) -> None:
-        bar.update(count)
-
-    result = driver.run_load(
-        DEFAULT_DATASET,
-        LoadOptions(columns=DEFAULT_DATASET_COLUMNS),
-        store,
-        LocalStaging(staging),
-        on_items_written=advance,
-        on_prepared=lambda prepared: bar.reset(total=prepared.items),
-    )
-    bar.close()
-    return result, time.monotonic() - started
-
-
 def chart(sweep: dict[str, dict[str, dict[str, Any]]], title: str, default_mb: float, path: Path) -> None:
     import matplotlib
 
@@ -389,7 +368,8 @@ def main() -> int:
         settings = Settings("bench-cache", endpoint, DEFAULT_POINTER_CACHE_SECONDS)
         store = LoaderTable.from_settings(settings)
         store.create_table_if_missing()
-        result, seconds = load_dataset(store, PROJECT_ROOT / ".data" / "bench" / "cache-staging")
+        staging = PROJECT_ROOT / ".data" / "bench" / "cache-staging"
+        result, seconds = reverse.load(store, staging, index_field=None)
         report["dataset"] |= {
             "items": result.items,
             "version": result.version,

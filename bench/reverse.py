@@ -68,9 +68,11 @@ def load(
     staging: Path,
     files: tuple[Path, ...] = DEFAULT_DATASET,
     columns: tuple[str, ...] = DEFAULT_DATASET_COLUMNS,
-    index_field: str = "asn",
+    index_field: str | None = "asn",
 ) -> tuple[driver.LoadResult, float]:
-    bar = tqdm(total=0, unit="items", desc=f"loading, indexed by {index_field}")
+    """A dataset into ``store`` with a progress bar (``index_field`` None: no reverse index)."""
+    indexed = f", indexed by {index_field}" if index_field else ""
+    bar = tqdm(total=0, unit="items", desc=f"loading{indexed}")
     started = time.monotonic()
 
     def advance(count: int) -> None:

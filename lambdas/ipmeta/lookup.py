@@ -163,15 +163,15 @@ def query_span(reader: RangeReader, version: int, address: Address) -> tuple[int
     partition_key, sort_key = keys.lookup_key(version, address)
     item = reader.find_range_piece(partition_key, sort_key)
     bucket = keys.bucket_of(address)
-    first, _ = keys.bucket_bounds(address.family, bucket)
     if item is None:
         cover = reader.find_cover(version, address.family, bucket)
         if cover is not None:
             return cover.start, cover.end, cover.data
-        return first, address.value, None
+        return keys.bucket_bounds(address.family, bucket)[0], address.value, None
     end = address_value(address.family, item[keys.ATTR_END])
     if address.value > end:
-        return max(end + 1, first), address.value, None
+        # The piece may be a range's tail from the bucket before: the gap starts in this one.
+        return max(end + 1, keys.bucket_bounds(address.family, bucket)[0]), address.value, None
     start = address_value(address.family, item[keys.ATTR_START])
     return start, end, item.get(keys.ATTR_DATA, {})
 

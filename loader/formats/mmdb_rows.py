@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import maxminddb
 
-from ipmeta.ips import Family, format_address
+from ipmeta.ips import Family, format_address, ipv4_of_mapped
 from loader.errors import SourceError
 from loader.formats.column_types import NativeValues, number_problem
 from loader.formats.csv_rows import ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES, declared_numbers
@@ -45,7 +45,6 @@ from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
 
 #: What a damaged file makes the reader raise, in either implementation (C or pure Python).
 READ_ERRORS: Final = (maxminddb.InvalidDatabaseError, ValueError, IndexError, struct.error, OSError)
-_MAPPED_PREFIX: Final = 0xFFFF  #: the top 96 bits of ``::ffff:0:0/96``, IPv4-mapped addresses
 
 
 def open_mmdb_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header | SourceRow | RowError]:
@@ -144,10 +143,9 @@ def _rows(
         origin = f"{name}: network {format_address(network.version, start)}/{prefix}"
         if network.version == 4:
             yield to_row(record, origin=origin, family=4, start=start, end=end)
-        elif start >> 32 == _MAPPED_PREFIX and prefix >= 96:
-            start, end = start & 0xFFFFFFFF, end & 0xFFFFFFFF
-            if not (holds_ipv6 and _copies_ipv4_record(reader, start, prefix - 96, record)):
-                yield to_row(record, origin=origin, family=4, start=start, end=end)
+        elif (mapped := ipv4_of_mapped(6, start, end)) is not None:
+            if not (holds_ipv6 and _copies_ipv4_record(reader, mapped[0], prefix - 96, record)):
+                yield to_row(record, origin=origin, family=4, start=mapped[0], end=mapped[1])
         else:
             yield to_row(record, origin=origin, family=6, start=start, end=end)
 
