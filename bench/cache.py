@@ -62,7 +62,7 @@ from ipmeta.store import Store, deserialize_item
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.main import DEFAULT_DATASET
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "cache.json"
 CHART = RESULTS.with_name("cache_hit_ratio.png")

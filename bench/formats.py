@@ -34,7 +34,7 @@ import maxminddb
 
 from bench.datasets import DBIP_ATTRIBUTION, dbip_city
 from bench.mmdb_probe import geolite2_country
-from loader.export import ExportRange, write_csv, write_mmdb
+from loader.export.files import ExportRange, write_csv, write_mmdb
 from loader.formats import FormatOptions, SourceRow, open_rows, typed_value
 
 RESULTS = Path(__file__).with_name("results") / "formats.json"

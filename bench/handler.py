@@ -33,7 +33,7 @@ from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
 

@@ -33,7 +33,7 @@ from ipmeta.lookup import lookup_address
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import Store
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 RESULTS: Final = Path(__file__).with_name("results") / "huge.json"
 #: Each huge row, and a smaller range inside it that comes later in the file (so it wins).

@@ -45,13 +45,13 @@ from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer
-from loader import driver
-from loader.activate import activate
 from loader.batching import batched
 from loader.options import DEFAULT_WRITE_WORKERS, LoadOptions
-from loader.staging import LocalStaging
-from loader.table import BATCH_WRITE_LIMIT, LoaderTable
-from loader.write import chunk_items, write_chunk
+from loader.pipeline import driver
+from loader.pipeline.activate import activate
+from loader.pipeline.write import chunk_items, write_chunk
+from loader.store.staging import LocalStaging
+from loader.store.table import BATCH_WRITE_LIMIT, LoaderTable
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 WORKERS = DEFAULT_WRITE_WORKERS * driver.DEFAULT_PARALLEL_CHUNKS

@@ -45,7 +45,7 @@ from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_RANGE_CACHE_BYTES, ENV_TA
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, default_dataset_options
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 RESULTS = Path(__file__).parent / "results"
 ROOT = Path(__file__).resolve().parents[1]

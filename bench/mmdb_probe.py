@@ -51,7 +51,7 @@ from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 RESULTS: Final = PROJECT_ROOT / "bench" / "results" / "mmdb_probe.json"
 GEOLITE2_PACKAGE: Final = "@ip-location-db/geolite2-country-mmdb@2.3.2026061719"

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.datasets import BENCH_DATA, DBIP_ATTRIBUTION
-from loader.staging import LocalStaging
-from loader.write import chunk_buckets
+from loader.pipeline.write import chunk_buckets
+from loader.store.staging import LocalStaging
 
 RESULTS = Path(__file__).with_name("results") / "prepare.json"
 
@@ -107,8 +107,8 @@ def prepare_in_child(sources: list[Path], workers: int, columns: str | None = No
 
 def child(sources: list[str], workers: int, columns: str | None) -> None:
     """Runs in the child: prepare, then print the figures as one JSON line."""
-    from loader import driver
     from loader.options import LoadOptions
+    from loader.pipeline import driver
 
     with tempfile.TemporaryDirectory(dir=BENCH_DATA) as folder:
         started = time.monotonic()

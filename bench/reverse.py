@@ -42,10 +42,10 @@ from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
-from loader import driver
 from loader.options import LoadOptions
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 from tests.integration.test_reverse_asn import (
     expected_ranges,
     get,

@@ -36,7 +36,7 @@ def backend(args: argparse.Namespace) -> Iterator[Settings]:
             os.environ[ENV_DYNAMODB_ENDPOINT] = stack.enter_context(local)
         settings = Settings.from_environment()
         if settings.dynamodb_endpoint:
-            from loader.table import LoaderTable
+            from loader.store.table import LoaderTable
 
             # In AWS the stack owns the table; locally the first command creates it.
             LoaderTable.from_settings(settings).create_table_if_missing()

@@ -12,15 +12,15 @@ from ipmeta_cli.backend import add_backend_arguments, backend
 
 if TYPE_CHECKING:
     from ipmeta.records import VersionMeta
-    from loader.export import ExportRange, ExportStats
-    from loader.table import LoaderTable
+    from loader.export.files import ExportRange, ExportStats
+    from loader.store.table import LoaderTable
 
 DEFAULT_DATABASE_TYPE = "ipmeta"
 
 
 def command_export(args: argparse.Namespace) -> int:
-    from loader.export import covers_as_ranges, iter_version_ranges
-    from loader.table import LoaderTable
+    from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+    from loader.store.table import LoaderTable
 
     with backend(args) as settings:
         table = LoaderTable.from_settings(settings)
@@ -51,8 +51,8 @@ def _retained_version(table: LoaderTable, version_text: str | None) -> VersionMe
 
 
 def _write(args: argparse.Namespace, meta: VersionMeta, ranges: Iterable[ExportRange]) -> ExportStats:
-    from loader.export import write_csv, write_mmdb
-    from loader.export_task import mmdb_description
+    from loader.export.files import write_csv, write_mmdb
+    from loader.pipeline.export_task import mmdb_description
 
     out = Path(args.out)
     if args.format == "csv":
@@ -101,7 +101,7 @@ def _describe(summary: dict[str, Any]) -> str:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from loader.export import EXPORT_FORMATS
+    from loader.export.files import EXPORT_FORMATS
 
     export = commands.add_parser("export", help="write a dataset version as a MaxMind DB or a CSV")
     add_backend_arguments(export)

@@ -32,10 +32,10 @@ def load_files(
     workers: int | None = None,
 ) -> dict[str, Any]:
     """Run a load on the local driver; returns the outcome with its report (also saved as JSON)."""
-    from loader import driver
     from loader.options import LoadOptions
-    from loader.staging import LocalStaging
-    from loader.table import LoaderTable
+    from loader.pipeline import driver
+    from loader.store.staging import LocalStaging
+    from loader.store.table import LoaderTable
 
     load_options = options if options is not None else LoadOptions(columns=columns)
     result = driver.run_load(
@@ -150,7 +150,7 @@ def command_load(args: argparse.Namespace) -> int:
         return 2
     # The change event is a log line locally; show it.
     logging.basicConfig(format="%(message)s")
-    logging.getLogger("loader.events").setLevel(logging.INFO)
+    logging.getLogger("loader.store.events").setLevel(logging.INFO)
     options = load_options(args)
     with backend(args) as settings:
         outcome = load_files(
@@ -178,9 +178,9 @@ def draw_load_charts(outcome: Mapping[str, Any], data_dir: Path, folder: Path) -
     """Items per bucket, and the hottest bucket's share of each 1,000 writes of this load's order."""
     from ipmeta import keys
     from ipmeta_cli import charts
-    from loader import capacity
-    from loader.staging import LocalStaging
-    from loader.write import chunk_buckets
+    from loader.pipeline.write import chunk_buckets
+    from loader.planning.write_model import WriteOrder, hottest_share_series
+    from loader.store.staging import LocalStaging
 
     report, load_id = outcome["report"], str(outcome["version"])
     staging = LocalStaging(data_dir / "staging")
@@ -189,11 +189,11 @@ def draw_load_charts(outcome: Mapping[str, Any], data_dir: Path, folder: Path) -
         for index in range(int(report["chunks"]))
         for family, bucket in chunk_buckets(load_id, index, staging)
     )
-    order = capacity.WriteOrder.as_written(written)
+    order = WriteOrder.as_written(written)
     per_bucket = order.items_per_bucket()
     series = {
-        "sorted": capacity.hottest_share_series(capacity.WriteOrder.sorted(dict(sorted(per_bucket.items())))),
-        "as-written": capacity.hottest_share_series(order),
+        "sorted": hottest_share_series(WriteOrder.sorted(dict(sorted(per_bucket.items())))),
+        "as-written": hottest_share_series(order),
     }
     share = max(per_bucket.values()) / max(1, order.items)
     return [
@@ -208,8 +208,9 @@ def draw_load_charts(outcome: Mapping[str, Any], data_dir: Path, folder: Path) -
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     """How the sources are read and what the load builds: shared by ``load`` and ``plan``."""
-    from loader import driver, reverse_index
+    from loader import reverse_index
     from loader.options import DEFAULT_CHUNK_SIZE, DEFAULT_PARTITION_ROWS, OVERLAP_POLICIES
+    from loader.pipeline import driver
 
     parser.add_argument(
         "--columns", help="column names for files without a header row, e.g. start,end,asn,org"
@@ -293,7 +294,7 @@ def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from loader import driver
+    from loader.pipeline import driver
 
     load = commands.add_parser(
         "load", help="load CSV or MaxMind DB files (paths or s3:// URIs) as one new dataset version"

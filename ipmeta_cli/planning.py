@@ -2,7 +2,7 @@
 
 ``ipmeta plan FILES…`` prepares the load exactly as ``ipmeta load`` would (a
 dry run: nothing is written) and runs its real write order through the
-partition model of ``loader.capacity``. ``--reproduce-blog`` runs the AWS
+write model of ``loader.planning``. ``--reproduce-blog`` runs the AWS
 blog's four experiments through the same model; ``--lookups-per-month N``
 adds the monthly bill of N lookups behind each API front.
 """
@@ -23,9 +23,10 @@ from ipmeta_cli.loading import add_source_arguments, load_options
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     """The load's report, and its write order, from a dry run in a temporary folder."""
     from ipmeta import keys
-    from loader import capacity, driver
-    from loader.staging import LocalStaging
-    from loader.write import chunk_buckets
+    from loader.pipeline import driver
+    from loader.pipeline.write import chunk_buckets
+    from loader.planning.write_model import WriteOrder
+    from loader.store.staging import LocalStaging
 
     with tempfile.TemporaryDirectory(prefix="ipmeta-plan-") as folder:
         staging = LocalStaging(Path(folder))
@@ -37,17 +38,19 @@ def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             for index in range(prepared.chunks)
             for family, bucket in chunk_buckets(prepared.load_id, index, staging)
         ]
-    return prepared.report.to_dict(), capacity.WriteOrder.as_written(written)
+    return prepared.report.to_dict(), WriteOrder.as_written(written)
 
 
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
-    from loader import capacity
+    from loader.planning.blog import reproduce_blog
+    from loader.planning.costs import lookup_costs
+    from loader.planning.load_plan import plan_load
 
     report: dict[str, Any] = {}
     if args.files:
         load, order = planned_load(args)
         hottest = (load.get("value_index") or {}).get("hottest_values", {})
-        report["load"] = capacity.plan_load(
+        report["load"] = plan_load(
             order,
             warm_write_units=args.warm_write_units,
             provisioned_write_units=args.provisioned_write_units,
@@ -58,9 +61,9 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         if args.chart:
             report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
     if args.reproduce_blog:
-        report["blog"] = capacity.reproduce_blog()
+        report["blog"] = reproduce_blog()
     if args.lookups_per_month:
-        report["lookups"] = capacity.lookup_costs(args.lookups_per_month)
+        report["lookups"] = lookup_costs(args.lookups_per_month)
     return report
 
 

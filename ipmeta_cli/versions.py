@@ -12,8 +12,8 @@ from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION
 
 
 def command_versions(args: argparse.Namespace) -> int:
-    from loader import retention
-    from loader.table import LoaderTable
+    from loader.pipeline import retention
+    from loader.store.table import LoaderTable
 
     with backend(args) as settings:
         rows = retention.list_versions(LoaderTable.from_settings(settings))
@@ -32,9 +32,9 @@ def command_versions(args: argparse.Namespace) -> int:
 
 
 def command_rollback(args: argparse.Namespace) -> int:
-    from loader import retention
+    from loader.pipeline import retention
     from loader.records import version_of
-    from loader.table import LoaderTable
+    from loader.store.table import LoaderTable
 
     target = version_of(args.to) if args.to else None
     with backend(args) as settings:
@@ -44,9 +44,9 @@ def command_rollback(args: argparse.Namespace) -> int:
 
 
 def command_cleanup(args: argparse.Namespace) -> int:
-    from loader import retention
-    from loader.staging import LocalStaging
-    from loader.table import LoaderTable
+    from loader.pipeline import retention
+    from loader.store.staging import LocalStaging
+    from loader.store.table import LoaderTable
 
     with backend(args) as settings:
         outcome = retention.cleanup(

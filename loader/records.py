@@ -1,7 +1,7 @@
 """The loader's own records: the load item, its report and the manifest.
 
 The version metadata the lookup reads is in ``ipmeta.records``; these are the
-loader's bookkeeping, which the lookup never reads. ``loader.table`` stores
+loader's bookkeeping, which the lookup never reads. ``loader.store.table`` stores
 and returns them; nothing else spells their attributes.
 """
 

@@ -1,4 +1,4 @@
-"""What ``prepare`` decides for the reverse-lookup indexes: which key each entry goes to.
+"""What a load decides for the reverse-lookup indexes: which key each entry goes to.
 
 **The goal.** A GSI keyed on a field's value puts every range of a value under
 one partition key, and one key lives in one partition (at most 1,000 writes/s,
@@ -163,7 +163,7 @@ def plan_shard_counts(
 
 @dataclass(frozen=True)
 class IndexPlan:
-    """The reverse-index attributes ``prepare`` gives each range's first item."""
+    """The reverse-index attributes ``write_chunk`` gives each range's first item."""
 
     value_field: str | None = None
     values: ShardPlan | None = None
@@ -246,7 +246,7 @@ class IndexPlan:
 
 @dataclass(frozen=True)
 class IndexCounts:
-    """What the indexes are planned from: one entry per range (``loader.resolve`` counts them)."""
+    """What the indexes are planned from: one entry per range (``loader.pipeline.resolve`` counts them)."""
 
     value_counts: Mapping[str, int]
     ranges: int

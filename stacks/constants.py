@@ -79,8 +79,8 @@ OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
 AUTHORIZER_HANDLER: Final = "ipmeta.api.authorizer.handler"
-LOADER_MODULE: Final = "loader.handlers"
-#: The loader's Lambda handlers (``loader.handlers``), in the order the state machine runs them.
+LOADER_MODULE: Final = "loader.pipeline.handlers"
+#: The loader's Lambda handlers (``loader.pipeline.handlers``), in the order the state machine runs them.
 LOADER_TASKS: Final = (
     "start",
     "scan",

@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from loader.export_task import EXPORT_PREFIX
+from loader.pipeline.export_task import EXPORT_PREFIX
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
@@ -46,7 +46,7 @@ EXPORT_TASK: Final = "export"
 
 _READ_BOOKKEEPING: Final = ("dynamodb:GetItem", "dynamodb:Query")
 #: DynamoDB actions each task needs on the table, and nothing else (the
-#: ``loader.table`` calls each task makes in ``loader/<task>.py``).
+#: ``loader.store.table`` calls each task makes in ``loader/pipeline/<state>.py``).
 TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # Pointer and version reads, the version counter, the lock and the load item;
     # failing a load it could not start frees the lock.

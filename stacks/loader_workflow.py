@@ -7,14 +7,14 @@ Distributed Map over the staged chunk list) -> [Export, with ``exportMmdb``] ->
 Activate -> Wait(grace) -> Cleanup, with a Catch on every step before
 activation that runs Abort (the failed-load cleanup) and then Fail.
 
-Export comes before Activate (``loader/export_task.py`` says why): a failed
+Export comes before Activate (``loader/pipeline/export_task.py`` says why): a failed
 export is a failed load, and the previous version keeps serving.
 
 Distributed Map runs each partition and each batch of chunks as a child
 execution, so the parent's history holds a few dozen events whatever the
 dataset's size (an execution may hold 25,000), and every payload between
 states is a few ids and an S3 key (far below 256 KB). The functions are the
-ones in ``loader/handlers.py``; ``stacks.loader_functions`` sizes and grants them.
+ones in ``loader/pipeline/handlers.py``; ``stacks.loader_functions`` sizes and grants them.
 """
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ from typing import Any
 from ipmeta.ips import format_address
 from ipmeta.records import Cover
 from ipmeta.store import deserialize_item
-from loader import start as starting
 from loader.options import LoadOptions
-from loader.partitions import plan_partitions
-from loader.plan_writes import plan_writes
-from loader.resolve import resolve_partition
-from loader.scan import scan_source
-from loader.staging import LocalStaging
-from loader.write import chunk_items
+from loader.pipeline import start as starting
+from loader.pipeline.partitions import plan_partitions
+from loader.pipeline.plan_writes import plan_writes
+from loader.pipeline.resolve import resolve_partition
+from loader.pipeline.scan import scan_source
+from loader.pipeline.write import chunk_items
+from loader.store.staging import LocalStaging
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A version's cover list, as lookups consult it: which cover holds a bucket.
 
 A cover is a run of whole buckets that one range owns with no item of its own
-(``loader.scan`` explains when a load makes one). A lookup whose Query finds
+(``loader.pipeline.scan`` explains when a load makes one). A lookup whose Query finds
 nothing in its bucket asks the cover list before answering "not found", so a
 lookup still costs exactly one Query; the list itself is read once per
 container and version (``CoverCatalog``), like the pointer, and only for

@@ -14,12 +14,12 @@ active-version pointer      ``meta#pointer``            0
 version metadata            ``meta#versions``           version number
 version counter             ``meta#version-counter``    0
 cover list of a version     ``meta#covers#v{version}``  page number
-loader bookkeeping          ``meta#loads``, ...         (``loader.table``)
+loader bookkeeping          ``meta#loads``, ...         (``loader.store.table``)
 ==========================  ==========================  ===========================
 
 Every ``meta#`` key sorts outside the range pieces' ``v{version}#`` keys; the
 loader's own bookkeeping items (load progress, lock, manifests) use further
-``meta#`` keys, which ``loader.table`` owns because the lookup never reads them.
+``meta#`` keys, which ``loader.store.table`` owns because the lookup never reads them.
 
 **Buckets.** IPv4 uses the /8 (first octet): 256 partition keys at most, and the
 largest bucket of the ASN file (``@ip-location-db/asn``) holds 5.4% of its

@@ -95,7 +95,7 @@ class FlagIndexMeta:
 
 @dataclass(frozen=True, slots=True)
 class Cover:
-    """A run of whole buckets that one range owns with no item of its own (``loader.scan``).
+    """A run of whole buckets that one range owns with no item of its own (``loader.pipeline.scan``).
 
     A lookup whose Query finds nothing in a bucket answers from the cover
     holding that bucket, if any: ``::/0`` is one cover, not 16.7 M items.

@@ -2,7 +2,7 @@
 
 It speaks the key schema of ``ipmeta.keys`` and returns typed records
 (``ipmeta.records``). Everything that writes (loads, the lock, the pointer
-switch) is the loader's, in ``loader.table``, which extends this class.
+switch) is the loader's, in ``loader.store.table``, which extends this class.
 """
 
 from __future__ import annotations

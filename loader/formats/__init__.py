@@ -8,10 +8,16 @@
 | ``dbip-csv`` | DB-IP Lite CSVs (no header) | ``dbip_csv`` |
 | ``auto`` | ``mmdb`` for ``.mmdb``/``.mmdb.gz``, ``geoip2-csv`` with ``--locations``, else ``csv`` | |
 
+The readers share ``rows`` (``Header``, ``SourceRow``, ``RowError``, ``FormatOptions``),
+``text`` (opening plain or gzipped files) and ``mmdb_fields`` (``--mmdb-fields``).
+
 Every reader streams: memory does not grow with the file. A file that cannot
 be read at all raises ``SourceError`` (``file: line N: reason``); a bad record
 is a ``RowError`` and the load decides (``--max-errors``). What each column is
 stored as is decided across all files by ``ColumnEvidence`` (``column_types``).
+
+Of the loader, imports only ``loader.errors``: the pipeline, the export and
+``loader.options`` read through it, never the other way.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loader.export_task import EXPORT_PREFIX
+from loader.pipeline.export_task import EXPORT_PREFIX
 from stacks.config import IpmetaConfig
 from stacks.constants import ENV_EXPORTS_ENABLED, LOADER_MODULE, LOOKUP_HANDLER, REPO_ROOT
 from stacks.loader_functions import EXPORT_TASK, TABLE_ACTIONS, sizing
@@ -110,7 +110,7 @@ def test_the_loader_asset_reads_a_mmdb_with_no_site_packages_and_no_extension(
 
 
 def _small_database(folder: Path) -> Path:
-    from loader.mmdb_writer import DatabaseMetadata, write_database
+    from loader.export.mmdb_writer import DatabaseMetadata, write_database
 
     out = folder / "small.mmdb"
     ranges: list[tuple[int, int, int, dict[str, Any]]] = [

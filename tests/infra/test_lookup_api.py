@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from loader.capacity import DEFAULT_LOG_BYTES, LOG_EVENT_OVERHEAD_BYTES, ApiFront
+from loader.planning.costs import DEFAULT_LOG_BYTES, LOG_EVENT_OVERHEAD_BYTES, ApiFront
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
@@ -235,7 +235,7 @@ def test_an_access_log_line_weighs_what_the_cost_model_counts(
     for variable, value in REALISTIC_VALUES.items():
         line = line.replace(f'"{variable}"', json.dumps(value))
     assert "$context" not in line
-    # The cost model (loader.capacity) counts this many bytes per request.
+    # The cost model (loader.planning.costs) counts this many bytes per request.
     front = ApiFront.HTTP if variant == HTTP_API else ApiFront.REST
     assert len(line.encode()) + LOG_EVENT_OVERHEAD_BYTES <= DEFAULT_LOG_BYTES[front]
 

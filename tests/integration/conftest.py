@@ -27,10 +27,10 @@ from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import LocalApiServer
-from loader import driver
 from loader.options import LoadOptions
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 
 _table_numbers = itertools.count(1)
 

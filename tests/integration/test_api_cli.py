@@ -16,7 +16,7 @@ from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
 from ipmeta_cli.main import main
 from ipmeta_cli.server import LocalApiServer
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"

@@ -15,7 +15,7 @@ import pytest
 from ipmeta.api import dependencies
 from ipmeta.records import VersionMeta, VersionStatus
 from ipmeta_cli.server import LocalApiServer
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ipmeta_cli.server import LocalApiServer
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"

@@ -26,7 +26,7 @@ from ipmeta.settings import Settings
 from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv, running_api_server
 
 SAMPLED_RANGES = 10_000

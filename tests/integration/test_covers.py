@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 from tests.integration.conftest import get_json as get
 

@@ -22,11 +22,11 @@ import pytest
 from moto import mock_aws
 
 from ipmeta.settings import Settings
-from loader import handlers
-from loader.export_task import EXPORT_PREFIX
+from loader.pipeline import handlers
+from loader.pipeline.export_task import EXPORT_PREFIX
 from loader.records import LoadStatus, load_id_of
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from stacks.constants import LOADER_MODULE
 from tests.infra.cfn import state_machine_definition
 from tests.infra.conftest import EXPORT_MMDB, Synthesized
@@ -79,14 +79,14 @@ def _exports(machine: Machine) -> list[str]:
 
 
 def _activation_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    lines = [record.getMessage() for record in caplog.records if record.name == "loader.events"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "loader.store.events"]
     return [json.loads(line.removeprefix("event ")) for line in lines]
 
 
 def test_a_load_exports_its_version_before_activating_it_and_the_event_names_the_file(
     machine: Machine, table_environment: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="loader.events"):
+    with caplog.at_level(logging.INFO, logger="loader.store.events"):
         result = machine.run(localize(machine.definition), EXECUTION)
 
     assert result["status"] == "SUCCEEDED", result
@@ -119,7 +119,7 @@ def test_a_failing_export_aborts_the_load_and_the_previous_version_keeps_serving
     machine.endpoint.faults.planned = {"export": [["MemoryError", -1]]}
     machine.endpoint.faults.calls.clear()
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="loader.events"):
+    with caplog.at_level(logging.INFO, logger="loader.store.events"):
         second = machine.run(localize(machine.definition), EXECUTION)
 
     # Then the load aborts before activation: the first version is still live, nothing announced

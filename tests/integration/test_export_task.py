@@ -22,14 +22,14 @@ from moto import mock_aws
 
 from ipmeta.ips import format_address
 from ipmeta.settings import Settings
-from loader import handlers, retention
-from loader import s3 as loader_s3
 from loader.errors import LoadIncomplete
-from loader.export import covers_as_ranges, iter_version_ranges
-from loader.export_task import EXPORT_PREFIX, export_version
+from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+from loader.pipeline import handlers, retention
+from loader.pipeline.export_task import EXPORT_PREFIX, export_version
 from loader.records import LoadStatus, load_id_of, version_of
 from loader.settings import ENV_CHUNK_PREFIX, ENV_EXPORTS_ENABLED, ENV_SOURCE_BUCKET
-from loader.table import LoaderTable
+from loader.store import s3 as loader_s3
+from loader.store.table import LoaderTable
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 BUCKET = "ipmeta-sources"
@@ -141,10 +141,10 @@ def test_activate_after_export_names_the_file_in_the_change_event(
     started = prepare(s3)
     exported = handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
 
-    with caplog.at_level(logging.INFO, logger="loader.events"):
+    with caplog.at_level(logging.INFO, logger="loader.store.events"):
         handlers.activate({"load_id": started["load_id"], "export": exported}, Context())
 
-    [line] = [record.getMessage() for record in caplog.records if record.name == "loader.events"]
+    [line] = [record.getMessage() for record in caplog.records if record.name == "loader.store.events"]
     event = json.loads(line.removeprefix("event "))
     assert event["detail-type"] == "DatasetActivated"
     assert event["detail"]["version"] == started["load_id"]
@@ -184,7 +184,7 @@ def test_cleanup_deletes_a_deleted_versions_export_when_exports_are_on(
     if exports_enabled:
         monkeypatch.setenv(ENV_EXPORTS_ENABLED, "true")
     monkeypatch.setattr(
-        "loader.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
+        "loader.pipeline.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
     )
     # When cleanup deletes the version
     outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
@@ -202,7 +202,7 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
     handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, Context())  # type: ignore[arg-type]
     monkeypatch.setenv(ENV_EXPORTS_ENABLED, "true")
     monkeypatch.setattr(
-        "loader.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
+        "loader.pipeline.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
     )
     real_delete = loader_s3.delete
 
@@ -210,14 +210,14 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
         raise ConnectionError("S3 unreachable")
 
     # When the file cannot be deleted, the version is not marked deleted ...
-    monkeypatch.setattr("loader.handlers.s3.delete", failing)
+    monkeypatch.setattr("loader.pipeline.handlers.s3.delete", failing)
     with pytest.raises(ConnectionError):
         handlers.cleanup({}, Context())  # type: ignore[arg-type]
     meta = LoaderTable.from_settings(table_environment).get_version_meta(version_of(started["load_id"]))
     assert meta is not None
     assert meta.status != "deleted"
     # ... so the next cleanup deletes both
-    monkeypatch.setattr("loader.handlers.s3.delete", real_delete)
+    monkeypatch.setattr("loader.pipeline.handlers.s3.delete", real_delete)
     outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
     assert [deleted["version"] for deleted in outcome["deleted"]] == [started["load_id"]]
     assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0

@@ -23,12 +23,12 @@ from ipmeta.ips import Address
 from ipmeta.lookup import ActiveVersionCache, lookup_active
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import make_client
-from loader import driver, retention
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
+from loader.pipeline import driver, retention
 from loader.records import LoadItem, LoadStatus
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 from tests.bad_inputs import EXPECTED_REASONS
 
 BAD = Path(__file__).parent.parent / "fixtures" / "bad"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ipmeta_cli.server import LocalApiServer
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 from tests.integration.conftest import get_json as get
 

@@ -24,12 +24,12 @@ import pytest
 from ipmeta.settings import Settings
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer
-from loader import driver
 from loader.errors import LoadError
-from loader.mmdb_writer import DatabaseMetadata, write_database
+from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.options import LoadOptions
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 from tests.integration.conftest import get_json as get
 
 GEOIP2 = Path(__file__).parents[1] / "fixtures" / "geoip2"

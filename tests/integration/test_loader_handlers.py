@@ -13,12 +13,12 @@ import pytest
 from moto import mock_aws
 
 from ipmeta.settings import Settings
-from loader import handlers
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
+from loader.pipeline import handlers
 from loader.records import LoadStatus
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET, ENV_SOURCE_KEY, ENV_SOURCE_URL
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 BUCKET = "ipmeta-sources"

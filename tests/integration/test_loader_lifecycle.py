@@ -14,18 +14,18 @@ from ipmeta.ips import parse_ip
 from ipmeta.lookup import lookup_address
 from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS, Settings
 from ipmeta_cli import main as cli
-from loader import driver, retention
-from loader.abort import fail
-from loader.activate import activate
-from loader.driver import prepare
 from loader.errors import ActivationConflict, LoadIncomplete, LoadInProgress, LoadRejected
 from loader.options import LoadOptions
+from loader.pipeline import driver, retention
+from loader.pipeline.abort import fail
+from loader.pipeline.activate import activate
+from loader.pipeline.driver import prepare
+from loader.pipeline.staged import REPORT
+from loader.pipeline.write import chunk_items, write_chunk
 from loader.records import LoadStatus
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS
-from loader.staged import REPORT
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
-from loader.write import chunk_items, write_chunk
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 SMALL = LoadOptions(chunk_size=2)
@@ -216,9 +216,9 @@ def test_cleanup_deletes_a_failed_loads_partial_version(store: LoaderTable, tmp_
 def test_activation_announces_the_new_version(
     store: LoaderTable, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="loader.events"):
+    with caplog.at_level(logging.INFO, logger="loader.store.events"):
         result = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
-    events = [record.getMessage() for record in caplog.records if record.name == "loader.events"]
+    events = [record.getMessage() for record in caplog.records if record.name == "loader.store.events"]
     assert len(events) == 1
     detail = json.loads(events[0].removeprefix("event "))["detail"]
     assert detail["version"] == result.load_id

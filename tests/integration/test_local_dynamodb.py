@@ -12,7 +12,7 @@ import struct
 
 from ipmeta.settings import Settings
 from ipmeta_cli.dynalite import Dynalite
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 
 def send_half_a_request_and_vanish(port: int, *, reset: bool) -> None:

@@ -19,7 +19,7 @@ from ipmeta.api import dependencies
 from ipmeta.range_cache import RangeCache
 from ipmeta.settings import DEFAULT_RANGE_CACHE_BYTES, ENV_RANGE_CACHE_BYTES
 from ipmeta_cli.server import LocalApiServer
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
 from tests.integration.conftest import get_json as get
 

@@ -29,11 +29,11 @@ from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
 from ipmeta_cli.main import DEFAULT_DATASET
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from loader import driver
 from loader.options import LoadOptions
+from loader.pipeline import driver
 from loader.records import LoadStatus
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 
 HOTTEST, RANDOM_VALUES, COMPANY_ROWS = 8, 12, 5000
 

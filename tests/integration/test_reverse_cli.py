@@ -9,10 +9,10 @@ import pytest
 
 from ipmeta.settings import Settings
 from ipmeta_cli.main import main
-from loader import driver
 from loader.options import LoadOptions
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 
 SOURCE = """start,end,asn,rule
 1.0.0.0,1.0.0.255,13335,

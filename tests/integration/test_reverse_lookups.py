@@ -24,11 +24,11 @@ from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.lookup import ActiveVersionCache
 from ipmeta_cli.server import LocalApiServer
-from loader import driver
 from loader.options import LoadOptions
+from loader.pipeline import driver
 from loader.records import LoadStatus
-from loader.staging import LocalStaging
-from loader.table import LoaderTable
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
 
 COLUMNS = ["start", "end", "asn", "organization", "rule"]
 

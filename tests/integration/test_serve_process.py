@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import free_port, port_open
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"

@@ -1,7 +1,7 @@
 """The synthesized state machine, executed: the real ASL, run offline by aws-local-stepfunctions.
 
 Its Lambda tasks call a small endpoint in this process that speaks the Lambda
-Invoke API and runs ``loader.handlers`` against dynalite (DynamoDB) and moto
+Invoke API and runs ``loader.pipeline.handlers`` against dynalite (DynamoDB) and moto
 (S3). The interpreter runs no Distributed Map's ItemReader, so the parent runs
 with each reader's items given inline (the endpoint reads the staged list and
 adds it to the result that names it), and a child workflow also runs alone,
@@ -29,10 +29,10 @@ import pytest
 from moto import mock_aws
 
 from ipmeta.settings import Settings
-from loader import handlers
+from loader.pipeline import handlers
 from loader.records import LoadStatus
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 from stacks.constants import LOADER_MODULE
 from stacks.loader_workflow import CHUNKS_PER_CHILD
 from tests.infra.cfn import iter_states, state_machine_definition
@@ -69,7 +69,7 @@ class Faults:
 
 
 class LambdaEndpoint(ThreadingHTTPServer):
-    """``POST /2015-03-31/functions/{arn}/invocations`` -> ``loader.handlers.<task>``."""
+    """``POST /2015-03-31/functions/{arn}/invocations`` -> ``loader.pipeline.handlers.<task>``."""
 
     daemon_threads = True
 

@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from loader.errors import WritesThrottled
-from loader.table import MAX_BATCH_ATTEMPTS, LoaderTable, WriteStats
+from loader.store.table import MAX_BATCH_ATTEMPTS, LoaderTable, WriteStats
 
 ITEMS = [{"pk": "v1#4#1", "sk": n, "start": "1.0.0.0", "end": "1.0.0.255", "data": {}} for n in range(3)]
 

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from loader.capacity import (
+from loader.planning.blog import reproduce_blog, synthetic_blog_file
+from loader.planning.costs import ApiFront, load_costs, lookup_costs
+from loader.planning.load_plan import index_shards, plan_load
+from loader.planning.write_model import (
     LOADER_CLIENT,
     ON_DEMAND_START_PARTITIONS,
     PARTITION_WRITE_UNITS,
-    ApiFront,
     Client,
     Limit,
     OrderKind,
@@ -22,13 +24,7 @@ from loader.capacity import (
     WriteOrder,
     estimate_load,
     hottest_share_series,
-    index_shards,
     key_hash,
-    load_costs,
-    lookup_costs,
-    plan_load,
-    reproduce_blog,
-    synthetic_blog_file,
     warm_throughput_for,
 )
 

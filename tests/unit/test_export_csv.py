@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loader.export import ExportRange, write_csv
+from loader.export.files import ExportRange, write_csv
 from loader.formats import ColumnEvidence, FormatOptions, SourceRow, open_rows, typed_value
 
 RANGES = [

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loader.export import ExportRange, write_mmdb
+from loader.export.files import ExportRange, write_mmdb
+from loader.export.mmdb_writer import control_bytes, pointer_bytes, range_blocks
 from loader.formats import FormatOptions, SourceRow, open_rows
-from loader.mmdb_writer import control_bytes, pointer_bytes, range_blocks
 
 READERS = {"C extension": maxminddb.open_database, "pure Python": maxminddb.Reader}
 

@@ -25,9 +25,10 @@ from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME
 from ipmeta_cli import exporting
 from loader.errors import LoadNotFound
-from loader.export import ExportRange, covers_as_ranges, iter_version_ranges
+from loader.export.files import ExportRange
+from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
 from loader.records import Manifest
-from loader.table import LoaderTable
+from loader.store.table import LoaderTable
 
 VERSION = 3
 

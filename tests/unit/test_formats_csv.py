@@ -1,4 +1,4 @@
-"""The CSV reader of ``loader.formats``: every layout and every line-numbered reason ``loader.source`` gave.
+"""The CSV reader of ``loader.formats``: every layout and every line-numbered reason of the reader before it.
 
 The same cases as ``test_source_formats.py`` and ``tests/fixtures/bad/``, run
 through ``open_rows``: a whole-file problem raises ``SourceError``, a bad row

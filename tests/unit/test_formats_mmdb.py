@@ -1,6 +1,6 @@
 """Reading MaxMind DB files: flattened columns, native types, IPv4 inside IPv6 trees, damaged files.
 
-The databases are written here by ``loader.mmdb_writer`` and checked against
+The databases are written here by ``loader.export.mmdb_writer`` and checked against
 ``maxminddb``'s own answers, so the reader is tested against the library, not
 against the writer.
 """
@@ -18,9 +18,9 @@ import maxminddb
 import pytest
 
 from loader.errors import SourceError
+from loader.export.mmdb_writer import METADATA_MARKER, DatabaseMetadata, write_database
 from loader.formats import ColumnEvidence, FormatOptions, Header, RowError, SourceRow, open_rows
 from loader.formats.mmdb_fields import pick, split_path
-from loader.mmdb_writer import METADATA_MARKER, DatabaseMetadata, write_database
 
 V4 = 4
 V6 = 6

@@ -3,7 +3,7 @@
 The databases the issue names (npm ``@ip-location-db/geolite2-country-mmdb``
 and ``dbip-city-mmdb``) are too large to ship and their licences forbid it;
 ``bench/mmdb_probe.py`` loads them whole and probes them over HTTP. Here the
-same *layouts* are written by ``loader.mmdb_writer`` and read back by
+same *layouts* are written by ``loader.export.mmdb_writer`` and read back by
 ``maxminddb`` (the C reader and the pure-Python one), so these tests check
 the loader against the library:
 
@@ -31,9 +31,9 @@ import pytest
 from boto3.dynamodb.types import TypeSerializer
 
 from ipmeta.store import deserialize_item, dynamo_value
-from loader.export import ExportRange, write_mmdb
+from loader.export.files import ExportRange, write_mmdb
+from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.formats import ColumnEvidence, FormatOptions, Header, SourceRow, open_rows, stored_data
-from loader.mmdb_writer import DatabaseMetadata, write_database
 
 
 @pytest.fixture(autouse=True, params=["C extension", "pure Python"])

@@ -2,7 +2,8 @@
 
 These read the source (``ast``) or import it in a fresh interpreter; they fail
 when a change puts loader code on the lookup's path, a write in the lookup's
-data access, boto3 outside the data-access modules, or a function over 60 lines.
+data access, boto3 outside the data-access modules, an import against the
+direction of the loader's parts (``loader/__init__.py``), or a function over 60 lines.
 """
 
 from __future__ import annotations
@@ -37,12 +38,27 @@ WRITE_OPERATIONS = frozenset(
 BOTO3_MODULES = frozenset(
     {
         "lambdas/ipmeta/store.py",
-        "loader/table.py",
-        "loader/s3.py",
-        "loader/events.py",
+        "loader/store/table.py",
+        "loader/store/s3.py",
+        "loader/store/events.py",
     }
 )
 MAX_FUNCTION_LINES = 60
+#: The loader's packages, by role; its top-level modules are the vocabulary they share.
+LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store")
+#: What each part of the loader may import from the loader besides itself. ``errors``
+#: stands apart from the other shared modules because ``formats`` may import it alone.
+LOADER_IMPORTS_ALLOWED = {
+    "errors": set(),
+    "shared": {"errors", "formats"},
+    "formats": {"errors"},
+    "store": {"errors", "shared"},
+    "planning": {"errors", "shared"},
+    "export": {"errors", "shared", "formats", "store"},
+    "pipeline": {"errors", "shared", "formats", "store", "export"},
+}
+#: The export modules that write files: pure over sorted ranges, so no table access.
+FILE_WRITERS = ("loader/export/files.py", "loader/export/mmdb_writer.py")
 
 
 def python_files(*folders: str) -> Iterator[Path]:
@@ -62,6 +78,88 @@ def imported_modules(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
+
+
+def loader_imports(tree: ast.Module) -> set[str]:
+    """The loader modules a file imports, ``from loader import x`` read as ``loader.x``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "loader":
+            names.update(f"loader.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name.split(".")[0] == "loader"}
+
+
+def loader_part(module: str) -> str:
+    """The part of the loader a module is in.
+
+    ``loader.store.table`` is in ``store``, ``loader.errors`` in ``errors``, ``loader.options`` in ``shared``.
+    """
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in LOADER_PACKAGES:
+        return parts[1]
+    return "errors" if parts[1:] == ["errors"] else "shared"
+
+
+def module_of(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+@pytest.mark.parametrize("path", list(python_files("loader")), ids=module_of)
+def test_each_loader_part_imports_only_the_parts_below_it(path: Path) -> None:
+    # Given the part this module belongs to, and the parts that part may use
+    part = loader_part(module_of(path))
+    allowed = LOADER_IMPORTS_ALLOWED[part] | {part}
+    tree = tree_of(path)
+    # Then every loader module it imports is in one of them
+    against = {name for name in loader_imports(tree) if loader_part(name) not in allowed}
+    assert against == set(), f"{part} may import only {sorted(allowed)}"
+    # And no loader code reaches into the CLI or the infrastructure
+    assert not {name for name in imported_modules(tree) if name.split(".")[0] in ("ipmeta_cli", "stacks")}
+
+
+def test_the_loader_parts_rules_catch_an_import_against_the_direction() -> None:
+    # A store module importing a pipeline state, and a format importing the options, are refused.
+    store = loader_part("loader.store.table")
+    assert loader_part("loader.pipeline.write") not in LOADER_IMPORTS_ALLOWED[store]
+    imported = loader_imports(ast.parse("from loader import options\nfrom loader.store import table"))
+    assert imported == {"loader.options", "loader.store"}
+    assert {loader_part(name) for name in imported} - LOADER_IMPORTS_ALLOWED["formats"] == {"shared", "store"}
+
+
+@pytest.mark.parametrize("relative", FILE_WRITERS)
+def test_the_export_file_writers_do_not_read_the_table(relative: str) -> None:
+    imported = loader_imports(tree_of(ROOT / relative))
+    assert {name for name in imported if loader_part(name) == "store"} == set()
+
+
+@pytest.mark.parametrize("package", LOADER_PACKAGES)
+def test_each_loader_package_says_what_it_holds_and_may_import(package: str) -> None:
+    docstring = ast.get_docstring(tree_of(ROOT / "loader" / package / "__init__.py")) or ""
+    modules = sorted(
+        path.stem for path in (ROOT / "loader" / package).glob("*.py") if path.stem != "__init__"
+    )
+    # Every module of the package is named in its docstring, and so are its import rules
+    assert [module for module in modules if f"``{module}``" not in docstring] == []
+    assert "import" in docstring.lower()
+
+
+def test_the_pipeline_docstring_names_every_lambda_task_the_stack_runs() -> None:
+    from stacks.constants import FETCH_SOURCE_TASK, LOADER_MODULE, LOADER_TASKS
+
+    assert LOADER_MODULE == "loader.pipeline.handlers"
+    docstring = ast.get_docstring(tree_of(ROOT / "loader" / "pipeline" / "__init__.py")) or ""
+    handlers = {
+        node.name
+        for node in tree_of(ROOT / "loader" / "pipeline" / "handlers.py").body
+        if isinstance(node, ast.FunctionDef)
+    }
+    for task in (*LOADER_TASKS, "export", FETCH_SOURCE_TASK):
+        assert task in handlers
+        assert f"``{task}``" in docstring or f"``handlers.{task}``" in docstring, task
 
 
 def test_importing_the_lookup_handler_loads_no_loader_code() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ipmeta_cli.loading import add_source_arguments, load_options
-from loader.descriptor import LoadDescriptor, Source
 from loader.options import LoadOptions
+from loader.pipeline.descriptor import LoadDescriptor, Source
 
 #: ``LoadOptions(columns=("start", "end", "asn", "organization"), index_field="asn").fingerprint()``
 #: before formats existed: `make run`'s store must not see its dataset as changed.

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from loader import events
 from loader.settings import ENV_EVENT_BUS_NAME
+from loader.store import events
 
 
 class FakeEvents:
@@ -49,7 +49,7 @@ def test_without_a_bus_it_is_a_log_line(
 ) -> None:
     monkeypatch.delenv(ENV_EVENT_BUS_NAME, raising=False)
     client = FakeEvents()
-    with caplog.at_level(logging.INFO, logger="loader.events"):
+    with caplog.at_level(logging.INFO, logger="loader.store.events"):
         events.emit_activated({"version": "v3"}, events_client=client)
     assert client.sent == []
     assert '"version": "v3"' in caplog.text

@@ -1,6 +1,6 @@
 """Each overlap policy against a brute-force oracle, on generated nested and overlapping ranges.
 
-The oracles never share code with ``loader.normalize``: they scan every row for
+The oracles never share code with ``loader.pipeline.normalize``: they scan every row for
 every address, and ``most-specific`` takes its CIDR blocks from ``ipaddress``.
 """
 
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loader import normalize
 from loader.formats import SourceRow, typed_value
-from loader.write import spread
+from loader.pipeline import normalize
+from loader.pipeline.write import spread
 
 # Addresses around a /8 edge, so ranges overlap, nest and cross buckets.
 EDGE = 5 << 24

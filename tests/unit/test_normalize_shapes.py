@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from loader import normalize
 from loader.formats import SourceRow
+from loader.pipeline import normalize
 
 COUNT = 2000
 BASE = 7 << 24

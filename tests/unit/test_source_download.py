@@ -10,13 +10,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from loader.descriptor import LoadDescriptor, Source
 from loader.errors import SourceError
 from loader.formats import FormatOptions, SourceRow, open_rows
 from loader.options import LoadOptions
-from loader.scan import _locations
-from loader.source import materialize, split_s3_uri
-from loader.start import sha256_of
+from loader.pipeline.descriptor import LoadDescriptor, Source
+from loader.pipeline.scan import _locations
+from loader.pipeline.start import sha256_of
+from loader.store.source import materialize, split_s3_uri
 
 
 @mock_aws

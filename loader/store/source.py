@@ -29,7 +29,7 @@ def materialize(source: str | Path, workdir: Path | None = None) -> Path:
         if not path.is_file():
             raise SourceError(f"{path}: no such file")
         return path
-    from loader import s3
+    from loader.store import s3
 
     bucket, key = split_s3_uri(str(source))
     folder = workdir or Path(tempfile.mkdtemp(prefix="ipmeta-source-"))

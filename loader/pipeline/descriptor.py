@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
 from loader.options import LoadOptions
-from loader.staging import Staging
+from loader.store.staging import Staging
 
 DESCRIPTOR: Final = "load.json"
 T = TypeVar("T")

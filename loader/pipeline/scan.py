@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipmeta import keys
-from loader import staged
-from loader.descriptor import LoadDescriptor, Source, read_descriptor
 from loader.errors import LoadRejected
 from loader.formats import ColumnEvidence, FormatOptions, Header, RowError, SourceRow, open_rows
-from loader.source import is_s3_uri, materialize
-from loader.staging import Staging
+from loader.pipeline import staged
+from loader.pipeline.descriptor import LoadDescriptor, Source, read_descriptor
+from loader.store.source import is_s3_uri, materialize
+from loader.store.staging import Staging
 
 #: A row covering at least this many whole buckets keeps them as one cover row.
 COVER_MIN_BUCKETS: Final = 2

@@ -9,11 +9,11 @@ from typing import Any
 
 from ipmeta.errors import NoDataset, VersionNotFound
 from ipmeta.records import VersionMeta, VersionStatus
-from loader import events
 from loader.records import LoadItem, LoadStatus, LockItem, load_id_of
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS, DEFAULT_RETENTION
-from loader.staging import Staging
-from loader.table import LoaderTable
+from loader.store import events
+from loader.store.staging import Staging
+from loader.store.table import LoaderTable
 
 
 def _retired_newest_first(metas: list[VersionMeta]) -> list[VersionMeta]:

@@ -17,16 +17,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loader import s3
-from loader.abort import fail
-from loader.descriptor import LoadDescriptor, Source
 from loader.errors import LoadNotFound, LoadNotWritable, SourceError
 from loader.options import LoadOptions
+from loader.pipeline.abort import fail
+from loader.pipeline.descriptor import LoadDescriptor, Source
 from loader.records import LoadItem, LoadStatus, load_id_of, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
-from loader.source import is_s3_uri, split_s3_uri
-from loader.staging import Staging
-from loader.table import LoaderTable
+from loader.store import s3
+from loader.store.source import is_s3_uri, split_s3_uri
+from loader.store.staging import Staging
+from loader.store.table import LoaderTable
 
 #: What ``start`` says a load is.
 STARTED, UNCHANGED, DRY_RUN = "started", "unchanged", "dry-run"

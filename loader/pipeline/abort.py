@@ -7,8 +7,8 @@ from typing import Final
 
 from ipmeta.records import VersionStatus
 from loader.records import LoadStatus, version_of
-from loader.staging import Staging
-from loader.table import LoaderTable
+from loader.store.staging import Staging
+from loader.store.table import LoaderTable
 
 #: Errors that mean the sources were refused: nothing of the load was written but its bookkeeping.
 REJECTIONS: Final = frozenset({"LoadRejected", "SourceError", "OverlapRejected"})

@@ -1,6 +1,6 @@
 """The loader's S3 access: staging in the source bucket, and source downloads and uploads.
 
-With ``loader.table`` (DynamoDB) and ``loader.events`` (EventBridge), the only
+With ``loader.store.table`` (DynamoDB) and ``loader.store.events`` (EventBridge), the only
 loader code that calls boto3.
 """
 

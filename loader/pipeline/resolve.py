@@ -1,6 +1,6 @@
 """``resolve_partition``: one partition's pieces become items, dealt into write sections.
 
-For a partition (``loader.partitions``): read its pieces from every source's
+For a partition (``loader.pipeline.partitions``): read its pieces from every source's
 row file (one byte range each), add the claims of the covers that meet its
 buckets, resolve overlaps by the policy, coalesce adjacent ranges with equal
 data, cut the segments at bucket edges into items, and deal each bucket's
@@ -9,7 +9,7 @@ write phase is section *k* of every partition, so each chunk holds every
 bucket at its share of the load (the shuffle that keeps writes off one hot
 partition). Segments that touch the edge of a run of buckets are reported, so
 the write plan can join a range that continues in a neighbouring partition or
-cover (``loader.plan_writes``).
+cover (``loader.pipeline.plan_writes``).
 
 Values stay as the JSON text the scan wrote until the chunk writer types them:
 equal data is equal text, which is how it is interned, coalesced and compared.
@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipmeta import keys
-from loader import normalize, staged
-from loader.descriptor import LoadDescriptor, PerLoad, read_descriptor
 from loader.formats import typed_value
 from loader.options import LoadOptions
-from loader.partitions import PartitionPlan, PartitionSpec, cover_priority
-from loader.staging import Staging
+from loader.pipeline import normalize, staged
+from loader.pipeline.descriptor import LoadDescriptor, PerLoad, read_descriptor
+from loader.pipeline.partitions import PartitionPlan, PartitionSpec, cover_priority
+from loader.store.staging import Staging
 
 #: Edge flags of an item's segment: it starts at its bucket run's first address, ends at its last.
 LOW_EDGE: Final = 1

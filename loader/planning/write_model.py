@@ -1,4 +1,4 @@
-"""Capacity planning: how fast a load can write, and what loads and lookups cost.
+"""How fast a load can write: DynamoDB's partitions, split for heat, and the client, second by second.
 
 Pure arithmetic on plain data, no AWS: the model behind ``ipmeta plan``.
 ``docs/capacity.md`` explains it and quotes the sources.
@@ -34,14 +34,11 @@ import bisect
 import hashlib
 import itertools
 import math
-import random
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from ipmeta import keys
 from loader.reverse_index import KEYS_PER_PARTITION
 
 PARTITION_WRITE_UNITS: Final = 1_000
@@ -55,20 +52,6 @@ ITEM_OVERHEAD_BYTES: Final = 100
 KB: Final = 1_024
 GB: Final = 1 << 30
 MILLION: Final = 1_000_000
-
-WRITE_PRICE_PER_MILLION: Final = 0.625
-READ_PRICE_PER_MILLION: Final = 0.125
-STORAGE_PRICE_PER_GB_MONTH: Final = 0.25
-#: An eventually consistent read of up to 4 KB.
-READ_UNITS_PER_LOOKUP_READ: Final = 0.5
-LAMBDA_PRICE_PER_MILLION: Final = 0.20
-LAMBDA_PRICE_PER_GB_SECOND: Final = 0.0000133334
-LOGS_PRICE_PER_GB: Final = 0.50
-TRANSFER_PRICE_PER_GB: Final = 0.09
-TRANSFER_FREE_GB: Final = 100
-#: (millions of requests in the tier, dollars per million), cheapest tier last.
-REST_API_TIERS: Final = ((333, 3.50), (667, 2.80), (math.inf, 2.38))
-HTTP_API_TIERS: Final = ((300, 1.00), (math.inf, 0.90))
 
 _HASH_SPACE: Final = 1 << 64
 #: Item counts become fractional inside a step; anything below this is nothing.
@@ -88,11 +71,6 @@ class OrderKind(StrEnum):
     SORTED = "sorted"
     SHUFFLED = "shuffled"
     AS_WRITTEN = "as written"
-
-
-class ApiFront(StrEnum):
-    REST = "rest"
-    HTTP = "http"
 
 
 def key_hash(key: str) -> int:
@@ -479,6 +457,33 @@ def _write_one_second(position: _RunCursor, partitions: _Partitions, rates: _Rat
     return _Second(rates.step - budget, None, used, writers)
 
 
+# -- charts ----------------------------------------------------------------------------
+
+
+def hottest_share_series(order: WriteOrder, window: int = 1_000) -> list[float]:
+    """The largest bucket's share of each ``window`` consecutive writes: a chart's data."""
+    if order.kind is OrderKind.SHUFFLED:
+        total = order.items
+        share = max((count for _, count in order.runs), default=0) / total if total else 0.0
+        return [round(share, 4)] * math.ceil(total / window)
+    series: list[float] = []
+    counts: dict[str, int] = {}
+    filled = 0
+    for bucket, count in order.runs:
+        left = count
+        while left:
+            take = min(left, window - filled)
+            counts[bucket] = counts.get(bucket, 0) + take
+            filled += take
+            left -= take
+            if filled == window:
+                series.append(round(max(counts.values()) / window, 4))
+                counts, filled = {}, 0
+    if filled:
+        series.append(round(max(counts.values()) / filled, 4))
+    return series
+
+
 # -- pre-warming -------------------------------------------------------------------------
 
 
@@ -546,324 +551,3 @@ def _one_key_seconds(order: WriteOrder, units: int) -> float:
     if order.kind is OrderKind.SHUFFLED:
         return max((count for _, count in order.runs), default=0) / per_key_second
     return sum(max(0.0, count / per_key_second - 2) for _, count in order.runs)
-
-
-# -- costs -------------------------------------------------------------------------------
-
-
-def load_costs(
-    items: int, item_bytes: float, index_entries: int = 0, index_entry_bytes: float = 0
-) -> dict[str, Any]:
-    """What writing a load costs on demand, and what storing it costs a month."""
-    write_units = items * write_units_per_item(item_bytes)
-    stored_bytes = items * (item_bytes + ITEM_OVERHEAD_BYTES)
-    if index_entries:
-        write_units += index_entries * write_units_per_item(index_entry_bytes)
-        stored_bytes += index_entries * (index_entry_bytes + ITEM_OVERHEAD_BYTES)
-    write_usd = write_units / MILLION * WRITE_PRICE_PER_MILLION
-    return {
-        "write_units": write_units,
-        "write_usd": round(write_usd, 4),
-        # The previous version's items are deleted after activation: as many write units again.
-        "write_usd_replacing_a_version": round(2 * write_usd, 4),
-        "storage_gb": round(stored_bytes / GB, 4),
-        "storage_usd_per_month": round(stored_bytes / GB * STORAGE_PRICE_PER_GB_MONTH, 4),
-    }
-
-
-def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
-    """Dollars for ``millions`` of requests priced by volume tiers, cheapest last."""
-    cost, left = 0.0, millions
-    for size, price in tiers:
-        inside = min(left, size)
-        cost += inside * price
-        left -= inside
-        if left <= 0:
-            break
-    return cost
-
-
-#: CloudWatch Logs bills each event's bytes plus this much.
-LOG_EVENT_OVERHEAD_BYTES: Final = 26
-#: What one request logs: its access-log line only (about 210 bytes with typical values,
-#: plus the event overhead), since the lookup function drops Lambda's START, END and
-#: REPORT lines and publishes no per-request metric line (``stacks/api.py``). Rounded
-#: up; ``tests/infra/test_lookup_api.py`` renders both fronts' synthesized formats to check it.
-DEFAULT_LOG_BYTES: Final = {ApiFront.REST: 256, ApiFront.HTTP: 256}
-#: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU measured locally
-#: (``bench/lookup.py``), about 6.9× longer on the 0.145 vCPU that 256 MB buys, plus a
-#: ~5 ms in-region Query; rounded up (docs/deploy.md, "One lookup").
-DEFAULT_LOOKUP_MS: Final = 12.0
-_API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS}
-
-
-def lookup_costs(
-    lookups_per_month: int,
-    *,
-    lambda_memory_mb: int = 256,
-    lambda_ms: float = DEFAULT_LOOKUP_MS,
-    dynamodb_reads_per_lookup: float = 1.0,
-    log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
-    response_bytes: float = 0.4 * KB,
-) -> dict[str, Any]:
-    """The monthly bill of ``lookups_per_month`` lookups behind each API front (docs/deploy.md's model)."""
-    log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
-    millions = lookups_per_month / MILLION
-    gb_seconds = lookups_per_month * lambda_memory_mb / KB * lambda_ms / 1_000
-    transfer_gb = lookups_per_month * response_bytes / GB
-    shared = {
-        "lambda_requests": millions * LAMBDA_PRICE_PER_MILLION,
-        "lambda_duration": gb_seconds * LAMBDA_PRICE_PER_GB_SECOND,
-        "dynamodb_reads": millions
-        * dynamodb_reads_per_lookup
-        * READ_UNITS_PER_LOOKUP_READ
-        * READ_PRICE_PER_MILLION,
-        "data_transfer": max(0.0, transfer_gb - TRANSFER_FREE_GB) * TRANSFER_PRICE_PER_GB,
-    }
-    fronts = {}
-    for front in ApiFront:
-        logs_gb = lookups_per_month * log_bytes[front] / GB
-        breakdown = {
-            "api_gateway": tiered_cost(millions, _API_TIERS[front]),
-            **shared,
-            "logs": logs_gb * LOGS_PRICE_PER_GB,
-        }
-        total = sum(breakdown.values())
-        fronts[str(front)] = {
-            "total": round(total, 4),
-            "per_million": round(total / millions, 4) if millions else 0.0,
-            "breakdown": {line: round(cost, 4) for line, cost in breakdown.items()},
-        }
-    return {
-        "lookups_per_month": lookups_per_month,
-        "assumptions": {
-            "lambda_memory_mb": lambda_memory_mb,
-            "lambda_ms": lambda_ms,
-            "dynamodb_reads_per_lookup": dynamodb_reads_per_lookup,
-            "log_bytes_per_request": {str(front): size for front, size in log_bytes.items()},
-            "response_bytes": response_bytes,
-            "transfer_gb": round(transfer_gb, 2),
-        },
-        "fronts": fronts,
-    }
-
-
-# -- the plan of a load ------------------------------------------------------------------
-
-
-def hottest_share_series(order: WriteOrder, window: int = 1_000) -> list[float]:
-    """The largest bucket's share of each ``window`` consecutive writes: a chart's data."""
-    if order.kind is OrderKind.SHUFFLED:
-        total = order.items
-        share = max((count for _, count in order.runs), default=0) / total if total else 0.0
-        return [round(share, 4)] * math.ceil(total / window)
-    series: list[float] = []
-    counts: dict[str, int] = {}
-    filled = 0
-    for bucket, count in order.runs:
-        left = count
-        while left:
-            take = min(left, window - filled)
-            counts[bucket] = counts.get(bucket, 0) + take
-            filled += take
-            left -= take
-            if filled == window:
-                series.append(round(max(counts.values()) / window, 4))
-                counts, filled = {}, 0
-    if filled:
-        series.append(round(max(counts.values()) / filled, 4))
-    return series
-
-
-def index_shards(
-    frequent_values: Mapping[str, int], items: int, writes_per_second: float
-) -> list[dict[str, Any]]:
-    """K ≥ 10N for the reverse index's most frequent values.
-
-    A value's index entries arrive at its share of the load's write rate; N is
-    the partitions that rate needs, and ten keys a partition let hashing spread them.
-    """
-    shards = []
-    for value, entries in sorted(frequent_values.items(), key=lambda pair: -pair[1]):
-        rate = entries / items * writes_per_second
-        needed = max(1, math.ceil(rate / PARTITION_WRITE_UNITS))
-        shards.append(
-            {
-                "value": value,
-                "entries": entries,
-                "share": round(entries / items, 4),
-                "writes_per_second": round(rate),
-                "partitions_needed": needed,
-                "shards_at_least": KEYS_PER_PARTITION * needed,
-            }
-        )
-    return shards
-
-
-def plan_load(
-    order: WriteOrder,
-    *,
-    warm_write_units: int = 10_000,
-    provisioned_write_units: int = 10_000,
-    target_seconds: float = 600.0,
-    client: Client = LOADER_CLIENT,
-    split: SplitForHeat = DEFAULT_SPLIT,
-    item_bytes: float = DEFAULT_ITEM_BYTES,
-    index_entries: int = 0,
-    index_entry_bytes: float = 0,
-    frequent_values: Mapping[str, int] | None = None,
-    window: int = 1_000,
-) -> dict[str, Any]:
-    """Everything ``ipmeta plan`` reports about a load, JSON-ready."""
-    per_bucket = order.items_per_bucket()
-    items = order.items
-    hottest = max(per_bucket, key=per_bucket.__getitem__) if per_bucket else None
-    tables = {
-        "on_demand_cold": TableSetup.on_demand(),
-        "on_demand_warm": TableSetup.on_demand(warm_write_units),
-        "provisioned": TableSetup.provisioned(provisioned_write_units),
-    }
-    loads = {name: estimate_load(order, table, client, split, item_bytes) for name, table in tables.items()}
-    fastest = max(load.writes_per_second for load in loads.values())
-    series = {
-        str(OrderKind.SORTED): hottest_share_series(WriteOrder.sorted(per_bucket), window),
-        str(OrderKind.SHUFFLED): hottest_share_series(WriteOrder.shuffled(per_bucket), window),
-    }
-    if order.kind is OrderKind.AS_WRITTEN:
-        series[str(OrderKind.AS_WRITTEN)] = hottest_share_series(order, window)
-    return {
-        "items": items,
-        "buckets": len(per_bucket),
-        "hottest_bucket": {
-            "name": hottest,
-            "items": per_bucket[hottest] if hottest else 0,
-            "share": round(per_bucket[hottest] / items, 4) if hottest else 0.0,
-        },
-        "order": str(order.kind),
-        "client": client.to_json(),
-        "split_for_heat": split.to_json(),
-        "loads": {name: load.to_json() for name, load in loads.items()},
-        "warm_throughput_for_target": warm_throughput_for(order, target_seconds, client, split, item_bytes),
-        "cost": load_costs(items, item_bytes, index_entries, index_entry_bytes),
-        # The fastest load is the hottest the index's keys get.
-        "reverse_index": index_shards(frequent_values, items, fastest) if frequent_values else None,
-        "chart": {"window": window, "hottest_bucket_share": series},
-    }
-
-
-# -- the blog's experiments --------------------------------------------------------------
-
-#: The blog's file: the shuffled load took under 2 minutes at about 3,600/s, and the
-#: provisioned one fell in a single CloudWatch minute averaging 6,000/s: 6,000 × 60.
-BLOG_ITEMS: Final = 360_000
-#: σ of the log of items per /8. With it a log-normal has the ASN file's concentration: the
-#: largest of its IPv4 /8s holds 5.4% of the ranges, and 1 / Σ share² is 71 buckets' worth.
-BLOG_BUCKET_SPREAD: Final = 1.07
-#: How many synthetic files the blog's experiments run on: which buckets share a partition
-#: is luck of the hash, so the model's figure is the median of these files.
-BLOG_FILES: Final = 25
-BLOG_TOLERANCE: Final = 0.15
-#: The /8s that hold no public unicast ranges.
-_UNUSED_OCTETS: Final = frozenset({0, 10, 127})
-_LAST_UNICAST_OCTET: Final = 223
-
-
-def synthetic_blog_file(items: int = BLOG_ITEMS, seed: int = 0) -> dict[str, int]:
-    """Items per IPv4 /8 bucket, in address order, as unevenly spread as a real range file.
-
-    Bucket sizes are the quantiles of a log-normal, so every file has the same
-    sizes; ``seed`` only decides which /8 gets which size.
-    """
-    octets = [octet for octet in range(_LAST_UNICAST_OCTET + 1) if octet not in _UNUSED_OCTETS]
-    normal = statistics.NormalDist()
-    weights = [
-        math.exp(BLOG_BUCKET_SPREAD * normal.inv_cdf((rank + 0.5) / len(octets)))
-        for rank in range(len(octets))
-    ]
-    random.Random(seed).shuffle(weights)
-    scale = items / sum(weights)
-    counts = [max(1, round(weight * scale)) for weight in weights]
-    counts[counts.index(max(counts))] += items - sum(counts)
-    return {keys.bucket_name(4, octet): count for octet, count in zip(octets, counts, strict=True)}
-
-
-@dataclass(frozen=True, slots=True)
-class BlogExperiment:
-    name: str
-    one_key: bool
-    kind: OrderKind
-    table: TableSetup
-    measured: int
-
-    def order(self, per_bucket: Mapping[str, int]) -> WriteOrder:
-        if self.one_key:
-            # The blog's first design: every item under partition key "0".
-            return WriteOrder.sorted({"0": sum(per_bucket.values())})
-        if self.kind is OrderKind.SHUFFLED:
-            return WriteOrder.shuffled(per_bucket)
-        return WriteOrder.sorted(per_bucket)
-
-
-#: Part 1's four loads, each with the rate the blog measured.
-BLOG_EXPERIMENTS: Final = (
-    BlogExperiment(
-        "one partition key value, on-demand", True, OrderKind.SORTED, TableSetup.on_demand(), 1_000
-    ),
-    BlogExperiment(
-        "/8 partition keys, sorted, on-demand", False, OrderKind.SORTED, TableSetup.on_demand(), 1_250
-    ),
-    BlogExperiment("/8 keys, shuffled, on-demand", False, OrderKind.SHUFFLED, TableSetup.on_demand(), 3_600),
-    BlogExperiment(
-        "/8 keys, shuffled, 10,000 provisioned WCU",
-        False,
-        OrderKind.SHUFFLED,
-        TableSetup.provisioned(10_000),
-        6_000,
-    ),
-)
-
-
-def reproduce_blog(
-    items: int = BLOG_ITEMS,
-    files: int = BLOG_FILES,
-    client: Client = SINGLE_THREAD_CLIENT,
-    split: SplitForHeat = DEFAULT_SPLIT,
-) -> dict[str, Any]:
-    """The four loads of the blog's Part 1 through the model, beside what the blog measured.
-
-    Each runs on ``files`` synthetic files; ``model`` is the median file's rate,
-    ``model_range`` the slowest and fastest file's.
-    """
-    per_bucket_files = [synthetic_blog_file(items, seed) for seed in range(files)]
-    scenarios = []
-    for experiment in BLOG_EXPERIMENTS:
-        loads = sorted(
-            (
-                estimate_load(
-                    experiment.order(per_bucket), experiment.table, client, split, DEFAULT_ITEM_BYTES
-                )
-                for per_bucket in per_bucket_files
-            ),
-            key=lambda load: load.writes_per_second,
-        )
-        median = loads[len(loads) // 2]
-        model = round(median.writes_per_second)
-        scenarios.append(
-            {
-                "name": experiment.name,
-                "model": model,
-                "blog": experiment.measured,
-                "off_by": round(model / experiment.measured - 1, 3),
-                "within": BLOG_TOLERANCE,
-                "limited_by": str(median.limited_by),
-                "model_range": [round(loads[0].writes_per_second), round(loads[-1].writes_per_second)],
-                "seconds": round(median.seconds, 1),
-                "partitions": median.partitions_at_end,
-            }
-        )
-    return {
-        "dataset": {"items": items, "buckets": len(per_bucket_files[0]), "files": files},
-        "client": client.to_json(),
-        "split_for_heat": split.to_json(),
-        "scenarios": scenarios,
-    }

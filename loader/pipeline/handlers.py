@@ -1,4 +1,4 @@
-"""Lambda entry points of the load state machine: ``loader.handlers.<state>``.
+"""Lambda entry points of the load state machine: ``loader.pipeline.handlers.<state>``.
 
 Execution input: ``{"source": "s3://bucket/key", "options": {...}}`` (or
 ``"sources": [...]`` for several files of one dataset).
@@ -14,7 +14,7 @@ Execution input: ``{"source": "s3://bucket/key", "options": {...}}`` (or
 - ``write_chunks``: chunks, one or a batch;
 - ``export`` (with ``exportMmdb``): ``{"load_id"}`` -> ``{"bucket", "key",
   "format", "bytes", "ranges", "ipv6_left_out", "seconds"}``: the version as
-  ``exports/<version>.mmdb`` (``loader.export_task``);
+  ``exports/<version>.mmdb`` (``loader.pipeline.export_task``);
 - ``activate``: ``{"load_id", "export"?}``; the change event names the export;
 - ``cleanup``: ``{}`` on a schedule, or ``{"load_id"}`` after an activation;
 - ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
@@ -41,16 +41,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.settings import METRICS_NAMESPACE, Settings
-from loader import abort as abort_task
-from loader import activate as activate_task
-from loader import export_task, retention, s3, staged
-from loader import partitions as partitions_task
-from loader import plan_writes as plan_writes_task
-from loader import start as start_task
-from loader import write as write_task
 from loader.options import LoadOptions
-from loader.resolve import resolve_partition
-from loader.scan import scan_source
+from loader.pipeline import abort as abort_task
+from loader.pipeline import activate as activate_task
+from loader.pipeline import export_task, retention, staged
+from loader.pipeline import partitions as partitions_task
+from loader.pipeline import plan_writes as plan_writes_task
+from loader.pipeline import start as start_task
+from loader.pipeline import write as write_task
+from loader.pipeline.resolve import resolve_partition
+from loader.pipeline.scan import scan_source
 from loader.settings import (
     ENV_EXPORTS_ENABLED,
     ENV_SOURCE_BUCKET,
@@ -59,7 +59,8 @@ from loader.settings import (
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
 )
-from loader.table import LoaderTable, WriteStats
+from loader.store import s3
+from loader.store.table import LoaderTable, WriteStats
 
 logger = Logger(service=LOADER_SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=LOADER_SERVICE_NAME)

@@ -26,19 +26,19 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from loader import start as starting
-from loader.abort import discard, fail
-from loader.activate import activate
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
-from loader.partitions import plan_partitions
-from loader.plan_writes import Prepared, plan_writes
+from loader.pipeline import start as starting
+from loader.pipeline.abort import discard, fail
+from loader.pipeline.activate import activate
+from loader.pipeline.partitions import plan_partitions
+from loader.pipeline.plan_writes import Prepared, plan_writes
+from loader.pipeline.resolve import resolve_partition
+from loader.pipeline.scan import scan_source
+from loader.pipeline.write import write_chunk
 from loader.records import LoadReport, LoadStatus
-from loader.resolve import resolve_partition
-from loader.scan import scan_source
-from loader.staging import Staging
-from loader.table import LoaderTable, WriteStats
-from loader.write import write_chunk
+from loader.store.staging import Staging
+from loader.store.table import LoaderTable, WriteStats
 
 #: Chunks written at once; with DEFAULT_WRITE_WORKERS each, 16 requests are in flight.
 DEFAULT_PARALLEL_CHUNKS = 2

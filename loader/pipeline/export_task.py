@@ -16,7 +16,7 @@ export renews the load lock, so no other load starts and no cleanup takes
 this load for abandoned while the file is written.
 
 The file streams: ranges come from the table a page at a time and the writer
-spools to ``/tmp`` (``loader.mmdb_writer``), so memory does not grow with the
+spools to ``/tmp`` (``loader.export.mmdb_writer``), so memory does not grow with the
 version; ``/tmp`` holds the database and the writer's two temporary files.
 """
 
@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipmeta.records import VersionMeta
-from loader import s3
-from loader.activate import activatable_load, verify
 from loader.errors import LoadNotFound
-from loader.export import ExportStats, covers_as_ranges, iter_version_ranges, write_mmdb
+from loader.export.files import ExportStats, write_mmdb
+from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+from loader.pipeline.activate import activatable_load, verify
 from loader.records import LoadStatus, load_id_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
-from loader.table import LoaderTable
+from loader.store import s3
+from loader.store.table import LoaderTable
 
 #: Exports live under ``exports/`` of the source bucket; the stack grants PutObject there only.
 EXPORT_PREFIX: Final = "exports"

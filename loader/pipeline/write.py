@@ -1,7 +1,7 @@
 """``write_chunk``: one chunk of the load into the table, exactly once.
 
 Chunk *k* is sections ``k·group .. (k+1)·group - 1`` of every partition's item
-file (``loader.resolve``): one byte range per partition. The writer joins the
+file (``loader.pipeline.resolve``): one byte range per partition. The writer joins the
 ranges that continue across edges (the write plan's patches), types the
 values, adds the reverse-index attributes to the first item of each range,
 spreads every bucket evenly over the chunk's write order, and writes with
@@ -22,18 +22,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ipmeta import keys
 from ipmeta.ips import Family, format_address
 from ipmeta.store import serialize_value
-from loader import reverse_index, staged
+from loader import reverse_index
 from loader.batching import batched
-from loader.descriptor import PerLoad
 from loader.errors import LoadNotFound, LoadNotWritable
 from loader.formats import stored_data
 from loader.options import DEFAULT_WRITE_WORKERS
-from loader.plan_writes import WritePlan
+from loader.pipeline import staged
+from loader.pipeline.descriptor import PerLoad
+from loader.pipeline.plan_writes import WritePlan
+from loader.pipeline.resolve import HIGH_EDGE, LOW_EDGE
 from loader.records import LoadStatus, version_of
-from loader.resolve import HIGH_EDGE, LOW_EDGE
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
-from loader.staging import Staging
-from loader.table import BATCH_WRITE_LIMIT, LoaderTable, WriteStats
+from loader.store.staging import Staging
+from loader.store.table import BATCH_WRITE_LIMIT, LoaderTable, WriteStats
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef

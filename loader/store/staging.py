@@ -1,7 +1,7 @@
 """The staging area between the phases of a load: named files under the load's id.
 
-In AWS it is a prefix of the source bucket (``loader.s3.S3Staging``); locally a
-folder (``LocalStaging``). ``loader.staged`` names the files and encodes them.
+In AWS it is a prefix of the source bucket (``loader.store.s3.S3Staging``); locally a
+folder (``LocalStaging``). ``loader.pipeline.staged`` names the files and encodes them.
 Readers fetch byte ranges, so a task reads only its part of a large file.
 """
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from ipmeta.records import VersionStatus
-from loader import events
-from loader.abort import fail
 from loader.errors import (
     ActivationConflict,
     LoadIncomplete,
@@ -20,11 +18,13 @@ from loader.errors import (
     LoadNotWritable,
     VerificationFailed,
 )
+from loader.pipeline.abort import fail
+from loader.pipeline.staged import REPORT
 from loader.records import LoadItem, LoadReport, LoadStatus, load_id_of, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
-from loader.staged import REPORT
-from loader.staging import Staging
-from loader.table import LoaderTable
+from loader.store import events
+from loader.store.staging import Staging
+from loader.store.table import LoaderTable
 
 
 @dataclass(frozen=True)

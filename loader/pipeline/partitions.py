@@ -6,7 +6,7 @@ of its own: a bucket is never split, so the largest bucket bounds a task's
 memory). Buckets are independent once rows are split at their edges, so the
 partitions resolve in parallel.
 
-This step also settles the cover rows (``loader.scan``): among themselves, at
+This step also settles the cover rows (``loader.pipeline.scan``): among themselves, at
 bucket granularity, by the overlap policy. Buckets that no piece falls in and
 that a cover owns are *cover-only*: they get no items, only an entry in the
 version's cover list. Where a cover meets pieces, its claim on those buckets
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipmeta import keys
-from loader import normalize, staged
-from loader.descriptor import LoadDescriptor, read_descriptor
 from loader.errors import LoadRejected, SourceError
 from loader.formats import ColumnEvidence, declared_types_for
-from loader.scan import MAX_LISTED_REJECTIONS, ScanSummary
-from loader.staging import Staging
+from loader.pipeline import normalize, staged
+from loader.pipeline.descriptor import LoadDescriptor, read_descriptor
+from loader.pipeline.scan import MAX_LISTED_REJECTIONS, ScanSummary
+from loader.store.staging import Staging
 
 #: The most items a load may write: far above the largest public databases (DB-IP City
 #: Lite, 14.8 M networks), and a clear refusal before a runaway source fills a table.

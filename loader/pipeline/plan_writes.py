@@ -28,14 +28,15 @@ from typing import Any
 
 from ipmeta import keys
 from ipmeta.records import Cover, VersionMeta, VersionStatus
-from loader import reverse_index, staged
-from loader.descriptor import LoadDescriptor, read_descriptor
+from loader import reverse_index
 from loader.formats import stored_data
-from loader.partitions import PartitionPlan
+from loader.pipeline import staged
+from loader.pipeline.descriptor import LoadDescriptor, read_descriptor
+from loader.pipeline.partitions import PartitionPlan
+from loader.pipeline.resolve import PartitionSummary, data_key, read_plan
 from loader.records import LoadReport, Manifest
-from loader.resolve import PartitionSummary, data_key, read_plan
-from loader.staging import Staging
-from loader.table import LoaderTable
+from loader.store.staging import Staging
+from loader.store.table import LoaderTable
 
 
 @dataclass

@@ -1,0 +1,26 @@
+"""The load state machine's states, one module each, and what runs them.
+
+States, in the order a load runs them (the Lambda task of ``handlers`` in
+brackets when its name differs; with ``sourceUrl``, ``handlers.fetch_source``
+downloads the source before ``start``):
+
+- ``start``: unchanged, resumed, or a new version under the load lock;
+- ``scan``: one streaming pass over one source file, rows staged by bucket;
+- ``partitions`` (``plan_partitions``): the partitions the resolve tasks work on;
+- ``resolve``: one partition's rows become items, dealt into write sections;
+- ``plan_writes``: ranges across partition edges, covers, the reverse-index plan;
+- ``write`` (``write_chunks``): one chunk into the table, exactly once;
+- ``export_task`` (``export``, with ``exportMmdb``): the version as a MaxMind DB;
+- ``activate``: verify, then switch the pointer with a conditional write;
+- ``retention`` (``cleanup``): old versions after the grace period; rollback and listing too;
+- ``abort``: where every Catch leads; frees the lock.
+
+Their shared parts: ``descriptor`` (``load.json``, what every state knows of
+the load), ``staged`` (the files staged between states and their encodings)
+and ``normalize`` (overlap resolution and coalescing, pure). The runners:
+``driver`` runs the states locally over a process pool, ``handlers`` are the
+Lambda entry points (``loader.pipeline.handlers.<task>``).
+
+May import ``loader.store``, ``loader.export``, ``loader.formats`` and the
+shared modules of ``loader``; never ``loader.planning``.
+"""

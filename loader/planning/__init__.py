@@ -1,0 +1,11 @@
+"""The capacity and cost model behind ``ipmeta plan``: pure arithmetic, no AWS (``docs/capacity.md``).
+
+- ``write_model``: DynamoDB's partitions, the client and split for heat, second
+  by second: how fast a write order goes, and the pre-warming a target time needs;
+- ``costs``: what a load's writes and storage cost, and lookups per API front;
+- ``load_plan``: everything ``ipmeta plan`` reports about one load;
+- ``blog``: the AWS blog's four loads, reproduced by the model.
+
+Imports only the shared modules of ``loader`` (``reverse_index``) and
+``ipmeta``: it never writes, and a load never consults it.
+"""

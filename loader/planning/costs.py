@@ -1,0 +1,133 @@
+"""What a load's writes and storage cost, and what lookups cost a month behind each API front.
+
+List prices in us-east-1; docs/deploy.md ("What a month costs") has the
+arithmetic and ``docs/capacity.md`` the sources.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any, Final
+
+from loader.planning.write_model import GB, ITEM_OVERHEAD_BYTES, KB, MILLION, write_units_per_item
+
+WRITE_PRICE_PER_MILLION: Final = 0.625
+READ_PRICE_PER_MILLION: Final = 0.125
+STORAGE_PRICE_PER_GB_MONTH: Final = 0.25
+#: An eventually consistent read of up to 4 KB.
+READ_UNITS_PER_LOOKUP_READ: Final = 0.5
+LAMBDA_PRICE_PER_MILLION: Final = 0.20
+LAMBDA_PRICE_PER_GB_SECOND: Final = 0.0000133334
+LOGS_PRICE_PER_GB: Final = 0.50
+TRANSFER_PRICE_PER_GB: Final = 0.09
+TRANSFER_FREE_GB: Final = 100
+#: (millions of requests in the tier, dollars per million), cheapest tier last.
+REST_API_TIERS: Final = ((333, 3.50), (667, 2.80), (math.inf, 2.38))
+HTTP_API_TIERS: Final = ((300, 1.00), (math.inf, 0.90))
+
+
+class ApiFront(StrEnum):
+    REST = "rest"
+    HTTP = "http"
+
+
+# -- costs -------------------------------------------------------------------------------
+
+
+def load_costs(
+    items: int, item_bytes: float, index_entries: int = 0, index_entry_bytes: float = 0
+) -> dict[str, Any]:
+    """What writing a load costs on demand, and what storing it costs a month."""
+    write_units = items * write_units_per_item(item_bytes)
+    stored_bytes = items * (item_bytes + ITEM_OVERHEAD_BYTES)
+    if index_entries:
+        write_units += index_entries * write_units_per_item(index_entry_bytes)
+        stored_bytes += index_entries * (index_entry_bytes + ITEM_OVERHEAD_BYTES)
+    write_usd = write_units / MILLION * WRITE_PRICE_PER_MILLION
+    return {
+        "write_units": write_units,
+        "write_usd": round(write_usd, 4),
+        # The previous version's items are deleted after activation: as many write units again.
+        "write_usd_replacing_a_version": round(2 * write_usd, 4),
+        "storage_gb": round(stored_bytes / GB, 4),
+        "storage_usd_per_month": round(stored_bytes / GB * STORAGE_PRICE_PER_GB_MONTH, 4),
+    }
+
+
+def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
+    """Dollars for ``millions`` of requests priced by volume tiers, cheapest last."""
+    cost, left = 0.0, millions
+    for size, price in tiers:
+        inside = min(left, size)
+        cost += inside * price
+        left -= inside
+        if left <= 0:
+            break
+    return cost
+
+
+#: CloudWatch Logs bills each event's bytes plus this much.
+LOG_EVENT_OVERHEAD_BYTES: Final = 26
+#: What one request logs: its access-log line only (about 210 bytes with typical values,
+#: plus the event overhead), since the lookup function drops Lambda's START, END and
+#: REPORT lines and publishes no per-request metric line (``stacks/api.py``). Rounded
+#: up; ``tests/infra/test_lookup_api.py`` renders both fronts' synthesized formats to check it.
+DEFAULT_LOG_BYTES: Final = {ApiFront.REST: 256, ApiFront.HTTP: 256}
+#: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU measured locally
+#: (``bench/lookup.py``), about 6.9× longer on the 0.145 vCPU that 256 MB buys, plus a
+#: ~5 ms in-region Query; rounded up (docs/deploy.md, "One lookup").
+DEFAULT_LOOKUP_MS: Final = 12.0
+_API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS}
+
+
+def lookup_costs(
+    lookups_per_month: int,
+    *,
+    lambda_memory_mb: int = 256,
+    lambda_ms: float = DEFAULT_LOOKUP_MS,
+    dynamodb_reads_per_lookup: float = 1.0,
+    log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
+    response_bytes: float = 0.4 * KB,
+) -> dict[str, Any]:
+    """The monthly bill of ``lookups_per_month`` lookups behind each API front (docs/deploy.md's model)."""
+    log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
+    millions = lookups_per_month / MILLION
+    gb_seconds = lookups_per_month * lambda_memory_mb / KB * lambda_ms / 1_000
+    transfer_gb = lookups_per_month * response_bytes / GB
+    shared = {
+        "lambda_requests": millions * LAMBDA_PRICE_PER_MILLION,
+        "lambda_duration": gb_seconds * LAMBDA_PRICE_PER_GB_SECOND,
+        "dynamodb_reads": millions
+        * dynamodb_reads_per_lookup
+        * READ_UNITS_PER_LOOKUP_READ
+        * READ_PRICE_PER_MILLION,
+        "data_transfer": max(0.0, transfer_gb - TRANSFER_FREE_GB) * TRANSFER_PRICE_PER_GB,
+    }
+    fronts = {}
+    for front in ApiFront:
+        logs_gb = lookups_per_month * log_bytes[front] / GB
+        breakdown = {
+            "api_gateway": tiered_cost(millions, _API_TIERS[front]),
+            **shared,
+            "logs": logs_gb * LOGS_PRICE_PER_GB,
+        }
+        total = sum(breakdown.values())
+        fronts[str(front)] = {
+            "total": round(total, 4),
+            "per_million": round(total / millions, 4) if millions else 0.0,
+            "breakdown": {line: round(cost, 4) for line, cost in breakdown.items()},
+        }
+    return {
+        "lookups_per_month": lookups_per_month,
+        "assumptions": {
+            "lambda_memory_mb": lambda_memory_mb,
+            "lambda_ms": lambda_ms,
+            "dynamodb_reads_per_lookup": dynamodb_reads_per_lookup,
+            "log_bytes_per_request": {str(front): size for front, size in log_bytes.items()},
+            "response_bytes": response_bytes,
+            "transfer_gb": round(transfer_gb, 2),
+        },
+        "fronts": fronts,
+    }
