@@ -1,7 +1,10 @@
-"""Cold start of the lookup function: importing its handler, as a ratio to ``import boto3``.
+"""Cold start of the lookup and loader functions: importing their handlers, as a ratio to ``import boto3``.
 
 A new Lambda container imports the handler module once before its first answer,
-so that import is the part of a cold start our code decides. Each sample runs
+so that import is the part of a cold start our code decides. The lookup's
+asset is ``lambdas/``; the loader's holds ``loader/`` beside the core package,
+so its handler module (``LOADER_MODULE`` of each tree's ``stacks/constants.py``)
+is imported with both on the path. Each sample runs
 in a fresh interpreter (``python -X importtime`` is not needed: wall time of the
 import alone, measured inside the child), interleaving the handler and the
 baseline so that a busy machine slows both alike. The ratio is the figure to
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +28,8 @@ from typing import Any
 RESULTS = Path(__file__).with_name("results") / "cold_start.json"
 HANDLER_MODULE = "ipmeta.api.handler"
 BASELINE_MODULE = "boto3"
+#: The stack names the loader's handler module here; it moves when the loader does.
+_LOADER_MODULE = re.compile(r'^LOADER_MODULE: Final = "([\w.]+)"$', re.MULTILINE)
 _CHILD = (
     "import time, importlib, sys\n"
     "started = time.perf_counter()\n"
@@ -35,41 +41,67 @@ _CHILD = (
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def import_seconds(module: str, root: Path = ROOT) -> float:
-    """Seconds a fresh interpreter spends importing ``module``, with ``root``/lambdas on its path."""
-    environment = {**os.environ, "PYTHONPATH": str(root / "lambdas"), "PYTHONDONTWRITEBYTECODE": "1"}
+def loader_module(root: Path) -> str:
+    """The loader's handler module in the checkout at ``root``, as its stack names it."""
+    found = _LOADER_MODULE.search((root / "stacks" / "constants.py").read_text(encoding="utf-8"))
+    if found is None:
+        raise RuntimeError(f"{root}/stacks/constants.py names no LOADER_MODULE")
+    return found.group(1)
+
+
+def import_seconds(module: str, root: Path = ROOT, *, with_root: bool = False) -> float:
+    """Seconds a fresh interpreter takes to import ``module``, ``root``/lambdas (and ``root``) on its path."""
+    path = os.pathsep.join((str(root / "lambdas"), *([str(root)] if with_root else [])))
+    environment = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+    # From the tree's own folder: ``-c`` puts the working folder first on the path.
     output = subprocess.run(
-        [sys.executable, "-c", _CHILD, module], check=True, capture_output=True, text=True, env=environment
+        [sys.executable, "-c", _CHILD, module],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=root,
     ).stdout
     return float(output.strip().splitlines()[-1])
 
 
+def _median_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 1)
+
+
 def measure(rounds: int, other: Path | None = None) -> dict[str, Any]:
-    """Median import times; with ``other`` (a checkout of another commit), its handler too."""
-    handler: list[float] = []
-    baseline: list[float] = []
-    others: list[float] = []
-    import_seconds(HANDLER_MODULE)  # warm the OS file cache and .pyc files once
-    if other is not None:
-        import_seconds(HANDLER_MODULE, other)
-    for _ in range(rounds):
-        handler.append(import_seconds(HANDLER_MODULE))
-        baseline.append(import_seconds(BASELINE_MODULE))
-        if other is not None:
-            others.append(import_seconds(HANDLER_MODULE, other))
-    handler_ms, baseline_ms = statistics.median(handler) * 1000, statistics.median(baseline) * 1000
-    report: dict[str, Any] = {
-        "rounds": rounds,
-        "handler_import_ms_median": round(handler_ms, 1),
-        "boto3_import_ms_median": round(baseline_ms, 1),
-        "ratio": round(handler_ms / baseline_ms, 3),
+    """Median import times of both handlers; with ``other`` (a checkout of another commit), its handlers too.
+
+    Every round imports each module once, in the same order, so a busy machine slows all alike.
+    """
+    trees = {"current": ROOT, **({"other_tree": other} if other is not None else {})}
+    # The lookup's asset is lambdas/ alone; the loader's holds the core package beside loader/.
+    modules = {
+        (tree, function): (HANDLER_MODULE if function == "lookup" else loader_module(root), root)
+        for tree, root in trees.items()
+        for function in ("lookup", "loader")
     }
+    samples: dict[Any, list[float]] = {key: [] for key in (*modules, BASELINE_MODULE)}
+    for (_, function), (module, root) in modules.items():  # warm the OS file cache once
+        import_seconds(module, root, with_root=function == "loader")
+    for _ in range(rounds):
+        for key, (module, root) in modules.items():
+            samples[key].append(import_seconds(module, root, with_root=key[1] == "loader"))
+        samples[BASELINE_MODULE].append(import_seconds(BASELINE_MODULE))
+    baseline_ms = _median_ms(samples[BASELINE_MODULE])
+    report: dict[str, Any] = {"rounds": rounds, "boto3_import_ms_median": baseline_ms}
+    for (tree, function), (module, root) in modules.items():
+        handler_ms = _median_ms(samples[(tree, function)])
+        figures = {
+            "module": module,
+            "import_ms_median": handler_ms,
+            "ratio": round(handler_ms / baseline_ms, 3),
+        }
+        report.setdefault(tree, {"path": str(root)})[function] = figures
     if other is not None:
-        other_ms = statistics.median(others) * 1000
-        report["other_tree"] = {
-            "path": str(other),
-            "handler_import_ms_median": round(other_ms, 1),
-            "ratio": round(other_ms / baseline_ms, 3),
+        report["current_over_other"] = {
+            function: round(report["current"][function]["ratio"] / report["other_tree"][function]["ratio"], 3)
+            for function in ("lookup", "loader")
         }
     return report
 
@@ -81,7 +113,7 @@ def main() -> None:
     parser.add_argument(
         "--other-tree",
         type=Path,
-        help="a checkout of another commit (git worktree add DIR REV) whose handler is timed in the same run",
+        help="a checkout of another commit (git worktree add DIR REV), its handlers timed in the same run",
     )
     args = parser.parse_args()
     report = measure(args.rounds, args.other_tree)
