@@ -21,3 +21,18 @@ def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
 
 positive_int = _whole_number_at_least(1, "must be at least 1")
 non_negative_int = _whole_number_at_least(0, "must not be negative")
+
+
+def dataset_name(text: str) -> str:
+    """A dataset name as ``ipmeta.keys`` allows it (lower-case letters, digits, ``-``)."""
+    from ipmeta import keys
+
+    try:
+        return keys.check_dataset_name(text.strip())
+    except keys.DatasetNameInvalid as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def dataset_names(text: str) -> str:
+    """``city,asn``: names checked one by one, passed on as the API's ``?datasets=`` takes them."""
+    return ",".join(dataset_name(name) for name in text.split(",") if name.strip())

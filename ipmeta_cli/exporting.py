@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipmeta_cli.backend import add_backend_arguments, backend
+from ipmeta_cli.versions import add_dataset_argument
 
 if TYPE_CHECKING:
     from ipmeta.records import VersionMeta
@@ -19,16 +20,23 @@ DEFAULT_DATABASE_TYPE = "ipmeta"
 
 
 def command_export(args: argparse.Namespace) -> int:
+    from ipmeta_cli.versions import the_dataset
     from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
     from loader.store.table import LoaderTable
 
     with backend(args) as settings:
-        table = LoaderTable.from_settings(settings)
+        table = the_dataset(LoaderTable.from_settings(settings), args.dataset)
         meta = _retained_version(table, args.version)
         covers = covers_as_ranges(table.read_covers(meta.version)) if meta.covers else []
         ranges = _with_progress(iter_version_ranges(table, meta.version, covers), meta.items)
         stats = _write(args, meta, ranges)
-    summary = {"version": f"v{meta.version}", "format": args.format, "out": str(args.out), **vars(stats)}
+    summary = {
+        "dataset": table.dataset,
+        "version": f"v{meta.version}",
+        "format": args.format,
+        "out": str(args.out),
+        **vars(stats),
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -77,10 +85,18 @@ def _with_progress(ranges: Iterator[ExportRange], items: int) -> Iterator[Export
             yield item
 
 
+def _label(summary: dict[str, Any]) -> str:
+    """``v3`` in the default dataset, ``city v3`` in another."""
+    from ipmeta import keys
+
+    named = summary["dataset"] != keys.DEFAULT_DATASET
+    return f"{summary['dataset']} {summary['version']}" if named else str(summary["version"])
+
+
 def _describe(summary: dict[str, Any]) -> str:
     lines = [
-        f"exported {summary['version']} to {summary['out']}: {summary['ranges']:,} ranges, "
-        f"{summary['file_bytes']:,} bytes in {summary['seconds']}s"
+        f"exported {_label(summary)} to {summary['out']}: "
+        f"{summary['ranges']:,} ranges, {summary['file_bytes']:,} bytes in {summary['seconds']}s"
     ]
     details = summary["details"]
     if summary["format"] == "mmdb":
@@ -107,6 +123,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_backend_arguments(export)
     export.add_argument("out", metavar="OUT", help="the file to write (.mmdb; .csv, or .csv.gz)")
     export.add_argument("--format", choices=EXPORT_FORMATS, required=True)
+    add_dataset_argument(export, "the only dataset the table serves")
     export.add_argument("--version", metavar="VERSION", help="e.g. v3 (default: the active version)")
     export.add_argument(
         "--database-type",

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ipmeta import keys
 from ipmeta.settings import Settings
-from ipmeta_cli.arguments import non_negative_int, positive_int
+from ipmeta_cli.arguments import dataset_name, non_negative_int, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def load_files(
     report_path.write_text(json.dumps(report, indent=2) + "\n")
     return {
         "status": result.status,
+        "dataset": load_options.dataset,
         "version": result.load_id or None,
         "items": result.items,
         "seconds": result.seconds,
@@ -126,6 +128,7 @@ def load_options(args: argparse.Namespace, *, dry_run: bool = False) -> LoadOpti
     from loader.options import LoadOptions
 
     return LoadOptions(
+        dataset=args.dataset,
         columns=[column.strip() for column in args.columns.split(",")] if args.columns else None,
         types=args.types or {},
         format=args.format,
@@ -264,9 +267,16 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """How each file is read and typed (docs/loader.md lists the formats)."""
+    """Which dataset the files are a version of, and how each file is read and typed (docs/loader.md)."""
     from loader.formats import FORMATS
 
+    parser.add_argument(
+        "--dataset",
+        type=dataset_name,
+        default=keys.DEFAULT_DATASET,
+        help="the dataset the files are a version of, e.g. city or asn (default: default); "
+        "each dataset has its own versions, and lookups answer from all of them",
+    )
     parser.add_argument(
         "--types",
         type=_types,
@@ -303,6 +313,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load.add_argument("files", nargs="*", help="CSV files, .csv.gz, .mmdb, .mmdb.gz, or s3://bucket/key")
     add_source_arguments(load)
     load.add_argument("--dry-run", action="store_true", help="validate and report; write nothing")
-    load.add_argument("--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7)")
+    load.add_argument(
+        "--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7, or city.v7 in dataset city)"
+    )
     load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
     load.set_defaults(run=command_load)

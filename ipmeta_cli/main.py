@@ -16,27 +16,23 @@ from typing import TYPE_CHECKING
 from ipmeta_cli import exporting, loading, lookups, planning, reverse, versions
 from ipmeta_cli.arguments import positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
-from ipmeta_cli.dynalite import PROJECT_ROOT
+from ipmeta_cli.demo import demo_datasets
 
 if TYPE_CHECKING:
-    from loader.options import LoadOptions
-
-DATASET_DIR = PROJECT_ROOT / "node_modules" / "@ip-location-db" / "asn"
-DEFAULT_DATASET = (DATASET_DIR / "asn-ipv4.csv", DATASET_DIR / "asn-ipv6.csv")
-DEFAULT_DATASET_COLUMNS = ("start", "end", "asn", "organization")
-#: `make run` indexes the demo data by ASN, so `GET /v1/ranges?field=asn&value=13335` answers.
-DEFAULT_INDEX_FIELD = "asn"
-ATTRIBUTION = (
-    "ASN data: @ip-location-db/asn (CC BY 4.0), from RouteViews, DB-IP and the NRO; "
-    "see node_modules/@ip-location-db/asn/README.md"
-)
+    from ipmeta.settings import Settings
 
 
-def default_dataset_options() -> LoadOptions:
-    """How `make run` (and the benchmarks, which share its store) load the ASN dataset."""
-    from loader.options import LoadOptions
-
-    return LoadOptions(columns=DEFAULT_DATASET_COLUMNS, index_field=DEFAULT_INDEX_FIELD)
+def load_demo(settings: Settings, data_dir: Path) -> None:
+    """`make run`'s datasets, each loaded unless its active version already holds these files."""
+    for dataset in demo_datasets(data_dir):
+        print(
+            f"Loading dataset {dataset.name} unless it is already active. {dataset.attribution}", flush=True
+        )
+        outcome = loading.load_files(settings, dataset.files, None, data_dir, options=dataset.options)
+        print(
+            f"dataset {dataset.name} {outcome['version']}: {outcome['status']} ({outcome['items']} items)",
+            flush=True,
+        )
 
 
 def command_serve(args: argparse.Namespace) -> int:
@@ -45,24 +41,19 @@ def command_serve(args: argparse.Namespace) -> int:
 
     with backend(args) as settings:
         if args.load_default_dataset:
-            print(f"Loading the ASN dataset unless it is already active. {ATTRIBUTION}", flush=True)
-            outcome = loading.load_files(
-                settings,
-                DEFAULT_DATASET,
-                DEFAULT_DATASET_COLUMNS,
-                Path(args.data_dir),
-                options=default_dataset_options(),
-            )
-            print(f"dataset {outcome['version']}: {outcome['status']} ({outcome['items']} items)", flush=True)
+            load_demo(settings, Path(args.data_dir))
         server = LocalApiServer(args.host, args.port, handler)
         base = server.url
         print(
             f"\nipmeta API on {base}  (Ctrl-C stops it and the local DynamoDB)\n"
+            f"  curl {base}/v1/ip/104.16.132.229   # two datasets, one answer: asn and cloud\n"
             f"  curl {base}/v1/ip/1.1.1.1\n"
             f"  curl {base}/v1/ip/2001:200::1\n"
             f"  curl {base}/v1/ip/10.0.0.1     # 404 IP_ADDRESS_RESERVED (private, not in the data)\n"
             f"  curl {base}/v1/ip/999.1.1.1    # 400 IP_ADDRESS_INVALID\n"
             f"  curl '{base}/v1/ranges?field=asn&value=13335&limit=5'\n"
+            f"  curl '{base}/v1/flagged?dataset=cloud'\n"
+            f"  curl {base}/v1/datasets\n"
             f"  open {base}/v1/docs\n",
             flush=True,
         )
@@ -91,7 +82,9 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--dynamodb-port", type=int, default=0, help="local DynamoDB port (default: any)")
     serve.add_argument(
-        "--load-default-dataset", action="store_true", help="load the ASN dataset unless it is already active"
+        "--load-default-dataset",
+        action="store_true",
+        help="load the demo datasets (asn, cloud) unless they are already active",
     )
     serve.set_defaults(run=command_serve)
 

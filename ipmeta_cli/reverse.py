@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
 
+from ipmeta_cli.arguments import dataset_name
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.client import add_endpoint_arguments, call_api
 
@@ -44,18 +45,27 @@ def follow_pages(args: argparse.Namespace, path: str, query: Mapping[str, str]) 
 
 
 def command_ranges(args: argparse.Namespace) -> int:
-    query = {"field": args.field, "value": args.value, "limit": str(args.limit), "version": args.version}
+    query = {"field": args.field, "value": args.value, **_listing_query(args)}
     return follow_pages(args, "/v1/ranges", query)
 
 
 def command_flagged(args: argparse.Namespace) -> int:
-    return follow_pages(args, "/v1/flagged", {"limit": str(args.limit), "version": args.version})
+    return follow_pages(args, "/v1/flagged", _listing_query(args))
+
+
+def _listing_query(args: argparse.Namespace) -> dict[str, str]:
+    return {"limit": str(args.limit), "dataset": args.dataset, "version": args.version}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     add_backend_arguments(parser)
     parser.add_argument("--limit", type=int, default=1000, help="ranges per request (1-1000)")
     parser.add_argument("--max-pages", type=int, default=1_000_000, help="stop after this many pages")
+    parser.add_argument(
+        "--dataset",
+        type=dataset_name,
+        help="the dataset to list from (default: the first, in precedence order, with the index)",
+    )
     parser.add_argument("--version", help="a retained dataset version (default: the active one)")
     add_endpoint_arguments(parser)
 

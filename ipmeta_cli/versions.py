@@ -1,14 +1,35 @@
-"""`ipmeta versions`, `ipmeta rollback` and `ipmeta cleanup`: the dataset versions a table keeps."""
+"""`ipmeta versions`, `ipmeta rollback` and `ipmeta cleanup`: the dataset versions a table keeps.
+
+Each dataset has its own versions. Without ``--dataset``, ``versions`` and
+``cleanup`` visit every dataset of the table, and ``rollback`` the only one
+that serves (it asks for ``--dataset`` when there are several).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ipmeta_cli.arguments import non_negative_int
+from ipmeta_cli.arguments import dataset_name, non_negative_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION
+
+if TYPE_CHECKING:
+    from loader.store.table import LoaderTable
+
+
+def the_dataset(table: LoaderTable, requested: str | None) -> LoaderTable:
+    """The table in the keys of ``requested``, or of the only dataset that serves."""
+    from loader.errors import LoadNotFound
+
+    if requested is not None:
+        return table.for_dataset(requested)
+    names = table.read_dataset_names(consistent=True)
+    if len(names) != 1:
+        raise LoadNotFound(f"the table holds datasets {', '.join(names)}: name one with --dataset NAME")
+    return table.for_dataset(names[0])
 
 
 def command_versions(args: argparse.Namespace) -> int:
@@ -16,7 +37,9 @@ def command_versions(args: argparse.Namespace) -> int:
     from loader.store.table import LoaderTable
 
     with backend(args) as settings:
-        rows = retention.list_versions(LoaderTable.from_settings(settings))
+        table = LoaderTable.from_settings(settings)
+        names = [args.dataset] if args.dataset else table.read_started_datasets()
+        rows = [row for name in names for row in retention.list_versions(table.for_dataset(name))]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -25,7 +48,7 @@ def command_versions(args: argparse.Namespace) -> int:
     for row in rows:
         marker = "*" if row["active"] else " "
         print(
-            f"{marker} {row['version']:>6}  {row['status']:<8}  "
+            f"{marker} {row['dataset']:>12} {row['version']:>6}  {row['status']:<8}  "
             f"{row['items'] or 0:>9,} items  {row['sha256']}"
         )
     return 0
@@ -38,7 +61,7 @@ def command_rollback(args: argparse.Namespace) -> int:
 
     target = version_of(args.to) if args.to else None
     with backend(args) as settings:
-        outcome = retention.rollback(LoaderTable.from_settings(settings), target)
+        outcome = retention.rollback(the_dataset(LoaderTable.from_settings(settings), args.dataset), target)
     print(json.dumps(outcome, indent=2))
     return 0
 
@@ -49,29 +72,41 @@ def command_cleanup(args: argparse.Namespace) -> int:
     from loader.store.table import LoaderTable
 
     with backend(args) as settings:
-        outcome = retention.cleanup(
-            LoaderTable.from_settings(settings),
-            LocalStaging(Path(args.data_dir) / "staging"),
-            retention=args.retention,
-            grace_seconds=args.grace_seconds,
-        )
-    print(json.dumps(outcome, indent=2))
+        table = LoaderTable.from_settings(settings)
+        names = [args.dataset] if args.dataset else table.read_started_datasets()
+        outcomes = [
+            retention.cleanup(
+                table.for_dataset(name),
+                LocalStaging(Path(args.data_dir) / "staging"),
+                retention=args.retention,
+                grace_seconds=args.grace_seconds,
+            )
+            for name in names
+        ]
+    print(json.dumps(outcomes[0] if args.dataset else {"datasets": outcomes}, indent=2))
     return 0
+
+
+def add_dataset_argument(parser: argparse.ArgumentParser, default_meaning: str) -> None:
+    parser.add_argument("--dataset", type=dataset_name, help=f"e.g. city (default: {default_meaning})")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     versions = commands.add_parser("versions", help="list the dataset versions (* marks the active one)")
     add_backend_arguments(versions)
+    add_dataset_argument(versions, "every dataset")
     versions.add_argument("--json", action="store_true")
     versions.set_defaults(run=command_versions)
 
     rollback = commands.add_parser("rollback", help="switch back to a retained version, instantly")
     add_backend_arguments(rollback)
+    add_dataset_argument(rollback, "the only dataset the table serves")
     rollback.add_argument("--to", metavar="VERSION", help="e.g. v3 (default: the latest retired version)")
     rollback.set_defaults(run=command_rollback)
 
     cleanup = commands.add_parser("cleanup", help="delete versions beyond retention and failed loads")
     add_backend_arguments(cleanup)
+    add_dataset_argument(cleanup, "every dataset")
     cleanup.add_argument(
         "--retention", type=non_negative_int, default=DEFAULT_RETENTION, help="retired versions to keep"
     )

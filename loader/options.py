@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from ipmeta import keys
 from loader import reverse_index
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 
@@ -28,6 +29,9 @@ DEFAULT_PARTITION_ROWS: Final = 250_000
 
 @dataclass(frozen=True)
 class LoadOptions:
+    #: The dataset the load writes a version of (``keys.DATASET_NAME``). Not part of the
+    #: fingerprint: a load is compared with the active version of its own dataset only.
+    dataset: str = keys.DEFAULT_DATASET
     columns: Sequence[str] | None = None
     #: Declared metadata types, e.g. ``{"asn": "int", "lat": "float"}``; others are inferred.
     types: Mapping[str, str] = field(default_factory=dict)
@@ -60,6 +64,7 @@ class LoadOptions:
         """Refuse what a load would only trip over later (an execution's options arrive as JSON)."""
         from loader.formats.column_types import stored_type_of
 
+        keys.check_dataset_name(self.dataset)
         if self.overlaps not in OVERLAP_POLICIES:
             raise ValueError(f"overlaps must be one of {', '.join(OVERLAP_POLICIES)}, not {self.overlaps!r}")
         for name in ("chunk_size", "write_workers", "partition_rows", "shard_budget", "max_shards"):

@@ -33,15 +33,34 @@ class LoadStatus(StrEnum):
     DELETED = "deleted"
 
 
-def load_id_of(version: int) -> str:
-    """A load is named after the version it writes: ``v7``."""
-    return keys.format_version(version)
+#: Between a dataset's name and the version in a load id: a name never holds one.
+_LOAD_ID_SEPARATOR = "."
+
+
+def load_id_of(version: int, dataset: str) -> str:
+    """A load is named after the version it writes: ``v7`` in ``default``, ``city.v7`` in ``city``.
+
+    The dataset travels in the id, so every state of a load (and its staging
+    folder) knows whose keys it writes from the one id the state machine passes.
+    """
+    label = keys.format_version(version)
+    return label if dataset == keys.DEFAULT_DATASET else f"{dataset}{_LOAD_ID_SEPARATOR}{label}"
+
+
+def _split_load_id(load_id: str) -> tuple[str, int]:
+    dataset, _, label = load_id.rpartition(_LOAD_ID_SEPARATOR)
+    dataset = dataset or keys.DEFAULT_DATASET
+    if not label.startswith("v") or not label[1:].isdigit() or not keys.DATASET_NAME.fullmatch(dataset):
+        raise LoadNotFound(f"{load_id[:80]!r} is not a load id (expected v<number> or <dataset>.v<number>)")
+    return dataset, int(label[1:])
 
 
 def version_of(load_id: str) -> int:
-    if not load_id.startswith("v") or not load_id[1:].isdigit():
-        raise LoadNotFound(f"{load_id!r} is not a load id (expected v<number>)")
-    return int(load_id[1:])
+    return _split_load_id(load_id)[1]
+
+
+def dataset_of(load_id: str) -> str:
+    return _split_load_id(load_id)[0]
 
 
 #: Report entries too large for a load item or a state machine's output; the saved report keeps them.
@@ -144,7 +163,7 @@ class LoadItem:
 
     @property
     def load_id(self) -> str:
-        return load_id_of(self.version)
+        return load_id_of(self.version, self.options.dataset)
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> LoadItem:

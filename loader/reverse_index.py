@@ -172,28 +172,33 @@ class IndexPlan:
     flag_shards: int = 1
     flagged: int = 0
     values_too_long: int = 0  #: ranges left out of ``ranges-by-value``: value over the length limit
-    _keys_of: dict[tuple[int, str], keys.ValueKeys] = field(default_factory=dict, repr=False, compare=False)
+    _keys_of: dict[tuple[str, str], keys.ValueKeys] = field(default_factory=dict, repr=False, compare=False)
 
-    def _value_keys(self, version: int, field: str, plan: ShardPlan, label: str) -> keys.ValueKeys:
-        found = self._keys_of.get((version, label))
+    def _value_keys(
+        self, space: keys.KeySpace, version: int, field: str, plan: ShardPlan, label: str
+    ) -> keys.ValueKeys:
+        cached = (space.version_key(version), label)
+        found = self._keys_of.get(cached)
         if found is None:  # once per value, not once per range
-            found = keys.value_keys(version, field, label, plan.shards.get(label), plan.pack_starts)
-            self._keys_of[version, label] = found
+            found = space.value_keys(version, field, label, plan.shards.get(label), plan.pack_starts)
+            self._keys_of[cached] = found
         return found
 
     def attributes(
-        self, version: int, family: Family, start: int, values: Mapping[str, Any]
+        self, space: keys.KeySpace, version: int, family: Family, start: int, values: Mapping[str, Any]
     ) -> dict[str, str]:
         attributes: dict[str, str] = {}
         value = values.get(self.value_field) if self.value_field else None
         if self.value_field and self.values is not None and keys.is_indexable_value(value):
-            where = self._value_keys(version, self.value_field, self.values, keys.value_label(value))
+            where = self._value_keys(space, version, self.value_field, self.values, keys.value_label(value))
             shard = keys.shard_of(family, start, len(where.partition_keys))
             attributes[keys.GSI1_PARTITION_KEY] = where.partition_keys[shard]
             attributes[keys.GSI1_SORT_KEY] = keys.index_sort_key(family, start, where.sort_key_prefix)
         if self.flag_column and not keys.is_blank(values.get(self.flag_column)):
             shard = keys.shard_of(family, start, self.flag_shards)
-            attributes[keys.GSI2_PARTITION_KEY] = keys.flagged_partition_key(version, self.flag_column, shard)
+            attributes[keys.GSI2_PARTITION_KEY] = space.flagged_partition_key(
+                version, self.flag_column, shard
+            )
             attributes[keys.GSI2_SORT_KEY] = keys.index_sort_key(family, start)
         return attributes
 

@@ -32,6 +32,8 @@ LOADER_SERVICE_NAME: Final = "ipmeta-loader"
 #: Published (value 1) by the loader each time a version is activated; the
 #: data-age alarm fires when none arrived within the allowed age.
 METRIC_DATASET_ACTIVATED: Final = "DatasetActivated"
+#: The dimension that names the dataset of each loader metric (and of its alarms).
+METRIC_DATASET_DIMENSION: Final = "dataset"
 
 #: Retired versions kept for rollback (and ``?version=`` lookups) beyond the active one.
 DEFAULT_RETENTION: Final = 1

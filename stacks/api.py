@@ -28,6 +28,8 @@ from stacks.constants import (
     CORS_ALLOW_METHODS,
     CORS_MAX_AGE_SECONDS,
     ENV_CORS_ORIGINS,
+    ENV_DATASET_MAX_AGE_SECONDS,
+    ENV_DATASETS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
@@ -48,8 +50,8 @@ from stacks.http_api import HttpLookupFront
 from stacks.nag import acknowledge
 
 #: The lookup reads, never writes: a query for the piece at or before an
-#: address, and a get of the active-version pointer.
-LOOKUP_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem")
+#: address, a get of the table's list of datasets, and a batch get of their pointers.
+LOOKUP_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:BatchGetItem")
 LOOKUP_INDEX_ACTIONS = ("dynamodb:Query",)
 
 #: One JSON line per request, and the only line a request leaves when it goes
@@ -177,8 +179,13 @@ class LookupApi(Construct):
                 ENV_POINTER_CACHE_SECONDS: str(self._config.pointer_cache_seconds),
                 # Empty turns CORS off in the handler, as it is at API Gateway.
                 ENV_CORS_ORIGINS: ",".join(self._config.cors_allow_origins),
-                # /v1/health and the data-age alarm agree on what "too old" is.
+                # /v1/health and the data-age alarms agree on what "too old" is, per dataset.
                 ENV_HEALTH_MAX_DATASET_AGE_SECONDS: str(self._config.data_max_age_hours * 3600),
+                ENV_DATASET_MAX_AGE_SECONDS: json.dumps(
+                    {source.name: source.max_age_hours * 3600 for source in self._config.dataset_sources},
+                    separators=(",", ":"),
+                ),
+                ENV_DATASETS: ",".join(self._config.lookup_datasets),
                 ENV_RANGE_CACHE_BYTES: str(self._config.lookup_cache_mb * 1024 * 1024),
                 POWERTOOLS_SERVICE_NAME_ENV: LOOKUP_SERVICE_NAME,
                 POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,

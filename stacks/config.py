@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from aws_cdk import aws_logs as logs
@@ -17,6 +18,8 @@ from constructs import Node
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from ipmeta import keys
+from ipmeta.keys import DEFAULT_DATASET
 from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
 
 BILLING_ON_DEMAND: Final = "onDemand"
@@ -52,6 +55,72 @@ LOG_RETENTION: Final[Mapping[int, logs.RetentionDays]] = dict(
 
 class ConfigError(ValueError):
     """A context value is present but unusable."""
+
+
+def _relative_key(value: Any) -> Any:
+    """An object key, written with or without a leading slash."""
+    return value.strip().lstrip("/") if isinstance(value, str) else value
+
+
+def _checked_options(value: Any, key: str = "sourceOptions") -> Any:
+    """Load options as an execution's ``options``: a JSON object the loader itself accepts.
+
+    ``-c sourceOptions='{"format": "mmdb"}'`` arrives as JSON text.
+    """
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {}
+    if isinstance(value, dict):
+        from loader.options import LoadOptions
+
+        try:
+            options = LoadOptions.from_event(value)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{key}: {error}") from None
+        # The loader's functions read only from S3: a local path cannot exist there.
+        if options.locations is not None and not options.locations.startswith("s3://"):
+            raise ValueError(f"{key}: locations must be an s3:// URI")
+    return value
+
+
+class DatasetConfig(BaseModel):
+    """One dataset of the deployment (context ``datasets``): its source, schedule and freshness.
+
+    Unset fields take the top-level value of the same name (``scheduleCron``,
+    ``scheduleEnabled``, ``dataMaxAgeHours`` as ``maxAgeHours``); the source key
+    defaults to ``datasets/<name>/current.csv``.
+    """
+
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    source_key: str | None = None
+    source_options: dict[str, Any] = {}
+    schedule_cron: str | None = None
+    schedule_enabled: bool | None = None
+    upload_trigger: bool = False
+    max_age_hours: int | None = None
+
+    _key = field_validator("source_key", mode="before")(_relative_key)
+    _options = field_validator("source_options", mode="before")(_checked_options)
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """A dataset as the stack builds it: every field resolved against the top-level defaults."""
+
+    name: str
+    source_key: str
+    source_options: Mapping[str, Any]
+    schedule_cron: str
+    schedule_enabled: bool
+    upload_trigger: bool
+    max_age_hours: int
+
+    @property
+    def construct_suffix(self) -> str:
+        """``""`` for ``default`` (its constructs keep the ids they had before datasets), else ``City``."""
+        if self.name == DEFAULT_DATASET:
+            return ""
+        return "".join(part.capitalize() for part in self.name.split("-"))
 
 
 class IpmetaConfig(BaseModel):
@@ -94,6 +163,12 @@ class IpmetaConfig(BaseModel):
     #: The load options of scheduled and upload-triggered loads (an execution's ``options``):
     #: ``{"format": "geoip2-csv", "locations": "s3://…/Locations-en.csv"}``, say.
     source_options: dict[str, Any] = {}
+    #: Each dataset with its source, schedule and freshness (``DatasetConfig``), by name. Empty:
+    #: the ``default`` dataset alone, from ``sourceKey``, ``sourceOptions`` and ``scheduleCron``.
+    datasets: dict[str, DatasetConfig] = {}
+    #: The datasets a lookup reads without ``?datasets=``, in precedence order (the merged
+    #: view's fields come from the first that has them). Empty: every dataset, by name.
+    lookup_datasets: list[str] = []
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -118,29 +193,58 @@ class IpmetaConfig(BaseModel):
     def _trimmed(cls, value: Any) -> Any:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("source_key", mode="before")
-    @classmethod
-    def _relative_key(cls, value: Any) -> Any:
-        """An object key, written with or without a leading slash."""
-        return value.strip().lstrip("/") if isinstance(value, str) else value
+    _key = field_validator("source_key", mode="before")(_relative_key)
+    _options = field_validator("source_options", mode="before")(_checked_options)
 
-    @field_validator("source_options", mode="before")
+    @field_validator("datasets", mode="before")
     @classmethod
-    def _options_object(cls, value: Any) -> Any:
-        """``-c sourceOptions='{"format": "mmdb"}'`` is a JSON object; the loader must accept it."""
+    def _dataset_map(cls, value: Any) -> Any:
+        """``-c datasets='{"city": {...}}'`` arrives as JSON text; names must be dataset names."""
         if isinstance(value, str):
             value = json.loads(value) if value.strip() else {}
         if isinstance(value, dict):
-            from loader.options import LoadOptions
-
-            try:
-                options = LoadOptions.from_event(value)
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"sourceOptions: {error}") from None
-            # The loader's functions read only from S3: a local path cannot exist there.
-            if options.locations is not None and not options.locations.startswith("s3://"):
-                raise ValueError("sourceOptions: locations must be an s3:// URI")
+            for name in value:
+                keys.check_dataset_name(str(name))
         return value
+
+    @field_validator("lookup_datasets", mode="before")
+    @classmethod
+    def _dataset_list(cls, value: Any) -> Any:
+        """``-c lookupDatasets=city,asn`` or a JSON list; each a dataset name."""
+        if isinstance(value, str):
+            stripped = value.strip()
+            value = json.loads(stripped) if stripped.startswith("[") else stripped.split(",")
+        if isinstance(value, list):
+            value = [keys.check_dataset_name(str(name).strip()) for name in value if str(name).strip()]
+        return value
+
+    @property
+    def dataset_sources(self) -> list[DatasetSource]:
+        """The deployment's datasets, resolved: ``datasets``, or ``default`` from the top-level keys."""
+        if not self.datasets:
+            return [
+                DatasetSource(
+                    DEFAULT_DATASET,
+                    self.source_key,
+                    self.source_options,
+                    self.schedule_cron,
+                    self.schedule_enabled,
+                    self.upload_trigger,
+                    self.data_max_age_hours,
+                )
+            ]
+        return [
+            DatasetSource(
+                name,
+                dataset.source_key or f"{DATASETS_PREFIX}/{name}/current.csv",
+                dataset.source_options,
+                dataset.schedule_cron or self.schedule_cron,
+                self.schedule_enabled if dataset.schedule_enabled is None else dataset.schedule_enabled,
+                dataset.upload_trigger,
+                dataset.max_age_hours or self.data_max_age_hours,
+            )
+            for name, dataset in self.datasets.items()
+        ]
 
     @field_validator("cors_allow_origins", mode="before")
     @classmethod
@@ -152,6 +256,9 @@ class IpmetaConfig(BaseModel):
         if stripped.startswith("["):
             return json.loads(stripped)
         return [item.strip() for item in stripped.split(",") if item.strip()]
+
+    def _default_source(self) -> DatasetSource | None:
+        return next((source for source in self.dataset_sources if source.name == DEFAULT_DATASET), None)
 
     @property
     def provisioned(self) -> bool:
@@ -188,11 +295,28 @@ class IpmetaConfig(BaseModel):
                 self.activation_grace_seconds <= self.pointer_cache_seconds,
                 "activationGraceSeconds must exceed pointerCacheSeconds",
             ),
-            # FetchSource writes the source key, and that write would start the next load.
-            (self.upload_trigger and bool(self.source_url), "uploadTrigger and sourceUrl cannot both be set"),
+            # FetchSource writes the default dataset's source key, and that write would start the next load.
             (
-                not self.source_key or self.source_key.startswith(f"{CHUNK_PREFIX}/"),
-                "sourceKey must name an object outside the chunk prefix",
+                bool(self.source_url) and self._default_source() is None,
+                "sourceUrl downloads the default dataset's source: declare 'default' in datasets",
+            ),
+            (
+                bool(self.source_url) and (self._default_source() or _NO_TRIGGER).upload_trigger,
+                "uploadTrigger and sourceUrl cannot both be set",
+            ),
+            *(
+                (
+                    not source.source_key or source.source_key.startswith(f"{CHUNK_PREFIX}/"),
+                    f"the source key of {source.name} must name an object outside the chunk prefix",
+                )
+                for source in self.dataset_sources
+            ),
+            *(
+                (
+                    not 1 <= source.max_age_hours <= _MAX_DATA_AGE_HOURS,
+                    f"maxAgeHours of {source.name} must be 1..{_MAX_DATA_AGE_HOURS}",
+                )
+                for source in self.dataset_sources
             ),
             (
                 not 0 <= self.api_key_cache_seconds <= _MAX_API_KEY_CACHE_SECONDS,
@@ -204,6 +328,9 @@ class IpmetaConfig(BaseModel):
                 f"lookupCacheMb must be 0..lookupMemoryMb - {LOOKUP_BASELINE_MB}",
             ),
         ]
+
+
+_NO_TRIGGER: Final = DatasetSource(DEFAULT_DATASET, "", {}, "", False, False, 1)
 
 
 #: Context key -> default: the documented knobs, as ``cdk.json`` lists them.

@@ -14,6 +14,8 @@ from typing import Final
 from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
 from ipmeta.settings import (
     ENV_CORS_ORIGINS,
+    ENV_DATASET_MAX_AGE_SECONDS,
+    ENV_DATASETS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
@@ -31,6 +33,7 @@ from loader.settings import (
     ENV_SOURCE_URL,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
+    METRIC_DATASET_DIMENSION,
 )
 
 __all__ = [
@@ -38,6 +41,8 @@ __all__ = [
     "ENV_API_KEYS_SECRET_ARN",
     "ENV_CHUNK_PREFIX",
     "ENV_CORS_ORIGINS",
+    "ENV_DATASETS",
+    "ENV_DATASET_MAX_AGE_SECONDS",
     "ENV_EVENT_BUS_NAME",
     "ENV_EXPORTS_ENABLED",
     "ENV_HEALTH_MAX_DATASET_AGE_SECONDS",
@@ -51,6 +56,7 @@ __all__ = [
     "LOADER_SERVICE_NAME",
     "METRICS_NAMESPACE",
     "METRIC_DATASET_ACTIVATED",
+    "METRIC_DATASET_DIMENSION",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent

@@ -17,7 +17,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.constants import LOADER_SERVICE_NAME, METRIC_DATASET_ACTIVATED, METRICS_NAMESPACE
+from stacks.constants import (
+    LOADER_SERVICE_NAME,
+    METRIC_DATASET_ACTIVATED,
+    METRIC_DATASET_DIMENSION,
+    METRICS_NAMESPACE,
+)
 
 PERIOD: Final = Duration.minutes(5)
 API_5XX_THRESHOLD: Final = 5
@@ -37,13 +42,13 @@ _WRITE_OPERATIONS: Final = (
 )
 
 
-def dataset_activated_metric() -> cloudwatch.Metric:
-    """What the loader publishes (value 1) each time it activates a version."""
+def dataset_activated_metric(dataset: str) -> cloudwatch.Metric:
+    """What the loader publishes (value 1) each time it activates a version of ``dataset``."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=METRIC_DATASET_ACTIVATED,
-        # Powertools Metrics adds the service name as the only default dimension.
-        dimensions_map={"service": LOADER_SERVICE_NAME},
+        # Powertools Metrics adds the service name as a default dimension; the loader adds the dataset.
+        dimensions_map={"service": LOADER_SERVICE_NAME, METRIC_DATASET_DIMENSION: dataset},
         statistic=cloudwatch.Stats.SUM,
         period=Duration.hours(1),
     )
@@ -159,16 +164,17 @@ class Monitoring(Construct):
         )
 
     def _alarm_on_data_age(self) -> None:
-        hours = self._config.data_max_age_hours
-        # One hourly datapoint per hour of allowed age: the alarm fires when
-        # none of the last `hours` hours saw an activation. No data at all
-        # (nothing ever loaded, or the loader stopped publishing) also alarms.
-        self._add(
-            "DataTooOld",
-            f"No dataset version was activated in the last {hours} hours",
-            dataset_activated_metric(),
-            1,
-            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluation_periods=hours,
-            missing=cloudwatch.TreatMissingData.BREACHING,
-        )
+        for source in self._config.dataset_sources:
+            hours = source.max_age_hours
+            # One hourly datapoint per hour of allowed age: the alarm fires when
+            # none of the last `hours` hours saw an activation of the dataset. No data
+            # at all (nothing ever loaded, or the loader stopped publishing) also alarms.
+            self._add(
+                f"DataTooOld{source.construct_suffix}",
+                f"No version of dataset {source.name} was activated in the last {hours} hours",
+                dataset_activated_metric(source.name),
+                1,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=hours,
+                missing=cloudwatch.TreatMissingData.BREACHING,
+            )

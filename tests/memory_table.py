@@ -22,6 +22,7 @@ class InMemoryTable:
     def __init__(
         self, items: Sequence[dict[str, Any]], active: int | None = 1, covers: Sequence[Cover] = ()
     ) -> None:
+        self.space = keys.key_space()
         self.active = active
         self.pointer_reads = 0
         self.queries = 0
@@ -34,9 +35,12 @@ class InMemoryTable:
             pk: sorted(entries, key=lambda entry: entry[0]) for pk, entries in partitions.items()
         }
 
-    def read_active_version(self, *, consistent: bool = False) -> int | None:
+    def read_dataset_names(self, *, consistent: bool = False) -> list[str]:
+        return [self.space.dataset]
+
+    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]:
         self.pointer_reads += 1
-        return self.active
+        return {name: self.active if name == self.space.dataset else None for name in datasets}
 
     def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
         self.queries += 1

@@ -125,3 +125,17 @@ class FlagsNotIndexed(IpmetaError):
 
     status = 404
     code = "FLAGS_NOT_INDEXED"
+
+
+class DatasetInvalid(IpmetaError):
+    """A dataset name outside ``ipmeta.keys.DATASET_NAME`` (``?datasets=``, ``?version=``, ``dataset=``)."""
+
+    status = 400
+    code = "DATASET_INVALID"
+
+
+class DatasetNotFound(IpmetaError):
+    """A dataset name the table does not hold and the deployment does not declare."""
+
+    status = 404
+    code = "DATASET_NOT_FOUND"

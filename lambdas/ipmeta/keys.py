@@ -3,23 +3,30 @@
 The lookup, the loader, the CDK table construct and the tests all import it.
 If two places computed a bucket, one of them would be wrong.
 
-Table layout (one table, ``pk`` String + ``sk`` Number):
+Table layout (one table, ``pk`` String + ``sk`` Number), for each dataset:
 
-==========================  ==========================  ===========================
-item                        pk                          sk
-==========================  ==========================  ===========================
-range piece                 ``v{version}#{family}#{b}`` offset of the piece's first
-                                                        address within bucket ``b``
-active-version pointer      ``meta#pointer``            0
-version metadata            ``meta#versions``           version number
-version counter             ``meta#version-counter``    0
-cover list of a version     ``meta#covers#v{version}``  page number
-loader bookkeeping          ``meta#loads``, ...         (``loader.store.table``)
-==========================  ==========================  ===========================
+==========================  ==================================  ===========================
+item                        pk                                  sk
+==========================  ==================================  ===========================
+range piece                 ``{d}v{version}#{family}#{b}``      offset of the piece's first
+                                                                address within bucket ``b``
+active-version pointer      ``{d}meta#pointer``                 0
+version metadata            ``{d}meta#versions``                version number
+version counter             ``{d}meta#version-counter``         0
+cover list of a version     ``{d}meta#covers#v{version}``       page number
+loader bookkeeping          ``{d}meta#loads``, ...              (``loader.store.table``)
+the datasets' names         ``meta#datasets``                   0 (one item for the table)
+==========================  ==================================  ===========================
 
-Every ``meta#`` key sorts outside the range pieces' ``v{version}#`` keys; the
-loader's own bookkeeping items (load progress, lock, manifests) use further
-``meta#`` keys, which ``loader.store.table`` owns because the lookup never reads them.
+**Datasets.** A table holds any number of named datasets (``city``, ``asn``,
+``blocklist``), each with its own versions, pointer, loads, lock, covers and
+index keys. ``{d}`` is the dataset's prefix, ``ds#{name}#``, so two datasets
+never share a partition key and never contend for one. The ``default``
+dataset's prefix is empty: its keys are exactly those of a table written before
+datasets existed, so such a table is served as the ``default`` dataset with no
+migration. A name is lower-case letters, digits and ``-`` (``DATASET_NAME``):
+no ``#``, so no prefix is another's, and none starts with ``v`` or ``meta``
+once prefixed. ``KeySpace`` spells every key of one dataset.
 
 **Buckets.** IPv4 uses the /8 (first octet): 256 partition keys at most, and the
 largest bucket of the ASN file (``@ip-location-db/asn``) holds 5.4% of its
@@ -63,9 +70,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from ipmeta.ips import Address, Family
@@ -84,10 +93,19 @@ ADDRESS_BITS: dict[int, int] = {4: 32, 6: 128}
 BUCKET_PREFIX_BITS: dict[int, int] = {4: 8, 6: 24}
 
 META_SORT_KEY = 0
-POINTER_PK = "meta#pointer"
-VERSION_COUNTER_PK = "meta#version-counter"
-#: One partition holds every version's metadata, so listing versions is one Query.
-VERSIONS_PK = "meta#versions"
+#: The one item that names the datasets of the table, in two String Sets: those that serve
+#: (activated once: what a lookup fans out to) and those a load ever started (what cleanup visits).
+DATASETS_PK: Final = "meta#datasets"
+SERVING_DATASETS: Final = "names"
+STARTED_DATASETS: Final = "started"
+#: The dataset of every command and request that names none, and of tables older than datasets.
+DEFAULT_DATASET: Final = "default"
+MAX_DATASET_NAME_LENGTH: Final = 32
+#: Lower-case letters, digits and ``-``, starting with a letter: safe in keys, URLs and S3 prefixes.
+DATASET_NAME: Final = re.compile(rf"[a-z][a-z0-9-]{{0,{MAX_DATASET_NAME_LENGTH - 1}}}")
+_DATASET_PREFIX: Final = "ds#"
+#: Names a dataset cannot take: ``/v1/datasets/current`` is the active version's route.
+RESERVED_DATASET_NAMES: Final = frozenset({"current"})
 
 
 def _offset_bits(family: int) -> int:
@@ -131,20 +149,6 @@ def format_version(version: int) -> str:
     return f"v{version}"
 
 
-def partition_key(version: int, family: int, bucket: int) -> str:
-    return f"{format_version(version)}#{family}#{bucket_label(family, bucket)}"
-
-
-def covers_partition_key(version: int) -> str:
-    """The partition of a version's cover list (``ipmeta.records.Cover``); sk = page number."""
-    return f"meta#covers#{format_version(version)}"
-
-
-def lookup_key(version: int, address: Address) -> tuple[str, int]:
-    """The (pk, sk) a lookup of ``address`` queries with ``sk <= offset``."""
-    return partition_key(version, address.family, bucket_of(address)), encode_sort_key(address)
-
-
 @dataclass(frozen=True, slots=True)
 class BucketPiece:
     """The part of a range that lies inside one bucket."""
@@ -168,11 +172,6 @@ def bucket_name(family: int, bucket: int) -> str:
     return f"{family}#{bucket_label(family, bucket)}"
 
 
-def bucket_name_of_partition(partition: str) -> str:
-    """``v3#4#1`` → ``4#1``."""
-    return partition.split("#", 1)[1]
-
-
 # -- reverse-lookup indexes -------------------------------------------------------------
 # Two global secondary indexes answer the questions that go the other way. Both are
 # sparse: an item has an index's attributes only when it belongs in that index, and
@@ -187,7 +186,8 @@ def bucket_name_of_partition(partition: str) -> str:
 # ``flagged-ranges``  (sparse)          gsi2pk ``v{version}#{column}#{shard}``
 #                                       gsi2sk ``{family}#{start}``
 #
-# The version leads every index partition key, so answers never mix versions. The
+# The dataset's prefix and the version lead every index partition key, so answers never
+# mix datasets or versions. The
 # sort key is a String: the start of an IPv6 range does not fit a Number's 38
 # digits, and fixed-width hex sorts bytewise exactly as (family, start) does.
 # In a pack, the value's hash leads the sort key, so one value's entries are
@@ -263,15 +263,6 @@ def is_indexable_value(value: object) -> bool:
     return not is_blank(value) and len(value_label(value).encode()) <= MAX_INDEXED_VALUE_BYTES
 
 
-def value_partition_key(version: int, field: str, value: object, shard: int) -> str:
-    return f"{format_version(version)}#{field}#{value_label(value)}#{shard}"
-
-
-def pack_partition_key(version: int, field: str, pack: int) -> str:
-    """The key that rare values of ``field`` share: ``v7#asn##12``, an empty value slot."""
-    return f"{format_version(version)}#{field}##{pack}"
-
-
 def value_hash(label: str) -> int:
     """A packed value's place in the hash order: its pack, and its sort-key prefix."""
     return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "big")
@@ -296,33 +287,6 @@ def last_sort_key_of_prefix(prefix: str) -> str:
 def pack_of(label: str, pack_starts: Sequence[int]) -> int:
     """The pack holding ``label``: the last pack whose first hash is at or below the value's."""
     return max(0, bisect.bisect_right(pack_starts, value_hash(label)) - 1)
-
-
-@dataclass(frozen=True, slots=True)
-class ValueKeys:
-    """Where one value's entries are: its partition keys (shards), and their sort-key prefix."""
-
-    partition_keys: tuple[str, ...]
-    sort_key_prefix: str
-
-
-def value_keys(
-    version: int, field: str, label: str, own_shards: int | None, pack_starts: Sequence[int]
-) -> ValueKeys:
-    """The loader writes a value's entries here, and a query reads them from here.
-
-    ``own_shards`` is how many keys of its own the value has, None when it is packed.
-    """
-    if own_shards is None:
-        pack = pack_partition_key(version, field, pack_of(label, pack_starts))
-        return ValueKeys((pack,), value_sort_key_prefix(label))
-    return ValueKeys(
-        tuple(value_partition_key(version, field, label, shard) for shard in range(own_shards)), ""
-    )
-
-
-def flagged_partition_key(version: int, column: str, shard: int) -> str:
-    return f"{format_version(version)}#{column}#{shard}"
 
 
 def shard_of(family: int, start: int, shards: int) -> int:
@@ -361,3 +325,111 @@ def encode_pack_starts(starts: Sequence[int]) -> bytes:
 def decode_pack_starts(data: bytes) -> list[int]:
     raw = zlib.decompress(data)
     return [int.from_bytes(raw[offset : offset + 8], "big") for offset in range(0, len(raw), 8)]
+
+
+# -- datasets ------------------------------------------------------------------------------
+
+
+class DatasetNameInvalid(ValueError):
+    """A dataset name outside ``DATASET_NAME``."""
+
+
+def check_dataset_name(name: str) -> str:
+    if not DATASET_NAME.fullmatch(name):
+        raise DatasetNameInvalid(
+            f"{name[:40]!r} is not a dataset name: lower-case letters, digits and '-', "
+            f"starting with a letter, at most {MAX_DATASET_NAME_LENGTH} characters"
+        )
+    if name in RESERVED_DATASET_NAMES:
+        raise DatasetNameInvalid(f"{name!r} is reserved: /v1/datasets/{name} has a meaning of its own")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class ValueKeys:
+    """Where one value's entries are: its partition keys (shards), and their sort-key prefix."""
+
+    partition_keys: tuple[str, ...]
+    sort_key_prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """Every partition key of one dataset: its prefix (empty for ``default``) before the layout above."""
+
+    dataset: str
+    prefix: str
+
+    @property
+    def pointer(self) -> str:
+        return self.meta("pointer")
+
+    @property
+    def versions(self) -> str:
+        """One partition holds every version's metadata, so listing versions is one Query."""
+        return self.meta("versions")
+
+    @property
+    def version_counter(self) -> str:
+        return self.meta("version-counter")
+
+    def meta(self, name: str) -> str:
+        """A bookkeeping partition of this dataset (the loader's ``loads``, ``lock``, ...)."""
+        return f"{self.prefix}meta#{name}"
+
+    def version_key(self, version: int) -> str:
+        """What leads every key of one version of this dataset: unique across the table."""
+        return f"{self.prefix}{format_version(version)}"
+
+    def partition_key(self, version: int, family: int, bucket: int) -> str:
+        return f"{self.version_key(version)}#{family}#{bucket_label(family, bucket)}"
+
+    def covers_partition_key(self, version: int) -> str:
+        """The partition of a version's cover list (``ipmeta.records.Cover``); sk = page number."""
+        return self.meta(f"covers#{format_version(version)}")
+
+    def lookup_key(self, version: int, address: Address) -> tuple[str, int]:
+        """The (pk, sk) a lookup of ``address`` queries with ``sk <= offset``."""
+        return self.partition_key(version, address.family, bucket_of(address)), encode_sort_key(address)
+
+    def parse_partition_key(self, partition: str) -> tuple[int, Family, int] | None:
+        """``{d}v7#6#200100`` -> (7, 6, 0x200100); None for any other key (a cover list's)."""
+        if not partition.startswith(self.prefix):
+            return None
+        version, _, rest = partition.removeprefix(self.prefix).partition("#")
+        family_text, _, label = rest.partition("#")
+        if version[:1] != "v" or not version[1:].isdigit() or family_text not in ("4", "6") or not label:
+            return None
+        family: Family = 4 if family_text == "4" else 6
+        return int(version[1:]), family, int(label, 10 if family == 4 else 16)
+
+    def value_partition_key(self, version: int, field: str, value: object, shard: int) -> str:
+        return f"{self.version_key(version)}#{field}#{value_label(value)}#{shard}"
+
+    def pack_partition_key(self, version: int, field: str, pack: int) -> str:
+        """The key that rare values of ``field`` share: ``v7#asn##12``, an empty value slot."""
+        return f"{self.version_key(version)}#{field}##{pack}"
+
+    def value_keys(
+        self, version: int, field: str, label: str, own_shards: int | None, pack_starts: Sequence[int]
+    ) -> ValueKeys:
+        """The loader writes a value's entries here, and a query reads them from here.
+
+        ``own_shards`` is how many keys of its own the value has, None when it is packed.
+        """
+        if own_shards is None:
+            pack = self.pack_partition_key(version, field, pack_of(label, pack_starts))
+            return ValueKeys((pack,), value_sort_key_prefix(label))
+        return ValueKeys(
+            tuple(self.value_partition_key(version, field, label, shard) for shard in range(own_shards)), ""
+        )
+
+    def flagged_partition_key(self, version: int, column: str, shard: int) -> str:
+        return f"{self.version_key(version)}#{column}#{shard}"
+
+
+@lru_cache(maxsize=256)
+def key_space(dataset: str = DEFAULT_DATASET) -> KeySpace:
+    """The keys of ``dataset``; raises ``DatasetNameInvalid`` for a name outside ``DATASET_NAME``."""
+    check_dataset_name(dataset)
+    return KeySpace(dataset, "" if dataset == DEFAULT_DATASET else f"{_DATASET_PREFIX}{dataset}#")

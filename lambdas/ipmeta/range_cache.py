@@ -9,6 +9,8 @@ keeps these runs, so a later lookup of any address inside one needs no Query.
 - **By version.** A run is true of one dataset version only; entries of
   another version are never consulted, so once the pointer moves the old
   version's entries are unreachable, and LRU eviction reclaims their bytes.
+  A version is named by its key (``KeySpace.version_key``: ``v7``, ``ds#city#v7``),
+  so the datasets of a table share one cache and one byte bound, never an entry.
 - **Agnostic of the source.** Callers put runs that are true of the version
   (an item's range, a gap, a cover); the cache never derives one itself.
 - **Bounded in bytes**, least recently used out first. Each entry's size is
@@ -33,6 +35,7 @@ import sys
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any, Final
 
 #: What an entry costs beyond its bounds and its data: the entry object (``Span``,
@@ -48,7 +51,7 @@ class _Shelf:
 
     __slots__ = ("key", "spans", "starts")
 
-    def __init__(self, key: tuple[int, int]) -> None:
+    def __init__(self, key: tuple[Hashable, int]) -> None:
         self.key = key
         self.starts: list[int] = []
         self.spans: list[Span] = []
@@ -108,7 +111,7 @@ class RangeCache:
         self.misses = 0
         self._bytes = 0
         self._lock = threading.Lock()
-        self._shelves: dict[tuple[int, int], _Shelf] = {}
+        self._shelves: dict[tuple[Hashable, int], _Shelf] = {}
         #: Keys are the entries themselves (hashed by identity); values are unused.
         self._lru: OrderedDict[Span, None] = OrderedDict()
 
@@ -120,7 +123,7 @@ class RangeCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def find(self, version: int, family: int, value: int) -> Span | None:
+    def find(self, version: Hashable, family: int, value: int) -> Span | None:
         """The cached run of ``version`` that holds address ``value``, if any."""
         with self._lock:
             shelf = self._shelves.get((version, family))
@@ -135,7 +138,7 @@ class RangeCache:
             self.misses += 1
             return None
 
-    def put(self, version: int, family: int, start: int, end: int, data: dict[str, Any] | None) -> None:
+    def put(self, version: Hashable, family: int, start: int, end: int, data: dict[str, Any] | None) -> None:
         """Remember that ``start..end`` of ``version`` answers ``data`` (None: a gap).
 
         A run with the start of a cached one replaces it only if it reaches

@@ -88,11 +88,11 @@ class ValueIndex:
             raise ValueInvalid(f"{self.field} holds integers, optionally written AS13335; got {text[:64]!r}")
         return keys.value_label(int(digits))
 
-    def keys_of(self, version: int, label: str) -> keys.ValueKeys:
+    def keys_of(self, space: keys.KeySpace, version: int, label: str) -> keys.ValueKeys:
         if self.pack_starts is None:  # loaded before packing: every value has keys of its own
-            return keys.value_keys(version, self.field, label, int(self.own_shards.get(label, 1)), ())
+            return space.value_keys(version, self.field, label, int(self.own_shards.get(label, 1)), ())
         own = self.own_shards.get(keys.value_hash_text(label))
-        return keys.value_keys(version, self.field, label, own, self.pack_starts)
+        return space.value_keys(version, self.field, label, own, self.pack_starts)
 
 
 @dataclass(frozen=True)
@@ -160,42 +160,47 @@ class Listing:
     scope: str  #: what a token is bound to, e.g. ``value:asn=13335``
     partition_keys: tuple[str, ...]
     sort_key_prefix: str = ""  #: a packed value's, which its key shares with other values
+    dataset: str = keys.DEFAULT_DATASET  #: whose version this is: a token is bound to it too
 
 
-def ranges_of_value(indexes: ReverseIndexes, version: int, field: str | None, value: str | None) -> Listing:
+def ranges_of_value(
+    indexes: ReverseIndexes, space: keys.KeySpace, version: int, field: str | None, value: str | None
+) -> Listing:
+    name = f"dataset {space.dataset} {keys.format_version(version)}"
     if indexes.values is None:
-        raise FieldNotIndexed(
-            f"dataset {keys.format_version(version)} has no value index; load it with --index-field FIELD"
-        )
+        raise FieldNotIndexed(f"{name} has no value index; load it with --index-field FIELD")
     if not field or field.strip().lower() != indexes.values.field:
         raise FieldNotIndexed(
-            f"field must be {indexes.values.field!r}, the field dataset "
-            f"{keys.format_version(version)} is indexed by" + (f" (got {field[:64]!r})" if field else "")
+            f"field must be {indexes.values.field!r}, the field {name} is indexed by"
+            + (f" (got {field[:64]!r})" if field else "")
         )
     if value is None or keys.is_blank(value):
         raise ValueMissing("value is required: the value of the field whose ranges to list")
     label = indexes.values.label(value)
-    where = indexes.values.keys_of(version, label)
+    where = indexes.values.keys_of(space, version, label)
     return Listing(
         keys.RANGES_BY_VALUE,
         version,
         f"value:{indexes.values.field}={label}",
         where.partition_keys,
         where.sort_key_prefix,
+        space.dataset,
     )
 
 
-def flagged_ranges(indexes: ReverseIndexes, version: int) -> Listing:
+def flagged_ranges(indexes: ReverseIndexes, space: keys.KeySpace, version: int) -> Listing:
     if indexes.flags is None:
         raise FlagsNotIndexed(
-            f"dataset {keys.format_version(version)} was loaded without --flag-column; nothing is flagged"
+            f"dataset {space.dataset} {keys.format_version(version)} was loaded without --flag-column; "
+            "nothing is flagged"
         )
     column = indexes.flags.column
     return Listing(
         keys.FLAGGED,
         version,
         f"flag:{column}",
-        tuple(keys.flagged_partition_key(version, column, shard) for shard in range(indexes.flags.shards)),
+        tuple(space.flagged_partition_key(version, column, shard) for shard in range(indexes.flags.shards)),
+        dataset=space.dataset,
     )
 
 
@@ -310,12 +315,14 @@ def _expand(position: str) -> str:
 
 
 def encode_token(listing: Listing, cursor: Cursor, key: bytes) -> str:
-    body = {
+    body: dict[str, Any] = {
         "v": listing.version,
         "q": listing.scope,
         "p": {str(shard): _compact(position) for shard, position in sorted(cursor.positions.items())},
         "d": sorted(cursor.done),
     }
+    if listing.dataset != keys.DEFAULT_DATASET:  # tokens of the default dataset stay as they were
+        body["s"] = listing.dataset
     payload = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
     return f"{_b64(payload)}.{_b64(_signature(key, payload))}"
 
@@ -325,6 +332,7 @@ class Token:
     version: int
     scope: str
     cursor: Cursor
+    dataset: str = keys.DEFAULT_DATASET
 
 
 def decode_token(text: str, key: bytes) -> Token:
@@ -341,6 +349,8 @@ def decode_token(text: str, key: bytes) -> Token:
     try:
         body = json.loads(zlib.decompress(payload))
         positions = {int(shard): _expand(str(position)) for shard, position in body["p"].items()}
-        return Token(int(body["v"]), str(body["q"]), Cursor(positions, frozenset(int(s) for s in body["d"])))
+        done = frozenset(int(shard) for shard in body["d"])
+        dataset = str(body.get("s", keys.DEFAULT_DATASET))
+        return Token(int(body["v"]), str(body["q"]), Cursor(positions, done), dataset)
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as error:
         raise InvalidToken("next is not a page token of this API") from error

@@ -6,8 +6,10 @@ re-exports them so the stack sets exactly what the code reads.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 ENV_TABLE_NAME = "IPMETA_TABLE_NAME"
 ENV_DYNAMODB_ENDPOINT = "IPMETA_DYNAMODB_ENDPOINT"
@@ -49,6 +51,10 @@ ENV_BATCH_MAX_IPS = "IPMETA_BATCH_MAX_IPS"
 ENV_BATCH_CONCURRENCY = "IPMETA_BATCH_CONCURRENCY"
 ENV_TRUSTED_PROXY_HOPS = "IPMETA_TRUSTED_PROXY_HOPS"
 ENV_HEALTH_MAX_DATASET_AGE_SECONDS = "IPMETA_HEALTH_MAX_DATASET_AGE_SECONDS"
+#: The datasets a lookup answers from by default, in precedence order (comma-separated).
+ENV_DATASETS = "IPMETA_DATASETS"
+#: Each dataset's own maximum age for ``/v1/health``, as JSON: ``{"city": 691200}``.
+ENV_DATASET_MAX_AGE_SECONDS = "IPMETA_DATASET_MAX_AGE_SECONDS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +73,16 @@ class ApiSettings:
     #: 0 ignores ``X-Forwarded-For`` (anyone can forge it); n trusts the n
     #: proxies in front of API Gateway and takes the n-th address from the right.
     trusted_proxy_hops: int = 0
-    #: ``/v1/health`` turns 503 when the active dataset was loaded longer ago.
+    #: ``/v1/health`` turns 503 when an active dataset was loaded longer ago (unless it has its own).
     health_max_dataset_age_seconds: int = 8 * 24 * 3600
+    #: The datasets declared at deploy time, in precedence order (``ipmeta.catalog``): lookups
+    #: answer from these first. Empty: every dataset of the table, by name.
+    datasets: tuple[str, ...] = ()
+    #: A maximum age per dataset, where it differs from ``health_max_dataset_age_seconds``.
+    dataset_max_age_seconds: Mapping[str, int] = field(default_factory=dict)
+
+    def max_age_of(self, dataset: str) -> int:
+        return int(self.dataset_max_age_seconds.get(dataset, self.health_max_dataset_age_seconds))
 
     @classmethod
     def from_environment(cls) -> ApiSettings:
@@ -87,6 +101,13 @@ class ApiSettings:
             health_max_dataset_age_seconds=int(
                 os.environ.get(ENV_HEALTH_MAX_DATASET_AGE_SECONDS, defaults.health_max_dataset_age_seconds)
             ),
+            datasets=tuple(
+                name.strip() for name in os.environ.get(ENV_DATASETS, "").split(",") if name.strip()
+            ),
+            dataset_max_age_seconds={
+                str(name): int(seconds)
+                for name, seconds in json.loads(os.environ.get(ENV_DATASET_MAX_AGE_SECONDS) or "{}").items()
+            },
         )
 
 

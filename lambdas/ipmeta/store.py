@@ -7,9 +7,11 @@ switch) is the loader's, in ``loader.store.table``, which extends this class.
 
 from __future__ import annotations
 
+import copy
+import time
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import boto3
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
@@ -28,6 +30,9 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 Item = dict[str, Any]
+#: BatchGetItem's limit on keys a call, and how often unprocessed keys are asked for again.
+_BATCH_GET_LIMIT = 100
+_BATCH_GET_ATTEMPTS = 5
 
 
 def _plain(value: Any) -> Any:
@@ -93,13 +98,33 @@ def item_key(partition_key: str, sort_key: int) -> dict[str, AttributeValueTypeD
 
 
 class Store:
-    """The reads of one DynamoDB table laid out as ``ipmeta.keys`` describes."""
+    """The reads of one DynamoDB table laid out as ``ipmeta.keys`` describes, in one dataset's keys."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str, space: keys.KeySpace | None = None) -> None:
         self.client = client
         self.table_name = table_name
+        self.space = space or keys.key_space()
         #: Each version's cover list, read once per container (a version's covers never change).
         self._covers = CoverCatalog(self.read_covers)
+        #: The views of this table in other datasets' keys, shared by every view: one each.
+        self._views: dict[str, Store] = {self.space.dataset: self}
+
+    @property
+    def dataset(self) -> str:
+        return self.space.dataset
+
+    def for_dataset(self, dataset: str) -> Self:
+        """The same table and client, in ``dataset``'s keys (``DatasetNameInvalid`` for a bad name).
+
+        One view per dataset and table object, so each dataset's cover lists are read once.
+        """
+        view = self._views.get(dataset)
+        if view is None:
+            view = copy.copy(self)
+            view.space = keys.key_space(dataset)
+            view._covers = CoverCatalog(view.read_covers)
+            view = self._views.setdefault(dataset, view)
+        return cast(Self, view)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> Store:
@@ -184,15 +209,46 @@ class Store:
     # -- the active-version pointer and version metadata --------------------------
 
     def read_active_version(self, *, consistent: bool = False) -> int | None:
-        item = self._get(keys.POINTER_PK, keys.META_SORT_KEY, consistent=consistent)
+        item = self._get(self.space.pointer, keys.META_SORT_KEY, consistent=consistent)
         return int(item["version"]) if item else None
 
+    def read_dataset_names(self, *, consistent: bool = False) -> list[str]:
+        """The datasets that lookups fan out to (each had an active version), sorted.
+
+        A table older than datasets, or whose datasets are all still on their first
+        load, serves ``default`` alone: the keys of the layout before datasets.
+        """
+        item = self._get(keys.DATASETS_PK, keys.META_SORT_KEY, consistent=consistent)
+        names = item.get(keys.SERVING_DATASETS) if item else None
+        return sorted(names) if names else [keys.DEFAULT_DATASET]
+
+    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]:
+        """Each dataset's active version (None: not active): one BatchGetItem of their pointers."""
+        pointers = {keys.key_space(name).pointer: name for name in datasets}
+        found: dict[str, int | None] = dict.fromkeys(datasets)
+        requested = [item_key(pointer, keys.META_SORT_KEY) for pointer in pointers]
+        for start in range(0, len(requested), _BATCH_GET_LIMIT):
+            pending = requested[start : start + _BATCH_GET_LIMIT]
+            for attempt in range(_BATCH_GET_ATTEMPTS):
+                response = self.client.batch_get_item(RequestItems={self.table_name: {"Keys": pending}})
+                for raw in response.get("Responses", {}).get(self.table_name, []):
+                    item = deserialize_item(raw)
+                    found[pointers[item[keys.PARTITION_KEY]]] = int(item["version"])
+                unprocessed = response.get("UnprocessedKeys", {}).get(self.table_name)
+                if not unprocessed:
+                    break
+                pending = list(unprocessed["Keys"])
+                time.sleep(0.01 * 2**attempt)
+            else:
+                raise RuntimeError("DynamoDB left pointer reads unprocessed after retries")
+        return found
+
     def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
-        item = self._get(keys.VERSIONS_PK, version, consistent=consistent)
+        item = self._get(self.space.versions, version, consistent=consistent)
         return VersionMeta.from_item(item) if item else None
 
     def list_version_metas(self) -> list[VersionMeta]:
-        return [VersionMeta.from_item(item) for item in self._query_partition(keys.VERSIONS_PK)]
+        return [VersionMeta.from_item(item) for item in self._query_partition(self.space.versions)]
 
     def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
         """The cover holding a bucket of ``version``; the first call per version reads its list."""
@@ -202,7 +258,7 @@ class Store:
         """The version's cover list: a Query of its pages, once per container and version."""
         return [
             Cover.from_item(entry)
-            for page in self._query_partition(keys.covers_partition_key(version))
+            for page in self._query_partition(self.space.covers_partition_key(version))
             for entry in page.get("covers", [])
         ]
 

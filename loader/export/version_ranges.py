@@ -31,7 +31,9 @@ def iter_version_ranges(
     if manifest is None:
         raise LoadNotFound(f"{keys.format_version(version)} has no manifest: it is not a loaded version")
     partitions = sorted(
-        bucket for bucket in map(_bucket_of_partition, manifest.partitions) if bucket and bucket[0] == version
+        (*parsed, partition)
+        for partition in manifest.partitions
+        if (parsed := table.space.parse_partition_key(partition)) is not None and parsed[0] == version
     )
     stored = (
         _range_of(family, item)
@@ -52,16 +54,6 @@ def covers_as_ranges(covers: Iterable[Cover]) -> list[ExportRange]:
     return [
         ExportRange(4 if cover.family == 4 else 6, cover.start, cover.end, cover.data) for cover in covers
     ]
-
-
-def _bucket_of_partition(partition: str) -> tuple[int, Family, int, str] | None:
-    """``v7#6#200100`` -> (7, 6, 0x200100, the key); None for other keys (the cover list's)."""
-    version, _, rest = partition.partition("#")
-    family_text, _, label = rest.partition("#")
-    if not version.startswith("v") or family_text not in ("4", "6") or not label:
-        return None
-    family: Family = 4 if family_text == "4" else 6
-    return int(version[1:]), family, int(label, 10 if family == 4 else 16), partition
 
 
 def _range_of(family: Family, item: Mapping[str, Any]) -> ExportRange:

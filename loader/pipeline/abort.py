@@ -17,6 +17,7 @@ REJECTIONS: Final = frozenset({"LoadRejected", "SourceError", "OverlapRejected"}
 def fail(load_id: str, error: str, table: LoaderTable, *, now: float | None = None) -> None:
     """Mark a load failed and free the lock; cleanup deletes its partial version after the grace period."""
     version = version_of(load_id)
+    table = table.for_load(load_id)
     at = int(time.time() if now is None else now)
     load = table.get_load(version)
     if load is not None and load.status == LoadStatus.ACTIVATED:
@@ -39,6 +40,7 @@ def discard(load_id: str, table: LoaderTable, staging: Staging | None = None) ->
     cleanup can find and delete what it wrote. Returns whether it was discarded.
     """
     version = version_of(load_id)
+    table = table.for_load(load_id)
     load = table.get_load(version)
     if load is not None and (
         load.status != LoadStatus.PREPARING or table.get_version_meta(version) is not None

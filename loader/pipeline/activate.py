@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
+from ipmeta.keys import format_version
 from ipmeta.records import VersionStatus
 from loader.errors import (
     ActivationConflict,
@@ -20,7 +21,7 @@ from loader.errors import (
 )
 from loader.pipeline.abort import fail
 from loader.pipeline.staged import REPORT
-from loader.records import LoadItem, LoadReport, LoadStatus, load_id_of, version_of
+from loader.records import LoadItem, LoadReport, LoadStatus, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 from loader.store import events
 from loader.store.staging import Staging
@@ -88,11 +89,14 @@ def activate(
 
     ``export`` (``export_task.Exported``, written before activation) goes into the change event.
     """
+    table = table.for_load(load_id)
     load = activatable_load(load_id, table)
     if load.status == LoadStatus.ACTIVATED:
         return Activation(load_id, load.version, LoadStatus.ACTIVATED, load.report)
     table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
     verify(load, table)
+    # Named before the switch (idempotently): a dataset that answers is always one lookups fan out to.
+    table.register_dataset(serving=True)
     _switch_pointer(load, table, now=now)
     at = time.time() if now is None else now
     table.set_version_status(load.version, VersionStatus.ACTIVE, int(at))
@@ -103,8 +107,9 @@ def activate(
     table.release_lock(load_id)
     events.emit_activated(
         {
-            "version": load_id,
-            "previous": load_id_of(load.previous) if load.previous else None,
+            "dataset": table.dataset,
+            "version": format_version(load.version),
+            "previous": format_version(load.previous) if load.previous else None,
             "items": load.items,
             "rows": report.rows_read,
             "sha256": load.sha256,
@@ -115,6 +120,7 @@ def activate(
 
 
 def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
+    table = table.for_load(load_id)
     load = table.get_load(version_of(load_id))
     if load is None:
         raise LoadNotFound(f"no load {load_id}")
@@ -149,8 +155,8 @@ def _lose_activation(
 ) -> NoReturn:
     message = (
         f"load {load_id} lost activation: it started from "
-        f"{load_id_of(previous) if previous else 'no dataset'}, but "
-        f"{load_id_of(current) if current else 'none'} is active now (another load activated first); "
+        f"{format_version(previous) if previous else 'no version'}, but "
+        f"{format_version(current) if current else 'none'} is active now (another load activated first); "
         f"{load_id} stays inactive and cleanup will delete it"
     )
     fail(load_id, message, table, now=now)

@@ -83,7 +83,7 @@ def run_load(
     )
     if started.status == starting.UNCHANGED:
         report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
-        meta = table.get_version_meta(started.version)
+        meta = table.for_load(started.load_id).get_version_meta(started.version)
         items = meta.items if meta else 0
         return LoadResult("unchanged", started.load_id, started.version, items, _since(began), report=report)
     try:
@@ -144,7 +144,7 @@ def prepare(
     started = starting.start(sources, options, table, staging, now=now)
     if started.status == starting.UNCHANGED:
         assert table is not None  # only a load against a table can find itself unchanged
-        meta = table.get_version_meta(started.version)
+        meta = table.for_load(started.load_id).get_version_meta(started.version)
         report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
         return Prepared("unchanged", started.load_id, started.version, 0, meta.items if meta else 0, report)
     return _prepare(started, table, staging, workers=workers, progress=False, began=time.time())
@@ -166,7 +166,7 @@ def _prepare(
     """Scan, plan the partitions, resolve them, plan the writes (each step skips what is done)."""
     if started.load_status == LoadStatus.PREPARED:
         assert table is not None  # a resumed load has a table
-        load = table.get_load(started.version)
+        load = table.for_load(started.load_id).get_load(started.version)
         assert load is not None
         return Prepared(
             "prepared", started.load_id, started.version, load.chunks, load.items, load.report, load.done

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ipmeta.keys import format_version
 from ipmeta.records import VersionMeta
 from loader.errors import LoadNotFound
 from loader.export.files import ExportStats, write_mmdb
@@ -60,8 +61,9 @@ class Exported:
         return asdict(self)
 
 
-def export_key(version: int) -> str:
-    return f"{EXPORT_PREFIX}/{load_id_of(version)}.mmdb"
+def export_key(version: int, dataset: str) -> str:
+    """``exports/v7.mmdb`` for ``default``, ``exports/city.v7.mmdb`` for ``city``: named after the load."""
+    return f"{EXPORT_PREFIX}/{load_id_of(version, dataset)}.mmdb"
 
 
 def export_version(
@@ -74,6 +76,7 @@ def export_version(
     now: float | None = None,
 ) -> Exported:
     """Verify the load's version, write it as a MaxMind DB under ``workdir`` (/tmp), upload it, delete it."""
+    table = table.for_load(load_id)
     load = activatable_load(load_id, table)
     if load.status == LoadStatus.PREPARED:
         table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
@@ -81,7 +84,7 @@ def export_version(
     meta = table.get_version_meta(load.version)
     if meta is None:
         raise LoadNotFound(f"load {load_id} has no version metadata to export")
-    key = export_key(load.version)
+    key = export_key(load.version, table.dataset)
     with tempfile.TemporaryDirectory(prefix="ipmeta-export-", dir=workdir) as folder:
         out = Path(folder) / Path(key).name
         stats = write_version_mmdb(table, meta, out)
@@ -104,4 +107,5 @@ def write_version_mmdb(table: LoaderTable, meta: VersionMeta, out: Path) -> Expo
 
 def mmdb_description(meta: VersionMeta) -> str:
     loaded = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(meta.created_at))
-    return f"ipmeta dataset {load_id_of(meta.version)}; source sha256 {meta.sha256}; loaded {loaded}"
+    name = meta.load_id or format_version(meta.version)
+    return f"ipmeta dataset {name}; source sha256 {meta.sha256}; loaded {loaded}"

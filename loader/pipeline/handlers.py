@@ -1,7 +1,9 @@
 """Lambda entry points of the load state machine: ``loader.pipeline.handlers.<state>``.
 
-Execution input: ``{"source": "s3://bucket/key", "options": {...}}`` (or
-``"sources": [...]`` for several files of one dataset).
+Execution input: ``{"dataset": "city", "source": "s3://bucket/key", "options": {...}}``
+(or ``"sources": [...]`` for several files of one dataset; without ``dataset``, the
+``default`` one). The dataset travels on in the load id (``city.v7``), so every
+later state knows whose keys it writes.
 
 - ``fetch_source``: downloads ``IPMETA_SOURCE_URL`` into the source bucket;
 - ``start``: unchanged, resumed or new; ``{"status", "load_id", "version",
@@ -14,9 +16,10 @@ Execution input: ``{"source": "s3://bucket/key", "options": {...}}`` (or
 - ``write_chunks``: chunks, one or a batch;
 - ``export`` (with ``exportMmdb``): ``{"load_id"}`` -> ``{"bucket", "key",
   "format", "bytes", "ranges", "ipv6_left_out", "seconds"}``: the version as
-  ``exports/<version>.mmdb`` (``loader.pipeline.export_task``);
+  ``exports/<load id>.mmdb`` (``loader.pipeline.export_task``);
 - ``activate``: ``{"load_id", "export"?}``; the change event names the export;
-- ``cleanup``: ``{}`` on a schedule, or ``{"load_id"}`` after an activation;
+- ``cleanup``: ``{}`` on a schedule (every dataset), or ``{"load_id"}`` after an
+  activation (that load's dataset);
 - ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
   and frees the lock; ``cleanup`` deletes its partial version later.
 
@@ -40,6 +43,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from ipmeta.keys import DEFAULT_DATASET
 from ipmeta.settings import METRICS_NAMESPACE, Settings
 from loader.options import LoadOptions
 from loader.pipeline import abort as abort_task
@@ -51,6 +55,7 @@ from loader.pipeline import start as start_task
 from loader.pipeline import write as write_task
 from loader.pipeline.resolve import resolve_partition
 from loader.pipeline.scan import scan_source
+from loader.records import dataset_of
 from loader.settings import (
     ENV_EXPORTS_ENABLED,
     ENV_SOURCE_BUCKET,
@@ -58,6 +63,7 @@ from loader.settings import (
     ENV_SOURCE_URL,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
+    METRIC_DATASET_DIMENSION,
 )
 from loader.store import s3
 from loader.store.table import LoaderTable, WriteStats
@@ -85,6 +91,9 @@ def reset() -> None:
 
 @logger.inject_lambda_context
 def fetch_source(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """``sourceUrl`` is the default dataset's source: a load of another dataset passes through."""
+    if execution_options(event).get("dataset", DEFAULT_DATASET) != DEFAULT_DATASET:
+        return event
     url = os.environ[ENV_SOURCE_URL]
     bucket = os.environ[ENV_SOURCE_BUCKET]
     key = os.environ.get(ENV_SOURCE_KEY) or f"sources/{url.rstrip('/').rsplit('/', 1)[-1]}"
@@ -94,12 +103,20 @@ def fetch_source(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
             shutil.copyfileobj(response, target, 1 << 20)
         s3.upload(download, bucket, key)
     logger.info("source fetched", extra={"url": url, "key": key})
-    return {"source": f"s3://{bucket}/{key}", "options": event.get("options", {})}
+    return {"source": f"s3://{bucket}/{key}", "options": execution_options(event)}
+
+
+def execution_options(event: dict[str, Any]) -> dict[str, Any]:
+    """The load options of an execution, with its ``dataset`` (input key or option) among them."""
+    options = dict(event.get("options") or {})
+    if event.get("dataset"):
+        options["dataset"] = event["dataset"]
+    return options
 
 
 @logger.inject_lambda_context
 def start(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    options = LoadOptions.from_event(event.get("options"))
+    options = LoadOptions.from_event(execution_options(event))
     sources = event.get("sources") or [event["source"]]
     started = start_task.start(sources, options, _table(), _staging())
     logger.info("started", extra={"status": started.status, "load_id": started.load_id})
@@ -173,7 +190,8 @@ def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @metrics.log_metrics
 def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     outcome = activate_task.activate(event["load_id"], _table(), _staging(), export=event.get("export"))
-    # The data-age alarm fires when no activation arrived within the allowed age.
+    # Each dataset's data-age alarm fires when no activation of it arrived within its allowed age.
+    metrics.add_dimension(name=METRIC_DATASET_DIMENSION, value=dataset_of(event["load_id"]))
     metrics.add_metric(name=METRIC_DATASET_ACTIVATED, unit=MetricUnit.Count, value=1)
     # The per-bucket table stays in the saved report; Step Functions payloads are small.
     report = outcome.report.summary()
@@ -188,17 +206,24 @@ def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context
 def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = retention.cleanup(_table(), _staging(), also_delete=_export_deleter())
-    logger.info("cleanup", extra=outcome)
-    return outcome
+    """After an activation, the dataset of that load; on the schedule, every dataset of the table."""
+    table = _table()
+    load_id = event.get("load_id")
+    names = [dataset_of(load_id)] if load_id else table.read_started_datasets()
+    outcomes = []
+    for name in names:
+        outcome = retention.cleanup(table.for_dataset(name), _staging(), also_delete=_export_deleter(name))
+        logger.info("cleanup", extra=outcome)
+        outcomes.append(outcome)
+    return {"datasets": outcomes}
 
 
-def _export_deleter() -> Callable[[int], None] | None:
+def _export_deleter(dataset: str) -> Callable[[int], None] | None:
     """With exports on, a deleted version's file goes with it: it would answer for data no longer served."""
     if os.environ.get(ENV_EXPORTS_ENABLED) != "true":
         return None
     bucket = os.environ[ENV_SOURCE_BUCKET]
-    return lambda version: s3.delete(bucket, export_task.export_key(version))
+    return lambda version: s3.delete(bucket, export_task.export_key(version, dataset))
 
 
 @logger.inject_lambda_context

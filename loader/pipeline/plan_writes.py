@@ -53,6 +53,8 @@ class WritePlan:
     index: dict[str, Any] | None  #: ``reverse_index.index_plan_to_json``
     #: partition -> run -> ``[start or None, end or None]``: the true bounds of edge segments
     patches: dict[str, dict[str, list[int | None]]] = field(default_factory=dict)
+    #: The dataset whose keys the items take (a dry run's id names none).
+    dataset: str = keys.DEFAULT_DATASET
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()
@@ -103,6 +105,7 @@ def plan_writes(
         chunks=chunks,
         index=reverse_index.index_plan_to_json(index) if index else None,
         patches=patches,
+        dataset=descriptor.options.dataset,
     )
     staging.put(load_id, staged.WRITES, writes.to_json())
     staging.put(load_id, staged.SECTIONS, staged.sections_table([summary.offsets for summary in summaries]))
@@ -112,7 +115,7 @@ def plan_writes(
     report = _report(load, chunks, started)
     staging.put(load_id, staged.REPORT, report.to_json())
     if table is not None and not descriptor.dry_run:
-        _record_version(table, load, writes, report, chunk_items=items)
+        _record_version(table.for_load(load_id), load, writes, report, chunk_items=items)
     status = "dry-run" if descriptor.dry_run else "prepared"
     return Prepared(status, load_id, descriptor.version, chunks, items, report, covers=tuple(covers))
 
@@ -318,10 +321,11 @@ def _record_version(
     )
     version = descriptor.version
     manifest = {
-        keys.partition_key(version, family, bucket): count for (family, bucket), count in per_bucket.items()
+        table.space.partition_key(version, family, bucket): count
+        for (family, bucket), count in per_bucket.items()
     }
     if covers:
-        manifest[keys.covers_partition_key(version)] = table.put_covers(version, covers)
+        manifest[table.space.covers_partition_key(version)] = table.put_covers(version, covers)
         table.put_cover_heads(version, covers, index)
     table.put_manifest(version, Manifest(manifest))
     items = sum(per_bucket.values())

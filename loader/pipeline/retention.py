@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ipmeta.errors import NoDataset, VersionNotFound
+from ipmeta.keys import format_version
 from ipmeta.records import VersionMeta, VersionStatus
 from loader.records import LoadItem, LoadStatus, LockItem, load_id_of
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS, DEFAULT_RETENTION
@@ -59,14 +60,15 @@ def cleanup(
     doomed.pop(active or 0, None)
     deleted = [
         {
-            "version": load_id_of(version),
+            "version": format_version(version),
             "reason": reason,
             "items_deleted": delete_version(version, table, staging, also_delete),
         }
         for version, reason in sorted(doomed.items())
     ]
-    kept = [load_id_of(meta.version) for meta in retired[:retention]]
-    return {"active": load_id_of(active) if active else None, "retained": kept, "deleted": deleted}
+    kept = [format_version(meta.version) for meta in retired[:retention]]
+    active_label = format_version(active) if active else None
+    return {"dataset": table.dataset, "active": active_label, "retained": kept, "deleted": deleted}
 
 
 def _abandoned(load: LoadItem, lock: LockItem | None, at: float, idle_limit: float) -> bool:
@@ -97,7 +99,7 @@ def delete_version(
     if table.get_load(version) is not None:
         table.set_load_status(version, LoadStatus.DELETED, at)
     if staging is not None:
-        staging.delete_load(load_id_of(version))
+        staging.delete_load(load_id_of(version, table.dataset))
     return items
 
 
@@ -106,7 +108,8 @@ def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
     active = table.read_active_version(consistent=True)
     return [
         {
-            "version": load_id_of(meta.version),
+            "dataset": table.dataset,
+            "version": format_version(meta.version),
             "status": str(meta.status),
             "active": meta.version == active,
             "items": meta.items,
@@ -125,7 +128,7 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
     """Point lookups back at a retained version: one conditional write, no data copied."""
     current = table.read_active_version(consistent=True)
     if current is None:
-        raise NoDataset("no dataset is active; there is nothing to roll back")
+        raise NoDataset(f"dataset {table.dataset!r} has no active version; there is nothing to roll back")
     metas = table.list_version_metas()
     if to is None:
         retained = _retired_newest_first(metas)
@@ -135,10 +138,16 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
     target = next((meta for meta in metas if meta.version == to), None)
     if target is None or target.status != VersionStatus.RETIRED:
         status = target.status if target else "unknown"
-        raise VersionNotFound(f"{load_id_of(to)} is {status}, not a retained version; see `ipmeta versions`")
+        raise VersionNotFound(
+            f"{format_version(to)} is {status} in dataset {table.dataset!r}, not a retained version; "
+            "see `ipmeta versions`"
+        )
     table.activate_version(to, expected_current=current)
     at = int(time.time() if now is None else now)
     table.set_version_status(to, VersionStatus.ACTIVE, at)
     table.set_version_status(current, VersionStatus.RETIRED, at)
-    events.emit_activated({"version": load_id_of(to), "previous": load_id_of(current), "rollback": True})
-    return {"active": load_id_of(to), "previous": load_id_of(current)}
+    active, previous = format_version(to), format_version(current)
+    events.emit_activated(
+        {"dataset": table.dataset, "version": active, "previous": previous, "rollback": True}
+    )
+    return {"dataset": table.dataset, "active": active, "previous": previous}

@@ -78,15 +78,18 @@ def start(
         return Started(DRY_RUN, load_id, 0, len(named))
     if table is None:
         raise ValueError("a load that writes needs a table; only a dry run goes without")
+    table = table.for_dataset(options.dataset)
     active = table.read_active_version(consistent=True)
     meta = table.get_version_meta(active) if active is not None else None
     if meta is not None and meta.sha256 == checksum and (meta.fingerprint or fingerprint) == fingerprint:
-        return Started(UNCHANGED, load_id_of(meta.version), meta.version, 0)
+        return Started(UNCHANGED, load_id_of(meta.version, table.dataset), meta.version, 0)
     resumable = _resumable_load(table, checksum, fingerprint, active or 0)
     if resumable is not None:
         return resume(resumable.load_id, table, options, now=at)
+    # Named before anything is written, so a cleanup visits this dataset even if its load fails.
+    table.register_dataset(serving=False)
     version = table.allocate_version()
-    load_id = load_id_of(version)
+    load_id = load_id_of(version, table.dataset)
     table.acquire_lock(load_id, lease_seconds=options.lock_lease_seconds, now=at)
     try:
         load = LoadItem(
@@ -125,6 +128,7 @@ def resume(
     load_id: str, table: LoaderTable, options: LoadOptions | None = None, *, now: float | None = None
 ) -> Started:
     """Take an unfinished load back: its lock, and whatever phases and chunks remain."""
+    table = table.for_load(load_id)
     load = table.get_load(version_of(load_id))
     if load is None:
         raise LoadNotFound(f"no load {load_id}")

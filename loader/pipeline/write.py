@@ -82,6 +82,7 @@ def write_chunk(
     are whole-item puts keyed by (partition, offset).
     """
     version = version_of(load_id)
+    table = table.for_load(load_id)
     load = table.get_load(version)
     if load is None:
         raise LoadNotFound(f"no load {load_id}")
@@ -104,7 +105,7 @@ def write_chunk(
 def chunk_items(load_id: str, index: int, staging: Staging) -> list[Item]:
     """The chunk's items, ready for BatchWriteItem, in write order (each bucket spread evenly)."""
     plan = read_write_plan(staging, load_id)
-    builder = _ItemBuilder(plan.writes, plan.index)
+    builder = _ItemBuilder(plan.writes, plan.index, keys.key_space(plan.writes.dataset))
     by_bucket: dict[tuple[int, int], list[Item]] = {}
     for family, patches, line in _chunk_lines(plan, load_id, index, staging):
         bucket, item = builder.item(family, line, patches)
@@ -154,7 +155,10 @@ def spread(by_bucket: Mapping[Any, list[T]], rng: random.Random) -> list[T]:
 class _ItemBuilder:
     """Staged lines to DynamoDB items; the values of a distinct record are typed and serialized once."""
 
-    def __init__(self, writes: WritePlan, index: reverse_index.IndexPlan | None) -> None:
+    def __init__(
+        self, writes: WritePlan, index: reverse_index.IndexPlan | None, space: keys.KeySpace
+    ) -> None:
+        self.space = space
         self.version = writes.version
         self.columns = writes.columns
         self.types = [writes.column_types[column] for column in writes.columns]
@@ -184,13 +188,15 @@ class _ItemBuilder:
         data, serialized = self._record(rest[:-1])
         bucket_number, first_value = int(bucket), int(first)
         item: Item = {
-            keys.PARTITION_KEY: {"S": keys.partition_key(self.version, family, bucket_number)},
+            keys.PARTITION_KEY: {"S": self.space.partition_key(self.version, family, bucket_number)},
             keys.SORT_KEY: {"N": str(keys.encode_sort_key_value(family, first_value))},
             keys.ATTR_START: {"S": format_address(family, start_value)},
             keys.ATTR_END: {"S": format_address(family, end_value)},
             keys.ATTR_DATA: serialized,
         }
         if self.index is not None and first_value == start_value:
-            for name, value in self.index.attributes(self.version, family, start_value, data).items():
+            for name, value in self.index.attributes(
+                self.space, self.version, family, start_value, data
+            ).items():
                 item[name] = {"S": value}
         return bucket_number, item

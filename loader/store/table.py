@@ -25,7 +25,7 @@ from ipmeta.settings import Settings
 from ipmeta.store import Store, item_key, make_client, serialize_item, serialize_value
 from loader.batching import batched
 from loader.errors import ActivationConflict, LoadInProgress, WritesThrottled
-from loader.records import LoadItem, LoadReport, LoadStatus, LockItem, Manifest
+from loader.records import LoadItem, LoadReport, LoadStatus, LockItem, Manifest, dataset_of
 from loader.reverse_index import IndexPlan
 
 if TYPE_CHECKING:
@@ -44,13 +44,14 @@ THROTTLING_CODES: Final = frozenset(
     {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 )
 
-# The loader's bookkeeping items live beside the version metadata, under ``meta#`` keys.
+# The loader's bookkeeping items live beside the version metadata, under each dataset's
+# ``meta#`` keys (``KeySpace.meta``), so two datasets load without touching each other.
 #: One load item per load (sk = its version): chunk progress, counters, status.
-LOADS_PK: Final = "meta#loads"
-#: The single lock item (sk = 0).
-LOCK_PK: Final = "meta#lock"
+LOADS: Final = "loads"
+#: The dataset's single lock item (sk = 0).
+LOCK: Final = "lock"
 #: Per-version manifest (sk = version): expected items per partition, for verify and cleanup.
-MANIFESTS_PK: Final = "meta#manifests"
+MANIFESTS: Final = "manifests"
 #: Covers per item of a version's cover list: far below 400 KB with the data of a city database.
 COVERS_PER_PAGE: Final = 200
 #: The attribute that records when a version entered each status.
@@ -105,21 +106,30 @@ class LoaderTable(Store):
     """The table as the loader uses it: the lookup's reads plus every write."""
 
     def __init__(
-        self, client: DynamoDBClient, table_name: str, *, sleep: Callable[[float], None] = time.sleep
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        space: keys.KeySpace | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(client, table_name)
+        super().__init__(client, table_name, space)
         self._sleep = sleep
 
     @classmethod
     def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> LoaderTable:
         return cls(make_client(settings, max_pool_connections=max_pool_connections), settings.table_name)
 
+    def for_load(self, load_id: str) -> LoaderTable:
+        """The table in the keys of the dataset ``load_id`` writes (``loader.records.load_id_of``)."""
+        return self.for_dataset(dataset_of(load_id))
+
     # -- the pointer, the version counter and version metadata ----------------------
 
     def activate_version(self, version: int, *, expected_current: int | None) -> None:
         """Point lookups at ``version``, only if the pointer still names ``expected_current``."""
         pointer = {
-            keys.PARTITION_KEY: keys.POINTER_PK,
+            keys.PARTITION_KEY: self.space.pointer,
             keys.SORT_KEY: keys.META_SORT_KEY,
             "version": version,
             "previous": expected_current if expected_current is not None else 0,
@@ -151,7 +161,7 @@ class LoaderTable(Store):
         """A new, never-used version number (atomic counter)."""
         response = self.client.update_item(
             TableName=self.table_name,
-            Key=item_key(keys.VERSION_COUNTER_PK, keys.META_SORT_KEY),
+            Key=item_key(self.space.version_counter, keys.META_SORT_KEY),
             UpdateExpression="ADD #n :one",
             ExpressionAttributeNames={"#n": "last"},
             ExpressionAttributeValues={":one": {"N": "1"}},
@@ -159,8 +169,35 @@ class LoaderTable(Store):
         )
         return int(response["Attributes"]["last"]["N"])
 
+    def register_dataset(self, *, serving: bool) -> None:
+        """Name this dataset in the table's list: as started (cleanup visits it) or serving (lookups read it).
+
+        A table may already serve ``default`` (written before datasets existed, or
+        loaded without ``--dataset``): while it is active, every activation names
+        it too, so the first named dataset does not hide it.
+        """
+        names = {self.dataset}
+        if serving and self.dataset != keys.DEFAULT_DATASET:
+            default = self.for_dataset(keys.DEFAULT_DATASET)
+            if default.read_active_version(consistent=True) is not None:
+                names.add(keys.DEFAULT_DATASET)
+        attribute = keys.SERVING_DATASETS if serving else keys.STARTED_DATASETS
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=item_key(keys.DATASETS_PK, keys.META_SORT_KEY),
+            UpdateExpression="ADD #names :names",
+            ExpressionAttributeNames={"#names": attribute},
+            ExpressionAttributeValues={":names": {"SS": sorted(names)}},
+        )
+
+    def read_started_datasets(self) -> list[str]:
+        """Every dataset a load ever started, sorted (``default`` always): what cleanup visits."""
+        item = self._get(keys.DATASETS_PK, keys.META_SORT_KEY, consistent=True) or {}
+        started = (*item.get(keys.STARTED_DATASETS, []), *item.get(keys.SERVING_DATASETS, []))
+        return sorted({keys.DEFAULT_DATASET, *started})
+
     def put_version_meta(self, meta: VersionMeta) -> None:
-        item = {**meta.to_item(), keys.PARTITION_KEY: keys.VERSIONS_PK, keys.SORT_KEY: meta.version}
+        item = {**meta.to_item(), keys.PARTITION_KEY: self.space.versions, keys.SORT_KEY: meta.version}
         self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
 
     def set_version_status(self, version: int, status: VersionStatus, at: int) -> None:
@@ -168,7 +205,7 @@ class LoaderTable(Store):
         fields: dict[str, Any] = {"status": str(status)}
         if status in _STATUS_TIMES:
             fields[_STATUS_TIMES[status]] = at
-        self._update(keys.VERSIONS_PK, version, fields)
+        self._update(self.space.versions, version, fields)
 
     # -- range items ----------------------------------------------------------------
 
@@ -245,19 +282,19 @@ class LoaderTable(Store):
     # -- loads: progress, lock, manifests ----------------------------------------------
 
     def put_load(self, load: LoadItem) -> None:
-        item = {**load.to_item(), keys.PARTITION_KEY: LOADS_PK, keys.SORT_KEY: load.version}
+        item = {**load.to_item(), keys.PARTITION_KEY: self.space.meta(LOADS), keys.SORT_KEY: load.version}
         self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
 
     def get_load(self, version: int) -> LoadItem | None:
         """The load item, read with ConsistentRead: it is the progress pointer of a load."""
-        item = self._get(LOADS_PK, version, consistent=True)
+        item = self._get(self.space.meta(LOADS), version, consistent=True)
         return LoadItem.from_item(item) if item is not None else None
 
     def delete_load(self, version: int) -> None:
-        self.client.delete_item(TableName=self.table_name, Key=item_key(LOADS_PK, version))
+        self.client.delete_item(TableName=self.table_name, Key=item_key(self.space.meta(LOADS), version))
 
     def list_loads(self) -> list[LoadItem]:
-        return [LoadItem.from_item(item) for item in self._query_partition(LOADS_PK)]
+        return [LoadItem.from_item(item) for item in self._query_partition(self.space.meta(LOADS))]
 
     def set_load_status(
         self,
@@ -273,12 +310,12 @@ class LoaderTable(Store):
             fields["report"] = report.summary()
         if error is not None:
             fields["error"] = error[:1000]
-        self._update(LOADS_PK, version, fields)
+        self._update(self.space.meta(LOADS), version, fields)
 
     def mark_prepared(self, version: int, *, chunks: int, items: int, report: LoadReport, at: int) -> None:
         """The load's chunks are planned: it may be written, and resumed."""
         fields = {"status": str(LoadStatus.PREPARED), "chunks": chunks, "items": items, "updated_at": at}
-        self._update(LOADS_PK, version, {**fields, "report": report.summary()})
+        self._update(self.space.meta(LOADS), version, {**fields, "report": report.summary()})
 
     def previous_of(self, version: int) -> int:
         """The version that was active when a load started (0 for none)."""
@@ -289,7 +326,7 @@ class LoaderTable(Store):
 
     def put_covers(self, version: int, covers: Sequence[Cover]) -> int:
         """The version's cover list in pages of at most ``COVERS_PER_PAGE``; returns the pages written."""
-        partition = keys.covers_partition_key(version)
+        partition = self.space.covers_partition_key(version)
         pages = [
             {
                 keys.PARTITION_KEY: partition,
@@ -308,14 +345,14 @@ class LoaderTable(Store):
         for cover in covers:
             first = keys.bucket_bounds(cover.family, cover.first_bucket)[0]
             item: dict[str, Any] = {
-                keys.PARTITION_KEY: keys.partition_key(version, cover.family, cover.first_bucket),
+                keys.PARTITION_KEY: self.space.partition_key(version, cover.family, cover.first_bucket),
                 keys.SORT_KEY: 0,
                 keys.ATTR_START: format_address(cover.family, cover.start),
                 keys.ATTR_END: format_address(cover.family, cover.end),
                 keys.ATTR_DATA: cover.data,
             }
             if index is not None and first == cover.start:
-                item.update(index.attributes(version, cover.family, cover.start, cover.data))  # type: ignore[arg-type]
+                item.update(index.attributes(self.space, version, cover.family, cover.start, cover.data))  # type: ignore[arg-type]
             heads.append(item)
         for group in batched(heads, BATCH_WRITE_LIMIT):
             self.batch_write(group)
@@ -329,7 +366,7 @@ class LoaderTable(Store):
         try:
             self.client.update_item(
                 TableName=self.table_name,
-                Key=item_key(LOADS_PK, version),
+                Key=item_key(self.space.meta(LOADS), version),
                 UpdateExpression=(
                     "ADD #done :chunk, #items :items, #retries :retries, #throttles :throttles "
                     "SET #updated = :now"
@@ -361,7 +398,7 @@ class LoaderTable(Store):
     def acquire_lock(self, owner: str, *, lease_seconds: float, now: float) -> None:
         """Take (or renew) the load lock: free, expired, or already ours."""
         lock = {
-            keys.PARTITION_KEY: LOCK_PK,
+            keys.PARTITION_KEY: self.space.meta(LOCK),
             keys.SORT_KEY: keys.META_SORT_KEY,
             "owner": owner,
             "expires_at": int(now + lease_seconds),
@@ -393,7 +430,7 @@ class LoaderTable(Store):
         try:
             self.client.delete_item(
                 TableName=self.table_name,
-                Key=item_key(LOCK_PK, keys.META_SORT_KEY),
+                Key=item_key(self.space.meta(LOCK), keys.META_SORT_KEY),
                 ConditionExpression="#owner = :owner",
                 ExpressionAttributeNames={"#owner": "owner"},
                 ExpressionAttributeValues={":owner": {"S": owner}},
@@ -405,19 +442,23 @@ class LoaderTable(Store):
         return True
 
     def read_lock(self) -> LockItem | None:
-        item = self._get(LOCK_PK, keys.META_SORT_KEY, consistent=True)
+        item = self._get(self.space.meta(LOCK), keys.META_SORT_KEY, consistent=True)
         return LockItem.from_item(item) if item is not None else None
 
     def put_manifest(self, version: int, manifest: Manifest) -> None:
-        item = {keys.PARTITION_KEY: MANIFESTS_PK, keys.SORT_KEY: version, "partitions": manifest.encode()}
+        item = {
+            keys.PARTITION_KEY: self.space.meta(MANIFESTS),
+            keys.SORT_KEY: version,
+            "partitions": manifest.encode(),
+        }
         self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
 
     def get_manifest(self, version: int) -> Manifest | None:
-        item = self._get(MANIFESTS_PK, version, consistent=True)
+        item = self._get(self.space.meta(MANIFESTS), version, consistent=True)
         return Manifest.decode(item["partitions"]) if item is not None else None
 
     def delete_manifest(self, version: int) -> None:
-        self.client.delete_item(TableName=self.table_name, Key=item_key(MANIFESTS_PK, version))
+        self.client.delete_item(TableName=self.table_name, Key=item_key(self.space.meta(MANIFESTS), version))
 
     # -- internals --------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ SOURCE_URL = "source_url"
 UPLOAD_TRIGGER = "upload_trigger"
 HTTP_API = "http_api"
 EXPORT_MMDB = "export_mmdb"
+DATASETS = "datasets"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
 EXAMPLE_ORIGIN = "https://app.example.com"
@@ -42,6 +43,22 @@ EXAMPLE_ORIGIN = "https://app.example.com"
 EXAMPLE_SOURCE_OPTIONS = {
     "format": "geoip2-csv",
     "locations": "s3://other-bucket/GeoLite2-City-Locations-en.csv",
+}
+
+#: A deployment of three datasets: two scheduled, one loaded on upload.
+EXAMPLE_DATASETS: Mapping[str, Mapping[str, Any]] = {
+    "city": {
+        "sourceKey": "datasets/GeoLite2-City.mmdb",
+        "scheduleCron": "cron(0 6 ? * WED,SAT *)",
+        "maxAgeHours": 96,
+    },
+    "asn": {"sourceKey": "datasets/GeoLite2-ASN.mmdb", "scheduleCron": "cron(30 6 ? * WED,SAT *)"},
+    "blocklist": {
+        "sourceKey": "datasets/blocklist.csv",
+        "uploadTrigger": True,
+        "scheduleEnabled": False,
+        "sourceOptions": {"flag_column": "rule"},
+    },
 }
 
 #: Context overrides of each variant, on top of cdk.json.
@@ -74,6 +91,10 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
     },
     EXPORT_MMDB: {
         "exportMmdb": True,
+    },
+    DATASETS: {
+        "datasets": EXAMPLE_DATASETS,
+        "lookupDatasets": ["blocklist", "city", "asn"],
     },
 }
 #: Every synthesized variant, the default first.

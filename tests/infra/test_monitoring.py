@@ -51,7 +51,11 @@ def test_data_age_alarm_fires_when_no_activation_is_published_within_the_limit(
     [alarm] = [a for a in _alarms(synthesized).values() if a.get("MetricName") == METRIC_DATASET_ACTIVATED]
 
     assert alarm["Namespace"] == METRICS_NAMESPACE
-    assert alarm["Dimensions"] == [{"Name": "service", "Value": LOADER_SERVICE_NAME}]
+    # The default dataset's own alarm: the loader publishes the metric with the dataset's name
+    assert sorted(alarm["Dimensions"], key=lambda dimension: dimension["Name"]) == [
+        {"Name": "dataset", "Value": "default"},
+        {"Name": "service", "Value": LOADER_SERVICE_NAME},
+    ]
     assert alarm["Period"] == 3600
     assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == hours
     assert alarm["ComparisonOperator"] == "LessThanThreshold"

@@ -31,6 +31,7 @@ def test_schedule_starts_the_state_machine_daily_on_the_source_object(synthesize
     assert properties["Target"]["Arn"] == {"Ref": machine_id}
     assert {"Ref": bucket_id} in properties["Target"]["Input"]["Fn::Join"][1]
     assert json.loads(_input_text(properties["Target"]["Input"], "bucket")) == {
+        "dataset": "default",
         "source": f"s3://bucket/{context['sourceKey']}",
         "options": {},
     }
@@ -66,6 +67,7 @@ def test_upload_trigger_enables_bucket_events_and_starts_a_load_on_the_source_ke
     # The load it starts reads the uploaded object with the configured options (sourceOptions).
     _, rule = only(raw, "AWS::Events::Rule")
     assert json.loads(_input_text(rule["Properties"]["Targets"][0]["Input"], "bucket")) == {
+        "dataset": "default",
         "source": "s3://bucket/datasets/GeoLite2-City-Blocks-IPv4.csv",
         "options": EXAMPLE_SOURCE_OPTIONS,
     }

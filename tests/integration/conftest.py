@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.range_cache import RangeCache
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import make_client
@@ -113,7 +112,7 @@ def running_api_server(
     dependencies.install(
         dependencies.Dependencies(
             store=store,
-            versions=ActiveVersionCache(pointer_cache_seconds),
+            pointer_cache_seconds=pointer_cache_seconds,
             ranges=RangeCache(0) if ranges is None else ranges,
         )
     )

@@ -136,16 +136,16 @@ def test_retained_versions_answer_and_others_are_404(
     # Then the active version answers by default and v1 on request
     assert call(api_server, "/v1/ip/1.0.0.1").json()["data"]["asn"] == 99999
     old = call(api_server, "/v1/ip/1.0.0.1?version=v1").json()
-    assert (old["data"]["asn"], old["dataset"]["version"]) == (13335, "v1")
+    assert (old["data"]["asn"], old["datasets"]["default"]["version"]) == (13335, "v1")
     assert call(api_server, "/v1/ip/1.0.0.1/asn?version=1").body == b"13335\n"
     for version, status, code in [("v7", 404, "VERSION_NOT_FOUND"), ("v99", 404, "VERSION_NOT_FOUND")]:
         answer = call(api_server, f"/v1/ip/1.0.0.1?version={version}")
         assert (answer.status, answer.json()["code"]) == (status, code)
     assert call(api_server, "/v1/ip/1.0.0.1?version=latest").json()["code"] == "VERSION_INVALID"
     # And the datasets endpoints list exactly the retained versions
-    listing = call(api_server, "/v1/datasets").json()
-    assert listing["active"] == "v2"
-    assert [(d["id"], d["status"]) for d in listing["datasets"]] == [("v2", "active"), ("v1", "retired")]
+    [listing] = call(api_server, "/v1/datasets").json()["datasets"]
+    assert (listing["name"], listing["active"]) == ("default", "v2")
+    assert [(d["id"], d["status"]) for d in listing["versions"]] == [("v2", "active"), ("v1", "retired")]
     current = call(api_server, "/v1/datasets/current").json()
     assert current["id"] == "v2"
     assert [Path(name).name for name in current["source"]] == ["second.csv"]
@@ -269,8 +269,8 @@ def test_health(store: LoaderTable, api_server: LocalApiServer, tmp_path: Path) 
     load_csv(store, [FIXTURE], tmp_path)
     healthy = call(api_server, "/v1/health")
     assert healthy.status == 200
-    assert healthy.json()["dataset"] == "v1"
-    assert healthy.json()["age_seconds"] < 60
+    assert healthy.json()["datasets"]["default"]["version"] == "v1"
+    assert healthy.json()["datasets"]["default"]["age_seconds"] < 60
     meta = store.get_version_meta(1)
     assert meta is not None
     store.put_version_meta(dataclasses.replace(meta, created_at=int(time.time()) - 9 * 24 * 3600))

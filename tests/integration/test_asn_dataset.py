@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from ipmeta.settings import Settings
-from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
+from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
 from loader.store.table import LoaderTable
@@ -85,9 +85,7 @@ def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
     settings = Settings("ipmeta-asn-acceptance", dynalite_endpoint, 0.0)
     store = LoaderTable.from_settings(settings)
     store.create_table_if_missing()
-    result = load_csv(
-        store, list(DEFAULT_DATASET), tmp_path_factory.mktemp("asn"), list(DEFAULT_DATASET_COLUMNS)
-    )
+    result = load_csv(store, list(ASN_FILES), tmp_path_factory.mktemp("asn"), list(ASN_COLUMNS))
     assert result.status == "activated"
     with running_api_server(store, pointer_cache_seconds=60.0) as server:
         yield server
@@ -108,7 +106,7 @@ def post_batch(server: LocalApiServer, addresses: list[str]) -> dict[str, Any]:
 
 
 def test_ten_thousand_random_ranges_answer_like_a_scan_of_the_csv(asn_server: LocalApiServer) -> None:
-    v4_path, v6_path = DEFAULT_DATASET
+    v4_path, v6_path = ASN_FILES
     v4_rows = read_csv(v4_path, 4, 0)
     v6_rows = read_csv(v6_path, 6, len(v4_rows))
     scans = {4: CsvScan(v4_rows), 6: CsvScan(v6_rows)}

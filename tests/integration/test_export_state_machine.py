@@ -21,6 +21,7 @@ import maxminddb
 import pytest
 from moto import mock_aws
 
+from ipmeta import keys
 from ipmeta.settings import Settings
 from loader.pipeline import handlers
 from loader.pipeline.export_task import EXPORT_PREFIX
@@ -93,7 +94,7 @@ def test_a_load_exports_its_version_before_activating_it_and_the_event_names_the
     # The endpoint's calls, in the order each task first ran
     assert list(machine.endpoint.faults.calls)[-4:] == ["write_chunks", "export", "activate", "cleanup"]
     version = result["output"]["version"]
-    key = f"{EXPORT_PREFIX}/{load_id_of(version)}.mmdb"
+    key = f"{EXPORT_PREFIX}/{load_id_of(version, keys.DEFAULT_DATASET)}.mmdb"
     assert result["output"]["export"]["key"] == key
     assert _exports(machine) == [key]
     database = tmp_path / "exported.mmdb"
@@ -101,7 +102,7 @@ def test_a_load_exports_its_version_before_activating_it_and_the_event_names_the
     with maxminddb.open_database(str(database)) as reader:
         assert reader.get("1.0.4.1") == {"asn": 38803, "organization": "Gtelecom Pty Ltd", "country": "AU"}
     [event] = _activation_events(caplog)
-    assert event["detail"]["version"] == load_id_of(version)
+    assert event["detail"]["version"] == load_id_of(version, keys.DEFAULT_DATASET)
     assert event["detail"]["export"]["key"] == key
 
 
@@ -133,5 +134,5 @@ def test_a_failing_export_aborts_the_load_and_the_previous_version_keeps_serving
     failed = [load for load in table.list_loads() if load.version != active]
     assert [load.status for load in failed] == [LoadStatus.FAILED]
     assert table.read_lock() is None
-    assert _exports(machine) == [f"{EXPORT_PREFIX}/{load_id_of(active or 0)}.mmdb"]
+    assert _exports(machine) == [f"{EXPORT_PREFIX}/{load_id_of(active or 0, keys.DEFAULT_DATASET)}.mmdb"]
     assert _activation_events(caplog) == []

@@ -20,6 +20,7 @@ import maxminddb
 import pytest
 from moto import mock_aws
 
+from ipmeta import keys
 from ipmeta.ips import format_address
 from ipmeta.settings import Settings
 from loader.errors import LoadIncomplete
@@ -63,10 +64,10 @@ def _staged(s3: Any, location: dict[str, str]) -> list[dict[str, Any]]:
     return items
 
 
-def prepare(s3: Any, *, write: bool = True) -> dict[str, Any]:
+def prepare(s3: Any, *, write: bool = True, execution: dict[str, Any] = EXECUTION) -> dict[str, Any]:
     """Start -> Scan -> PlanPartitions -> Resolve -> PlanWrites -> WriteChunks, through the handlers."""
     context: Any = Context()
-    started = handlers.start(EXECUTION, context)
+    started = handlers.start(execution, context)
     for scan in started["scans"]:
         handlers.scan(scan, context)
     planned = handlers.plan_partitions({"load_id": started["load_id"]}, context)
@@ -97,7 +98,7 @@ def test_export_uploads_a_mmdb_that_answers_like_the_written_version(
     exported = handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
 
     # Then exports/<version>.mmdb is in the bucket, and nothing went live
-    key = f"{EXPORT_PREFIX}/{load_id_of(started['version'])}.mmdb"
+    key = f"{EXPORT_PREFIX}/{load_id_of(started['version'], keys.DEFAULT_DATASET)}.mmdb"
     assert (exported["bucket"], exported["key"], exported["format"]) == (BUCKET, key, "mmdb")
     database = tmp_path / "export.mmdb"
     s3.download_file(BUCKET, key, str(database))
@@ -116,7 +117,7 @@ def test_export_uploads_a_mmdb_that_answers_like_the_written_version(
     assert (exported["ranges"], exported["ipv6_left_out"]) == (len(ranges) - 1, 1)
     with maxminddb.open_database(str(database)) as reader:
         assert reader.metadata().database_type == "ipmeta"
-        assert load_id_of(meta.version) in reader.metadata().description["en"]
+        assert load_id_of(meta.version, keys.DEFAULT_DATASET) in reader.metadata().description["en"]
         assert meta.sha256 in reader.metadata().description["en"]
         for each in ranges:
             if each.family == 6 and each.end <= 0xFFFFFFFF:
@@ -189,7 +190,8 @@ def test_cleanup_deletes_a_deleted_versions_export_when_exports_are_on(
     # When cleanup deletes the version
     outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
     # Then its export goes with it, when the stack exports
-    assert [deleted["version"] for deleted in outcome["deleted"]] == [started["load_id"]]
+    [default] = outcome["datasets"]
+    assert [deleted["version"] for deleted in default["deleted"]] == [started["load_id"]]
     left = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount")
     assert left == (0 if exports_enabled else 1)
 
@@ -219,5 +221,32 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
     # ... so the next cleanup deletes both
     monkeypatch.setattr("loader.pipeline.handlers.s3.delete", real_delete)
     outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
-    assert [deleted["version"] for deleted in outcome["deleted"]] == [started["load_id"]]
+    [default] = outcome["datasets"]
+    assert [deleted["version"] for deleted in default["deleted"]] == [started["load_id"]]
     assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0
+
+
+def test_a_named_datasets_export_is_its_own_file_of_its_own_items(
+    s3: Any, table_environment: Settings, tmp_path: Path
+) -> None:
+    # Given the default dataset exported, and the same file prepared as dataset "city" with fewer rows
+    default = prepare(s3)
+    handlers.export({"load_id": default["load_id"]}, Context())  # type: ignore[arg-type]
+    s3.put_object(Bucket=BUCKET, Key="in/city.csv", Body=b"network,city\n1.0.0.0/24,Brisbane\n")
+    city = prepare(s3, execution={"dataset": "city", "source": f"s3://{BUCKET}/in/city.csv", "options": {}})
+    # When the Export task runs on city's load
+    exported = handlers.export({"load_id": city["load_id"]}, Context())  # type: ignore[arg-type]
+    # Then the file is named after city's load, and holds city's items only
+    assert city["load_id"] == f"city.v{city['version']}"
+    assert exported["key"] == f"{EXPORT_PREFIX}/city.v{city['version']}.mmdb"
+    database = tmp_path / "city.mmdb"
+    s3.download_file(BUCKET, exported["key"], str(database))
+    with maxminddb.open_database(str(database)) as reader:
+        assert reader.get("1.0.0.1") == {"city": "Brisbane"}
+        assert reader.get("10.0.0.150") is None
+        assert f"city.v{city['version']}" in reader.metadata().description["en"]
+    # And the default dataset's export is still its own file
+    keys_now = {
+        item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/")["Contents"]
+    }
+    assert keys_now == {exported["key"], f"{EXPORT_PREFIX}/{default['load_id']}.mmdb"}

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from ipmeta import keys
-from ipmeta.errors import IpAddressNotFound
+from ipmeta.catalog import DatasetCatalog
+from ipmeta.errors import IpAddressNotFound, NoDataset
 from ipmeta.ips import Address
-from ipmeta.lookup import ActiveVersionCache, lookup_active
+from ipmeta.lookup import lookup_address
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store import make_client
 from loader.errors import LoadRejected
@@ -67,9 +68,12 @@ def dataset(tmp_path: Path, name: str, count: int, seed: int, step: int = 256) -
     return Dataset(path, ranges)
 
 
-def answer_of(store: LoaderTable, cache: ActiveVersionCache, value: int) -> str:
+def answer_of(store: LoaderTable, catalog: DatasetCatalog, value: int) -> str:
+    version = catalog.get().versions[keys.DEFAULT_DATASET]
+    if version is None:
+        raise NoDataset("no version of the default dataset is active")
     try:
-        return str(lookup_active(store, cache, Address(4, value)).data["label"])
+        return str(lookup_address(store, version, Address(4, value)).data["label"])
     except IpAddressNotFound:
         return NOT_FOUND
 
@@ -92,7 +96,7 @@ def test_r1_lookups_during_a_reload_see_one_whole_version(store: LoaderTable, tm
 
     def look_up_continuously(seed: int) -> None:
         rng = random.Random(seed)
-        cache = ActiveVersionCache(0.0)  # read the pointer on every lookup: the strictest case
+        cache = DatasetCatalog(store, 0.0)  # read the pointer on every lookup: the strictest case
         while not stop.is_set():
             value = rng.choice(probes)
             after_activation = activated.is_set()
@@ -183,7 +187,7 @@ def test_r2_throttling_and_unprocessed_items_leave_exact_counts(
     assert (result.report.retries or 0) >= faults.throttled + faults.partial
     assert result.report.items_written == 1200
     for bucket, expected in data.per_bucket().items():
-        assert store.count_partition(keys.partition_key(result.version, 4, bucket)) == expected
+        assert store.count_partition(keys.key_space().partition_key(result.version, 4, bucket)) == expected
 
 
 # -- R3: a killed loader ---------------------------------------------------------------------
@@ -209,7 +213,7 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     staging = LocalStaging(tmp_path / "staging")
     first = driver.run_load([one.path], LoadOptions(), store, staging)
     probe = one.ranges[0][0]
-    cache = ActiveVersionCache(0.0)
+    cache = DatasetCatalog(store, 0.0)
 
     # Given a loader process writing version 2 chunk by chunk
     env = {**os.environ, ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint)}
@@ -308,7 +312,7 @@ def test_r3_a_loader_killed_while_preparing_resumes_where_it_stopped(
     assert resumed.status == LoadStatus.ACTIVATED
     assert resumed.version == int(killed[1:])
     assert resumed.report.items_written == len(data.ranges)
-    cache = ActiveVersionCache(0.0)
+    cache = DatasetCatalog(store, 0.0)
     for start, _, label in data.ranges[:50]:
         assert answer_of(store, cache, start) == label
 

@@ -23,12 +23,15 @@ def loaded(store: LoaderTable, api_server: LocalApiServer, tmp_path: Path) -> Lo
 def test_answers_a_range_with_its_metadata_and_cidrs(loaded: LocalApiServer) -> None:
     status, body = get(loaded, "/v1/ip/1.0.5.9")
     assert status == 200
+    found = {"start": "1.0.4.0", "end": "1.0.7.255", "cidrs": ["1.0.4.0/22"]}
+    data = {"asn": 38803, "organization": "Gtelecom Pty Ltd", "country": "AU"}
     assert body == {
         "ip": "1.0.5.9",
         "bogon": False,
-        "range": {"start": "1.0.4.0", "end": "1.0.7.255", "cidrs": ["1.0.4.0/22"]},
-        "data": {"asn": 38803, "organization": "Gtelecom Pty Ltd", "country": "AU"},
-        "dataset": {"version": "v1"},
+        "range": found,
+        "data": data,
+        "datasets": {"default": {"version": "v1", "range": found, "data": data}},
+        "inactive": [],
     }
 
 
@@ -100,7 +103,8 @@ def test_one_query_per_lookup_and_a_cached_pointer(
     counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path
 ) -> None:
     """Given a loaded dataset and a pointer cache, when 20 IPs are looked up over HTTP,
-    then DynamoDB sees one pointer read and exactly one Limit=1 Query per lookup."""
+    then DynamoDB sees one read of the datasets and their pointers, and exactly one
+    Limit=1 Query per lookup."""
     store, counter = counted_store
     load_csv(store, [FIXTURE], tmp_path)
     with running_api_server(store, pointer_cache_seconds=60.0) as server:
@@ -109,9 +113,10 @@ def test_one_query_per_lookup_and_a_cached_pointer(
         for ip in ips:
             get(server, f"/v1/ip/{ip}")
         operations = counter.operations()
-        assert operations.count("GetItem") == 1
+        # The list of datasets, then their pointers (one BatchGetItem whatever their number)
+        assert operations[:2] == ["GetItem", "BatchGetItem"]
         assert operations.count("Query") == len(ips)
-        assert len(operations) == len(ips) + 1
+        assert len(operations) == len(ips) + 2
         for name, params in counter.calls:
             if name == "Query":
                 assert params["Limit"] == 1

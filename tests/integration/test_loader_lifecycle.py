@@ -187,13 +187,13 @@ def test_retention_rollback_and_cleanup(store: LoaderTable, tmp_path: Path) -> N
     outcome = retention.cleanup(store, staging, retention=1, now=later)
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{v1}"]
     assert outcome["deleted"][0]["items_deleted"] == 6
-    assert store.count_partition(keys.partition_key(v1, 4, 1)) == 0
-    assert store.count_partition(keys.partition_key(v2, 4, 1)) == 1
+    assert store.count_partition(keys.key_space().partition_key(v1, 4, 1)) == 0
+    assert store.count_partition(keys.key_space().partition_key(v2, 4, 1)) == 1
     assert [row["version"] for row in retention.list_versions(store)] == [f"v{v3}", f"v{v2}"]
 
     # Rollback switches back to the retained version at once.
     assert label_at(store, v3, "1.1.0.1") == "three"
-    assert retention.rollback(store) == {"active": f"v{v2}", "previous": f"v{v3}"}
+    assert retention.rollback(store) == {"dataset": "default", "active": f"v{v2}", "previous": f"v{v3}"}
     assert store.read_active_version(consistent=True) == v2
     assert label_at(store, v2, "1.1.0.1") == "two"
     with pytest.raises(VersionNotFound, match=f"v{v1} is deleted"):
@@ -245,7 +245,7 @@ def test_the_cli_loads_lists_rolls_back_and_cleans_up(
     assert cli.main(["rollback", *common]) == 0
     assert json.loads(capsys.readouterr().out)["active"] == "v1"
     assert cli.main(["cleanup", *common]) == 0
-    assert json.loads(capsys.readouterr().out)["deleted"] == []
+    assert [cleaned["deleted"] for cleaned in json.loads(capsys.readouterr().out)["datasets"]] == [[]]
 
 
 def test_an_abort_after_activation_leaves_the_live_version_serving(

@@ -120,12 +120,12 @@ def test_a_cached_answer_is_never_served_for_another_version(counted_store: Coun
         counter.reset()
         # Then the same addresses are queried again and answer v2's data
         status, body, spent = queries_for(server, counter, "/v1/ip/1.1.0.1")
-        assert (body["data"], body["dataset"]["version"], spent) == ({"name": "two"}, "v2", 1)
+        assert (body["data"], body["datasets"]["default"]["version"], spent) == ({"name": "two"}, "v2", 1)
         status, body, spent = queries_for(server, counter, "/v1/ip/2.1.1.0")
         assert (status, body["data"], spent) == (200, {"name": "two"}, 1)
         # And v1, still retained, answers its own data from its own entries
         status, body, spent = queries_for(server, counter, "/v1/ip/1.1.0.9?version=v1")
-        assert (body["data"], body["dataset"]["version"], spent) == ({"name": "one"}, "v1", 0)
+        assert (body["data"], body["datasets"]["default"]["version"], spent) == ({"name": "one"}, "v1", 0)
         status, body, spent = queries_for(server, counter, "/v1/ip/2.1.1.0?version=v1")
         assert (body["code"], spent) == ("IP_ADDRESS_NOT_FOUND", 0)
 

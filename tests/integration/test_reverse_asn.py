@@ -25,9 +25,8 @@ import pytest
 
 from ipmeta import keys
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
-from ipmeta_cli.main import DEFAULT_DATASET
+from ipmeta_cli.demo import ASN_FILES
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from loader.options import LoadOptions
 from loader.pipeline import driver
@@ -48,7 +47,7 @@ class Row:
     line: list[str]
 
 
-def read_rows(paths: tuple[Path, ...] = DEFAULT_DATASET) -> list[Row]:
+def read_rows(paths: tuple[Path, ...] = ASN_FILES) -> list[Row]:
     rows: list[Row] = []
     for path in paths:
         with path.open(newline="") as handle:
@@ -145,7 +144,7 @@ def asn_subset(
     options = LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
     result = driver.run_load([path], options, store, LocalStaging(folder / "staging"))
     assert result.status == LoadStatus.ACTIVATED
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
     yield [row for row in rows if row.position in wanted], store
     dependencies.install(None)
 

@@ -22,7 +22,6 @@ import pytest
 
 from ipmeta import keys
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta_cli.server import LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
@@ -105,7 +104,7 @@ def synthetic(tmp_path: Path, store: LoaderTable) -> Iterator[tuple[list[list[st
     assert result.status == LoadStatus.ACTIVATED
     from ipmeta.api.handler import handler
 
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
     server = LocalApiServer("127.0.0.1", 0, handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

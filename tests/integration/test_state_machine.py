@@ -312,3 +312,28 @@ def test_the_write_child_workflow_runs_alone_with_a_batch_and_retries(
     load = LoaderTable.from_settings(table_environment).get_load(started["version"])
     assert load is not None
     assert sorted(load.done) == list(range(min(CHUNKS_PER_CHILD, len(chunks))))
+
+
+def test_the_input_names_the_dataset_and_each_dataset_loads_and_activates_apart(
+    machine: Machine, table_environment: Settings
+) -> None:
+    # Given the default dataset loaded, and an execution that names the dataset "city"
+    table = LoaderTable.from_settings(table_environment)
+    default = machine.run(localize(machine.definition), EXECUTION)
+    assert default["status"] == "SUCCEEDED", default
+    city = machine.run(localize(machine.definition), {**EXECUTION, "dataset": "city"})
+    # Then it runs every state in city's keys: its own load id, version and pointer
+    assert city["status"] == "SUCCEEDED", city
+    assert city["output"]["load_id"] == f"city.v{city['output']['version']}"
+    assert city["output"]["activation"]["status"] == "activated"
+    city_table = table.for_dataset("city")
+    assert city_table.read_active_version(consistent=True) == city["output"]["version"]
+    load = city_table.get_load(city["output"]["version"])
+    assert load is not None
+    assert (load.status, load.items_written) == (LoadStatus.ACTIVATED, 12)
+    # And the default dataset's version is untouched; the same sources are not "unchanged" across datasets
+    assert table.read_active_version(consistent=True) == default["output"]["version"]
+    assert sorted(table.read_dataset_names(consistent=True)) == ["city", "default"]
+    # Cleanup after city's activation visits city only
+    assert city["output"]["cleanup"]["datasets"][0]["dataset"] == "city"
+    assert len(city["output"]["cleanup"]["datasets"]) == 1

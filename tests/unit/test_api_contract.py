@@ -12,9 +12,9 @@ from ipmeta.api.app import cors_config, openapi_document
 from ipmeta.api.lookups import caller_address, parse_batch_body, parse_fields
 from ipmeta.api.models import ERROR_CODES
 from ipmeta.api.responses import etag_matches
+from ipmeta.catalog import parse_version
 from ipmeta.errors import IpmetaError
 from ipmeta.ips import parse_ip
-from ipmeta.lookup import parse_version
 from ipmeta.settings import ENV_CORS_ORIGINS, ApiSettings
 
 DOCS = Path(__file__).parents[2] / "docs" / "api.md"

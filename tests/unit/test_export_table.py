@@ -60,7 +60,7 @@ def stored_items() -> Iterator[dict[str, Any]]:
             if family == 4 and COVER.first_bucket < piece.bucket <= COVER.last_bucket:
                 continue  # whole buckets of the cover have no item, only the head at its first bucket
             yield {
-                keys.PARTITION_KEY: keys.partition_key(VERSION, family, piece.bucket),
+                keys.PARTITION_KEY: keys.key_space().partition_key(VERSION, family, piece.bucket),
                 keys.SORT_KEY: keys.encode_sort_key_value(family, piece.first),
                 keys.ATTR_START: format_address(family, start),
                 keys.ATTR_END: format_address(family, end),
@@ -83,7 +83,7 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoaderTable]:
         partitions = {str(item[keys.PARTITION_KEY]) for item in items}
         # Manifest order is not address order: buckets 14 and 2 before 1, IPv6 first
         manifest = dict.fromkeys(sorted(partitions, reverse=True), 1)
-        manifest[keys.covers_partition_key(VERSION)] = store.put_covers(VERSION, [COVER])
+        manifest[keys.key_space().covers_partition_key(VERSION)] = store.put_covers(VERSION, [COVER])
         store.put_manifest(VERSION, Manifest(manifest))
         store.put_version_meta(
             VersionMeta(

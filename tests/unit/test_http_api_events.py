@@ -19,46 +19,18 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import authorizer, dependencies
 from ipmeta.api.handler import handler
-from ipmeta.lookup import ActiveVersionCache
-from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.store import Store
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
+from tests.stub_store import SlashTwentyFourStore
 
 CALLER = "198.51.100.23"
 VERSION = 3
 
 
-class SlashTwentyFourStore:
-    """Every address lies in its /24, one range per /24, with the same data: one answer per Query."""
-
-    def __init__(self) -> None:
-        self.queries = 0
-
-    def read_active_version(self, *, consistent: bool = False) -> int | None:
-        return VERSION
-
-    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
-        return VersionMeta(version, VersionStatus.ACTIVE) if version == VERSION else None
-
-    def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
-        self.queries += 1
-        start = (int(partition_key.rsplit("#", 1)[1]) << 24) | (sort_key & ~0xFF)
-        return {"start": _ipv4(start), "end": _ipv4(start + 255), "data": {"asn": 64500, "org": "Example"}}
-
-    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
-        return None  # no covers: every bucket here has its items
-
-
-def _ipv4(value: int) -> str:
-    return ".".join(str((value >> shift) & 0xFF) for shift in (24, 16, 8, 0))
-
-
 @pytest.fixture(autouse=True)
 def store() -> Iterator[SlashTwentyFourStore]:
-    stub = SlashTwentyFourStore()
-    dependencies.install(
-        dependencies.Dependencies(store=cast(Store, stub), versions=ActiveVersionCache(3600.0))
-    )
+    stub = SlashTwentyFourStore({"asn": 64500, "org": "Example"}, VERSION)
+    dependencies.install(dependencies.Dependencies(store=cast(Store, stub), pointer_cache_seconds=3600.0))
     yield stub
     dependencies.install(None)
 

@@ -32,7 +32,7 @@ def address(text: str) -> Address:
     ],
 )
 def test_lookup_key_at_the_edges(text: str, pk: str, sk: int) -> None:
-    assert keys.lookup_key(1, address(text)) == (pk, sk)
+    assert keys.key_space().lookup_key(1, address(text)) == (pk, sk)
 
 
 def test_the_largest_sort_key_fits_a_dynamodb_number() -> None:
@@ -78,8 +78,8 @@ def test_a_range_crossing_a_slash_8_splits_in_two() -> None:
 
 
 def test_versions_live_in_the_partition_key() -> None:
-    v1 = keys.lookup_key(1, address("8.8.8.8"))[0]
-    v2 = keys.lookup_key(2, address("8.8.8.8"))[0]
+    v1 = keys.key_space().lookup_key(1, address("8.8.8.8"))[0]
+    v2 = keys.key_space().lookup_key(2, address("8.8.8.8"))[0]
     assert v1 != v2
     assert v1.startswith("v1#")
     assert v2.startswith("v2#")

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ipmeta.catalog import DatasetCatalog, VersionMetaReader, select_targets
 from ipmeta.errors import IpAddressNotFound, NoDataset
 from ipmeta.ips import Address, Family
-from ipmeta.lookup import ActiveVersionCache, lookup_active, lookup_address
+from ipmeta.lookup import lookup_address
 from loader.formats import SourceRow
 from tests.memory_table import InMemoryTable
 from tests.pipeline import stage
@@ -76,18 +78,19 @@ def test_ipv6_top_address_is_found(tmp_path: Path) -> None:
         lookup_address(table, 0, Address(6, top - 256))
 
 
-def test_the_pointer_is_read_once_per_ttl() -> None:
+def test_the_pointers_are_read_once_per_ttl() -> None:
     now = [0.0]
     table = InMemoryTable([])
-    cache = ActiveVersionCache(5.0, clock=lambda: now[0])
+    catalog = DatasetCatalog(table, 5.0, clock=lambda: now[0])
     for _ in range(10):
-        cache.get(table)
+        catalog.get()
     assert table.pointer_reads == 1
     now[0] = 5.1
-    cache.get(table)
+    assert catalog.get().versions == {"default": 1}
     assert table.pointer_reads == 2
 
 
 def test_no_active_version_is_no_dataset() -> None:
+    table = InMemoryTable([], active=None)
     with pytest.raises(NoDataset):
-        lookup_active(InMemoryTable([], active=None), ActiveVersionCache(5.0), Address(4, 1))
+        select_targets(DatasetCatalog(table, 5.0).get(), lambda name: cast(VersionMetaReader, table))

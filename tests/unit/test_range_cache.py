@@ -25,22 +25,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta import keys
+from ipmeta.answers import CombinedResult, lookup_datasets_many
 from ipmeta.bogons import is_bogon
+from ipmeta.catalog import Targets
 from ipmeta.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
 from ipmeta.ips import Address, Family, format_address
-from ipmeta.lookup import LookupResult, lookup_address, lookup_many
+from ipmeta.lookup import LookupResult, lookup_address
 from ipmeta.range_cache import RangeCache, entry_bytes
 from ipmeta.records import Cover
 from loader.formats import SourceRow
 from tests.pipeline import stage
 
 Range = tuple[int, int, dict[str, Any]]
+DEFAULT = keys.DEFAULT_DATASET
+#: How the lookup names version 1 of the default dataset in the cache.
+V1 = keys.key_space().version_key(1)
 
 
 class CountingTable:
     """Versions of ranges, stored as bucket pieces; ``queries`` counts Queries."""
 
     def __init__(self, versions: dict[int, list[Range]], family: Family = 4) -> None:
+        self.space = keys.key_space()
         self.queries = 0
         self._lock = threading.Lock()
         partitions: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
@@ -53,7 +59,9 @@ class CountingTable:
                         keys.ATTR_DATA: data,
                     }
                     sort_key = keys.encode_sort_key_value(family, piece.first)
-                    partitions[keys.partition_key(version, family, piece.bucket)].append((sort_key, item))
+                    partitions[keys.key_space().partition_key(version, family, piece.bucket)].append(
+                        (sort_key, item)
+                    )
         self._partitions = {
             pk: sorted(entries, key=lambda entry: entry[0]) for pk, entries in partitions.items()
         }
@@ -159,10 +167,10 @@ def test_a_gap_found_by_an_empty_query_stays_in_its_bucket() -> None:
     with pytest.raises(IpAddressNotFound):
         lookup_address(table, 1, Address(4, B5 + 1000), cache)
     # Then the gap runs from the bucket's first address to the address asked, and no further
-    span = cache.find(1, 4, B5)
+    span = cache.find(V1, 4, B5)
     assert span is not None
     assert (span.start, span.end, span.data) == (B5, B5 + 1000, None)
-    assert cache.find(1, 4, B5 + 1001) is None
+    assert cache.find(V1, 4, B5 + 1001) is None
     assert lookup_address(table, 1, Address(4, top_of_5), cache).data == {"n": "a"}
     assert lookup_address(table, 1, Address(4, 6 << 24), cache).data == {"n": "b"}
 
@@ -173,7 +181,7 @@ def test_a_longer_gap_replaces_the_shorter_one_with_the_same_start() -> None:
     for value in (B5 + 20, B5 + 50, B5 + 30):
         with pytest.raises(IpAddressNotFound):
             lookup_address(table, 1, Address(4, value), cache)
-    span = cache.find(1, 4, B5 + 10)
+    span = cache.find(V1, 4, B5 + 10)
     assert span is not None
     assert (span.start, span.end) == (B5 + 10, B5 + 50)
     assert len(cache) == 1
@@ -305,7 +313,7 @@ def test_ipv6_ranges_and_gaps_are_cached_to_the_last_address() -> None:
     assert answer(table, 1, top - 255, cache, 6).data == {"n": "top"}  # type: ignore[union-attr]
     assert isinstance(answer(table, 1, top - 256, cache, 6), IpAddressNotFound)
     assert table.queries == 2
-    assert cache.find(1, 4, top - 1) is None  # families never mix
+    assert cache.find(V1, 4, top - 1) is None  # families never mix
 
 
 # -- bytes and eviction ----------------------------------------------------------------------------
@@ -322,8 +330,8 @@ def test_the_least_recently_used_entry_goes_first_and_bytes_stay_under_the_bound
     lookup_address(table, 1, Address(4, B5 + 30), cache)  # admitting range 3 evicts range 1
     assert len(cache) == 3
     assert cache.bytes <= cache.max_bytes
-    assert cache.find(1, 4, B5 + 15) is None
-    assert all(cache.find(1, 4, B5 + 10 * n + 5) is not None for n in (0, 2, 3))
+    assert cache.find(V1, 4, B5 + 15) is None
+    assert all(cache.find(V1, 4, B5 + 10 * n + 5) is not None for n in (0, 2, 3))
 
 
 def test_an_entry_larger_than_the_bound_is_not_admitted_and_zero_disables() -> None:
@@ -392,8 +400,8 @@ def test_a_batch_answers_cached_addresses_without_a_query() -> None:
     lookup_address(table, 1, Address(4, B5), cache)
     addresses = [Address(4, B5 + n) for n in range(100)] + [Address(4, B5 + 300)]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = lookup_many(table, 1, addresses, pool, cache)
+        answers = lookup_datasets_many(lambda name: table, Targets(((DEFAULT, 1),)), addresses, pool, cache)
     assert list(answers) == addresses
-    assert all(isinstance(answers[address], LookupResult) for address in addresses[:100])
+    assert all(isinstance(answers[address], CombinedResult) for address in addresses[:100])
     assert isinstance(answers[addresses[-1]], IpAddressNotFound)
     assert table.queries == 2  # the first lookup, and the one gap

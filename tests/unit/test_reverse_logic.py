@@ -114,7 +114,7 @@ def index_keys(counts: dict[str, int], **options: Any) -> tuple[IndexPlan, Count
     keys_of: dict[str, set[str]] = {}
     for number, row in enumerate(rows):
         # distinct range starts, spaced like /20s
-        attributes = plan.attributes(1, 4, number * 4096, row)
+        attributes = plan.attributes(keys.key_space(), 1, 4, number * 4096, row)
         sizes[attributes[keys.GSI1_PARTITION_KEY]] += 1
         keys_of.setdefault(row["v"], set()).add(attributes[keys.GSI1_PARTITION_KEY])
     return plan, sizes, keys_of
@@ -187,7 +187,7 @@ def test_a_query_finds_a_packed_value_where_the_loader_put_it() -> None:
     index = reverse.ReverseIndexes.from_version_meta(meta).values
     assert index is not None
     for value in ("hot", "AS0", "AS7", "AS2999"):
-        where = index.keys_of(1, value)
+        where = index.keys_of(keys.key_space(), 1, value)
         assert set(where.partition_keys) == keys_of[value]
         assert bool(where.sort_key_prefix) == (value != "hot")
     # A version loaded before packing: counts by value, only those above one, no pack starts
@@ -197,8 +197,12 @@ def test_a_query_finds_a_packed_value_where_the_loader_put_it() -> None:
         VersionMeta(1, VersionStatus.ACTIVE, value_index=legacy_meta)
     ).values
     assert legacy is not None
-    assert legacy.keys_of(1, "AS7") == keys.ValueKeys(("v1#v#AS7#0",), "")
-    assert legacy.keys_of(1, "hot").partition_keys == ("v1#v#hot#0", "v1#v#hot#1", "v1#v#hot#2")
+    assert legacy.keys_of(keys.key_space(), 1, "AS7") == keys.ValueKeys(("v1#v#AS7#0",), "")
+    assert legacy.keys_of(keys.key_space(), 1, "hot").partition_keys == (
+        "v1#v#hot#0",
+        "v1#v#hot#1",
+        "v1#v#hot#2",
+    )
 
 
 def test_values_with_the_same_hash_are_never_split_across_packs() -> None:

@@ -1,17 +1,21 @@
-"""Dataset routes: the retained versions, the active one, and health."""
+"""Dataset routes: every dataset with its retained versions, one dataset, and health."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any, Literal
 
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta import keys
 from ipmeta.api import dependencies
-from ipmeta.api.models import DatasetInfo, DatasetList, HealthResponse
+from ipmeta.api.models import DatasetHealth, DatasetInfo, DatasetList, DatasetSummary, HealthResponse
 from ipmeta.api.responses import documented
-from ipmeta.errors import DatasetStale, NoDataset
+from ipmeta.catalog import ActiveDatasets
+from ipmeta.errors import DatasetInvalid, DatasetNotFound, DatasetStale, NoDataset
 from ipmeta.records import VersionMeta
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -36,40 +40,68 @@ def dataset_info(meta: VersionMeta) -> DatasetInfo:
     )
 
 
-def retained_datasets(metas: list[VersionMeta]) -> list[DatasetInfo]:
+def retained_versions(metas: list[VersionMeta]) -> list[DatasetInfo]:
     """Versions whose items can still answer, newest first."""
     retained = [meta for meta in metas if meta.retained]
     return [dataset_info(meta) for meta in sorted(retained, key=lambda meta: -meta.version)]
 
 
+def _summary(name: str, snapshot: ActiveDatasets) -> DatasetSummary:
+    active = snapshot.versions.get(name)
+    versions = retained_versions(dependencies.current().reader(name).list_version_metas())
+    return DatasetSummary(
+        name=name, active=keys.format_version(active) if active is not None else None, versions=versions
+    )
+
+
+def _fresh_snapshot() -> ActiveDatasets:
+    """The listing routes are rare and read by people: they show the table as it is now."""
+    catalog = dependencies.current().catalog
+    catalog.invalidate()
+    return catalog.get()
+
+
 @router.get(
     "/v1/datasets",
     operation_id="listDatasets",
-    summary="The retained dataset versions",
-    responses=documented("Retained versions", 500),
+    summary="Every dataset with its retained versions",
+    responses=documented("Every dataset, in precedence order", 500),
 )
 def get_datasets() -> DatasetList:
-    store = dependencies.current().store
-    active = store.read_active_version()
-    return DatasetList(
-        active=keys.format_version(active) if active is not None else None,
-        datasets=retained_datasets(store.list_version_metas()),
-    )
+    snapshot = _fresh_snapshot()
+    return DatasetList(datasets=[_summary(name, snapshot) for name in snapshot.order])
 
 
 @router.get(
     "/v1/datasets/current",
     operation_id="currentDataset",
-    summary="The active dataset version",
+    summary="The active version of the first active dataset, in precedence order",
+    description="Kept from the single-dataset API; `/v1/datasets/{name}` shows one dataset.",
     responses=documented("The active version", 500, 503),
 )
 def get_current_dataset() -> DatasetInfo:
-    store = dependencies.current().store
-    active = store.read_active_version()
-    meta = store.get_version_meta(active, consistent=False) if active is not None else None
-    if meta is None:
-        raise NoDataset("no dataset is active yet; load one with `ipmeta load`")
-    return dataset_info(meta)
+    snapshot = _fresh_snapshot()
+    for name in snapshot.order:
+        version = snapshot.versions.get(name)
+        meta = dependencies.current().reader(name).get_version_meta(version) if version else None
+        if meta is not None:
+            return dataset_info(meta)
+    raise NoDataset("no dataset is active yet; load one with `ipmeta load`")
+
+
+@router.get(
+    "/v1/datasets/<name>",
+    operation_id="getDataset",
+    summary="One dataset with its retained versions",
+    responses=documented("The dataset", 400, 404, 500),
+)
+def get_dataset(name: str) -> DatasetSummary:
+    if not keys.DATASET_NAME.fullmatch(name):
+        raise DatasetInvalid(f"{name[:40]!r} is not a dataset name")
+    snapshot = _fresh_snapshot()
+    if not snapshot.knows(name):
+        raise DatasetNotFound(f"no dataset {name!r}; GET /v1/datasets lists them")
+    return _summary(name, snapshot)
 
 
 def dataset_age_seconds(meta: VersionMeta, now: float) -> int:
@@ -78,24 +110,58 @@ def dataset_age_seconds(meta: VersionMeta, now: float) -> int:
     return max(0, int(now - loaded))
 
 
+def dataset_health(name: str, version: int | None, now: float) -> DatasetHealth:
+    deps = dependencies.current()
+    limit = deps.api.max_age_of(name)
+    meta = deps.reader(name).get_version_meta(version, consistent=False) if version else None
+    if version is None or meta is None:
+        return DatasetHealth(status="inactive", version=None, age_seconds=None, max_age_seconds=limit)
+    age = dataset_age_seconds(meta, now)
+    return DatasetHealth(
+        status="stale" if age > limit else "ok",
+        version=keys.format_version(version),
+        age_seconds=age,
+        max_age_seconds=limit,
+    )
+
+
+def overall_health(datasets: dict[str, DatasetHealth]) -> HealthResponse:
+    """Healthy when every dataset is; else the first reason: a dataset not active, then a stale one."""
+    inactive = [name for name, health in datasets.items() if health.status == "inactive"]
+    stale = [name for name, health in datasets.items() if health.status == "stale"]
+    if inactive or not datasets:
+        failure: NoDataset | DatasetStale = NoDataset(
+            f"no active version of {', '.join(inactive)}" if inactive else "no dataset is active"
+        )
+        status: Literal["ok", "stale", "inactive"] = "inactive"
+    elif stale:
+        failure = DatasetStale(
+            "; ".join(
+                f"{name} {datasets[name].version} was loaded {datasets[name].age_seconds} s ago, "
+                f"its maximum age is {datasets[name].max_age_seconds} s"
+                for name in stale
+            )
+        )
+        status = "stale"
+    else:
+        return HealthResponse(status="ok", datasets=datasets)
+    return HealthResponse(status=status, code=failure.code, message=failure.message, datasets=datasets)
+
+
 @router.get(
     "/v1/health",
     operation_id="health",
-    summary="200 when a dataset is active and fresh enough; 503 with the reason otherwise",
-    responses=documented("Healthy", 500, unavailable="NO_DATASET or DATASET_STALE"),
+    summary="200 when every dataset is active and fresh enough; 503 with the reason otherwise",
+    responses=documented("Healthy", 500, unavailable="NO_DATASET or DATASET_STALE, and each dataset's state"),
 )
-def get_health() -> HealthResponse:
-    deps = dependencies.current()
-    active = deps.store.read_active_version()
-    meta = deps.store.get_version_meta(active, consistent=False) if active is not None else None
-    if active is None or meta is None:
-        raise NoDataset("no dataset is active")
-    age = dataset_age_seconds(meta, time.time())
-    limit = deps.api.health_max_dataset_age_seconds
-    if age > limit:
-        raise DatasetStale(
-            f"dataset {keys.format_version(active)} was loaded {age} s ago; the maximum age is {limit} s"
-        )
-    return HealthResponse(
-        status="ok", dataset=keys.format_version(active), age_seconds=age, max_age_seconds=limit
+def get_health() -> Response[dict[str, Any]]:
+    snapshot = dependencies.current().catalog.get()
+    now = time.time()
+    health = overall_health(
+        {name: dataset_health(name, snapshot.versions.get(name), now) for name in snapshot.order}
+    )
+    return Response(
+        status_code=HTTPStatus.OK if health.status == "ok" else HTTPStatus.SERVICE_UNAVAILABLE,
+        content_type=content_types.APPLICATION_JSON,
+        body=health.model_dump(exclude_none=True),
     )

@@ -1,4 +1,4 @@
-"""Per-container singletons: the data store, the active-version and range caches, the API settings.
+"""Per-container singletons: the data store, the dataset catalog, the range cache, the API settings.
 
 Built on first use, so importing the API costs no network and tests (and the
 local server) can install their own before the first request.
@@ -11,24 +11,43 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ipmeta.lookup import ActiveVersionCache
+from ipmeta.catalog import DatasetCatalog, Targets, select_targets
 from ipmeta.range_cache import RangeCache
 from ipmeta.reverse import IndexCatalog
-from ipmeta.settings import DEFAULT_RANGE_CACHE_BYTES, ENV_RANGE_CACHE_BYTES, ApiSettings, Settings
+from ipmeta.settings import (
+    DEFAULT_POINTER_CACHE_SECONDS,
+    DEFAULT_RANGE_CACHE_BYTES,
+    ENV_RANGE_CACHE_BYTES,
+    ApiSettings,
+    Settings,
+)
 from ipmeta.store import Store
 
 
 @dataclass
 class Dependencies:
     store: Store
-    versions: ActiveVersionCache
+    #: How long the catalog trusts the datasets' pointers (0 in tests: read on every request).
+    pointer_cache_seconds: float = DEFAULT_POINTER_CACHE_SECONDS
     api: ApiSettings = field(default_factory=ApiSettings.from_environment)
     #: Off unless given: a test or a benchmark that builds its own dependencies
     #: counts one Query per lookup. A container gets one sized by the environment.
     ranges: RangeCache = field(default_factory=lambda: RangeCache(0))
+    catalog: DatasetCatalog = field(init=False)
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
-    _catalog: IndexCatalog | None = field(default=None, repr=False)
+    _indexes: dict[str, IndexCatalog] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.catalog = DatasetCatalog(self.store, self.pointer_cache_seconds, self.api.datasets)
+
+    def reader(self, dataset: str) -> Store:
+        """The table in one dataset's keys (one view per dataset: its cover lists are read once)."""
+        return self.store.for_dataset(dataset)
+
+    def targets(self, datasets: str | None = None, version: str | None = None) -> Targets:
+        """The (dataset, version) pairs a request reads (``ipmeta.catalog.select_targets``)."""
+        return select_targets(self.catalog.get(), self.reader, datasets, version)
 
     @property
     def batch_executor(self) -> ThreadPoolExecutor:
@@ -40,16 +59,15 @@ class Dependencies:
                 )
             return self._executor
 
-    @property
-    def index_catalog(self) -> IndexCatalog:
-        """The reverse indexes of each version, read once per container."""
+    def index_catalog(self, dataset: str) -> IndexCatalog:
+        """The reverse indexes of each version of ``dataset``, read once per container."""
         with self._lock:
-            if self._catalog is None:
-                store = self.store
-                self._catalog = IndexCatalog(
+            if dataset not in self._indexes:
+                store = self.reader(dataset)
+                self._indexes[dataset] = IndexCatalog(
                     lambda version: store.get_version_meta(version, consistent=False)
                 )
-            return self._catalog
+            return self._indexes[dataset]
 
 
 def range_cache_bytes() -> int:
@@ -70,7 +88,7 @@ def current() -> Dependencies:
         settings = Settings.from_environment()
         _current = Dependencies(
             store=Store.from_settings(settings),
-            versions=ActiveVersionCache(settings.pointer_cache_seconds),
+            pointer_cache_seconds=settings.pointer_cache_seconds,
             ranges=RangeCache(range_cache_bytes()),
         )
     return _current

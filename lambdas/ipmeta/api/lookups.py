@@ -1,7 +1,9 @@
 """Lookup routes: one IP, one field of one IP, the caller's IP, and a batch.
 
-Routes parse their input and call the pure lookup functions; every error is
-raised and turned into a response in ``ipmeta.api.app``.
+Each answers from every active dataset (``?datasets=`` narrows, ``?version=``
+pins versions; ``ipmeta.catalog``), one Query per dataset, concurrently
+(``ipmeta.answers``). Routes parse their input and call the pure lookup
+functions; every error is raised and turned into a response in ``ipmeta.api.app``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-from aws_lambda_powertools.metrics import MetricUnit
 
+from ipmeta.answers import CombinedResult, lookup_datasets, lookup_datasets_many
 from ipmeta.api import dependencies
 from ipmeta.api.models import BatchResponse, LookupResponse
-from ipmeta.api.observability import METRIC_LOOKUPS, metrics
+from ipmeta.api.observability import count_lookups
 from ipmeta.api.responses import LOOKUP_RESPONSES, NotModified, cache_headers, documented, etag_matches
+from ipmeta.catalog import MAX_SELECTOR_LENGTH, Targets
 from ipmeta.errors import (
     BatchBodyNotArray,
     BatchBodyNotJson,
@@ -28,7 +31,6 @@ from ipmeta.errors import (
     RequestInvalid,
 )
 from ipmeta.ips import Address, parse_ip
-from ipmeta.lookup import LookupResult, lookup_address, lookup_many, resolve_version
 from ipmeta.settings import ApiSettings
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -49,20 +51,31 @@ FIELDS_PARAMETER: dict[str, Any] = {
     "unknown names are left out",
     "schema": {"type": "string", "maxLength": FIELDS_MAX_LENGTH},
 }
+DATASETS_PARAMETER: dict[str, Any] = {
+    "name": "datasets",
+    "in": "query",
+    "required": False,
+    "description": "Comma-separated datasets to answer from (e.g. city,asn); default: every active "
+    "dataset, in the deployment's precedence order",
+    "schema": {"type": "string", "maxLength": MAX_SELECTOR_LENGTH},
+}
 VERSION_PARAMETER: dict[str, Any] = {
     "name": "version",
     "in": "query",
     "required": False,
-    "description": "Answer from this retained dataset version (e.g. v3) instead of the active one",
-    "schema": {"type": "string"},
+    "description": "Answer from retained versions instead of the active ones: v3 when the request "
+    "reads one dataset, else one per dataset, e.g. city:v3,asn:v12",
+    "schema": {"type": "string", "maxLength": MAX_SELECTOR_LENGTH},
 }
 #: The query parameters of each operation, by operationId.
 QUERY_PARAMETERS: dict[str, list[dict[str, Any]]] = {
-    "lookupIp": [FIELDS_PARAMETER, VERSION_PARAMETER],
-    "lookupIpField": [VERSION_PARAMETER],
-    "lookupCaller": [FIELDS_PARAMETER, VERSION_PARAMETER],
-    "lookupBatch": [FIELDS_PARAMETER, VERSION_PARAMETER],
+    "lookupIp": [FIELDS_PARAMETER, DATASETS_PARAMETER, VERSION_PARAMETER],
+    "lookupIpField": [DATASETS_PARAMETER, VERSION_PARAMETER],
+    "lookupCaller": [FIELDS_PARAMETER, DATASETS_PARAMETER, VERSION_PARAMETER],
+    "lookupBatch": [FIELDS_PARAMETER, DATASETS_PARAMETER, VERSION_PARAMETER],
 }
+#: Names the datasets left out of an answer because none of their versions is active.
+INACTIVE_HEADER = "X-Ipmeta-Inactive-Datasets"
 
 
 def query(name: str) -> str | None:
@@ -90,26 +103,37 @@ def parse_fields(text: str | None) -> frozenset[str] | None:
     return names or None
 
 
-def _lookup(address: Address, version: str | None) -> LookupResult:
+def _targets() -> Targets:
+    return dependencies.current().targets(query("datasets"), query("version"))
+
+
+def _lookup(address: Address) -> CombinedResult:
     deps = dependencies.current()
-    metrics.add_metric(name=METRIC_LOOKUPS, unit=MetricUnit.Count, value=1)
-    return lookup_address(
-        deps.store, resolve_version(deps.store, deps.versions, version), address, deps.ranges
-    )
+    targets = _targets()
+    try:
+        return lookup_datasets(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+    finally:
+        count_lookups(targets.names, 1)
 
 
-def _cached_json(
-    result: LookupResult, fields: frozenset[str] | None, *, private: bool = False
-) -> Response[Any]:
-    etag = result.etag(",".join(sorted(fields)) if fields else "")
+def _answer_headers(result: CombinedResult, etag: str, *, private: bool = False) -> dict[str, str]:
     headers = cache_headers(etag, dependencies.current().api.cache_max_age_seconds, private=private)
     if etag_matches(router.current_event.headers.get("if-none-match"), etag):
         raise NotModified(headers)
+    if result.inactive:
+        headers[INACTIVE_HEADER] = ",".join(result.inactive)
+    return headers
+
+
+def _cached_json(
+    result: CombinedResult, fields: frozenset[str] | None, *, private: bool = False
+) -> Response[Any]:
+    etag = result.etag(",".join(sorted(fields)) if fields else "")
     return Response(
         status_code=200,
         content_type=content_types.APPLICATION_JSON,
         body=result.to_response(fields),
-        headers=headers,
+        headers=_answer_headers(result, etag, private=private),
     )
 
 
@@ -117,7 +141,7 @@ def _cached_json(
     "/v1/ip/<ip>", operation_id="lookupIp", summary="Look up one IP address", responses=LOOKUP_RESPONSES
 )
 def get_ip(ip: str) -> Response[LookupResponse]:
-    return _cached_json(_lookup(parse_ip(ip), query("version")), parse_fields(query("fields")))
+    return _cached_json(_lookup(parse_ip(ip)), parse_fields(query("fields")))
 
 
 @router.get(
@@ -128,20 +152,13 @@ def get_ip(ip: str) -> Response[LookupResponse]:
     responses=TEXT_FIELD_RESPONSES,
 )
 def get_ip_field(ip: str, field: str) -> Response[str]:
-    result = _lookup(parse_ip(ip), query("version"))
-    if field == "ip":
-        value: Any = str(result.address)
-    elif field == "bogon":
-        value = result.bogon
-    elif field in result.data:
-        value = result.data[field]
-    else:
-        raise FieldNotFound(f"the range of {result.address} has no field {field[:64]!r}")
+    result = _lookup(parse_ip(ip))
+    try:
+        value = result.field(field)
+    except KeyError:
+        raise FieldNotFound(f"the range of {result.address} has no field {field[:64]!r}") from None
     text = json.dumps(value) if isinstance(value, bool | dict | list) or value is None else str(value)
-    etag = result.etag(f"field:{field}")
-    headers = cache_headers(etag, dependencies.current().api.cache_max_age_seconds)
-    if etag_matches(router.current_event.headers.get("if-none-match"), etag):
-        raise NotModified(headers)
+    headers = _answer_headers(result, result.etag(f"field:{field}"))
     return Response(
         status_code=200, content_type="text/plain; charset=utf-8", body=text + "\n", headers=headers
     )
@@ -174,7 +191,7 @@ def get_caller() -> Response[LookupResponse]:
         event.headers.get("x-forwarded-for"),
         dependencies.current().api.trusted_proxy_hops,
     )
-    return _cached_json(_lookup(address, query("version")), parse_fields(query("fields")), private=True)
+    return _cached_json(_lookup(address), parse_fields(query("fields")), private=True)
 
 
 def parse_batch_body(body: str | bytes | None, limit: int) -> list[str]:
@@ -232,11 +249,11 @@ def post_batch() -> BatchResponse:
         except IpmetaError as error:
             parsed[text] = error
     addresses = [value for value in parsed.values() if isinstance(value, Address)]
-    results: dict[Address, LookupResult | IpmetaError] = {}
+    results: dict[Address, CombinedResult | IpmetaError] = {}
     if addresses:
-        version_number = resolve_version(deps.store, deps.versions, query("version"))
-        results = lookup_many(deps.store, version_number, addresses, deps.batch_executor, deps.ranges)
-        metrics.add_metric(name=METRIC_LOOKUPS, unit=MetricUnit.Count, value=len(results))
+        targets = _targets()
+        results = lookup_datasets_many(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
+        count_lookups(targets.names, len(results))
     wanted = parse_fields(query("fields"))
     answers: dict[str, Any] = {}
     for text, value in parsed.items():

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field, RootModel
 #: Every code the API answers with, and when: the README and the OpenAPI spec list these.
 ERROR_CODES: dict[str, str] = {
     "IP_ADDRESS_INVALID": "400: not an IPv4 or IPv6 address (see the input rules)",
-    "VERSION_INVALID": "400: ?version= is not a version id such as v3",
+    "VERSION_INVALID": "400: ?version= is not v3, or (with several datasets) city:v3,asn:v12",
+    "DATASET_INVALID": "400: a dataset name (?datasets=, dataset=) is not lower-case letters, digits and -",
     "REQUEST_INVALID": "400: a query parameter fails its schema (e.g. ?fields= too long)",
     "BATCH_BODY_NOT_JSON": "400: the batch body is not JSON",
     "BATCH_BODY_NOT_ARRAY": "400: the batch body is JSON but not an array",
@@ -24,11 +25,12 @@ ERROR_CODES: dict[str, str] = {
     "IP_ADDRESS_RESERVED": "404: a bogon (private, loopback, ...) the dataset has no range for",
     "FIELD_NOT_FOUND": "404: the range has no such field",
     "VERSION_NOT_FOUND": "404: the version is not retained (never existed, loading, or deleted)",
+    "DATASET_NOT_FOUND": "404: no dataset of that name (GET /v1/datasets lists them)",
     "FLAGS_NOT_INDEXED": "404: /v1/flagged on a version loaded without --flag-column",
     "ROUTE_NOT_FOUND": "404: no such path or method",
     "INTERNAL_ERROR": "500: a bug or an unexpected failure; the logs have the details",
-    "NO_DATASET": "503: no dataset is active yet",
-    "DATASET_STALE": "503 (health only): the active dataset is older than the configured maximum age",
+    "NO_DATASET": "503: no dataset read by the request is active yet (health: one is not active)",
+    "DATASET_STALE": "503 (health only): an active dataset is older than its maximum age",
 }
 
 
@@ -39,19 +41,41 @@ class RangeModel(BaseModel):
 
 
 class DatasetRef(BaseModel):
-    version: str = Field(description="Dataset version that answered, e.g. v3")
+    name: str = Field(description="The dataset, e.g. asn")
+    version: str = Field(description="Its version that answered, e.g. v3")
+
+
+class DatasetAnswer(BaseModel):
+    version: str = Field(description="The dataset's version that answered, e.g. v3")
+    range: RangeModel | None = Field(description="The dataset's range holding the address; null in a gap")
+    data: dict[str, Any] | None = Field(
+        description="The metadata columns of that range, as loaded (or ?fields=); null in a gap"
+    )
 
 
 class LookupResponse(BaseModel):
     ip: str = Field(description="The address looked up, normalized (IPv4-mapped IPv6 as IPv4)")
     bogon: bool = Field(
         description="True for special-purpose addresses (IANA registries: private, CGNAT, loopback, "
-        "link-local, documentation, multicast, reserved); such an address answers only when the "
+        "link-local, documentation, multicast, reserved); such an address answers only when a "
         "dataset has a range for it"
     )
-    range: RangeModel
-    data: dict[str, Any] = Field(description="The metadata columns of the range, as loaded (or ?fields=)")
-    dataset: DatasetRef
+    range: RangeModel = Field(
+        description="The addresses every dataset that holds this one answers with the same range: "
+        "the intersection of their ranges (with one dataset, its range)"
+    )
+    data: dict[str, Any] = Field(
+        description="The merged view: each field from the first dataset, in the deployment's precedence "
+        "order, whose range holds the address (or ?fields=)"
+    )
+    datasets: dict[str, DatasetAnswer] = Field(
+        description="Each dataset read, by name, in precedence order: its own version, range and data"
+    )
+    inactive: list[str] = Field(
+        default=[],
+        description="Datasets left out because none of their versions is active (also the "
+        "X-Ipmeta-Inactive-Datasets header); empty when every dataset answered",
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -81,16 +105,30 @@ class DatasetInfo(BaseModel):
     items: int | None = Field(description="Items written (ranges split at bucket edges)")
 
 
+class DatasetSummary(BaseModel):
+    name: str = Field(description="The dataset, e.g. city: what ?datasets= and dataset= take")
+    active: str | None = Field(description="The version lookups answer from; null when none is active")
+    versions: list[DatasetInfo] = Field(description="Retained versions, newest first")
+
+
 class DatasetList(BaseModel):
-    active: str | None = Field(description="The version lookups answer from, if any")
-    datasets: list[DatasetInfo] = Field(description="Retained versions, newest first")
+    datasets: list[DatasetSummary] = Field(description="Every dataset, in the lookups' precedence order")
+
+
+class DatasetHealth(BaseModel):
+    status: Literal["ok", "stale", "inactive"]
+    version: str | None = Field(description="The active version; null when none is active")
+    age_seconds: int | None = Field(description="Seconds since the active version was loaded")
+    max_age_seconds: int = Field(description="This dataset's maximum age; beyond it, health answers 503")
 
 
 class HealthResponse(BaseModel):
-    status: Literal["ok"]
-    dataset: str = Field(description="The active version")
-    age_seconds: int = Field(description="Seconds since the active version was loaded")
-    max_age_seconds: int = Field(description="Beyond this age health answers 503 DATASET_STALE")
+    status: Literal["ok", "stale", "inactive"]
+    code: str | None = Field(
+        default=None, description="With a 503: NO_DATASET (a dataset is not active) or DATASET_STALE"
+    )
+    message: str | None = Field(default=None, description="With a 503: which datasets, and why")
+    datasets: dict[str, DatasetHealth] = Field(description="Each dataset's freshness, by name")
 
 
 class RangeEntry(RangeModel):

@@ -18,8 +18,8 @@ from ipmeta import keys, reverse
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetRef, FlaggedResponse, RangeEntry, RangesResponse
 from ipmeta.api.responses import documented
-from ipmeta.errors import InvalidToken, IpmetaError, LimitInvalid
-from ipmeta.lookup import parse_version, resolve_version
+from ipmeta.catalog import parse_version
+from ipmeta.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, IpmetaError, LimitInvalid
 from ipmeta.settings import page_token_key
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -47,24 +47,54 @@ Version = Annotated[
 PARAMETER_ERRORS: dict[str, type[IpmetaError]] = {"limit": LimitInvalid, "next": InvalidToken}
 
 
+Dataset = Annotated[
+    str | None,
+    Query(
+        max_length=keys.MAX_DATASET_NAME_LENGTH,
+        description="The dataset to list from; default: the first dataset, in precedence order, whose "
+        "active version has the index asked for",
+    ),
+]
+#: A listing of one dataset version: the question asked of its index metadata.
+ListingOf = Callable[[reverse.ReverseIndexes, keys.KeySpace, int], reverse.Listing]
+
+
+def _listing(listing_of: ListingOf, dataset: str | None, requested: str | None) -> reverse.Listing:
+    """The listing of the dataset named, or of the first one (in precedence order) that can answer.
+
+    A dataset whose version lacks the index asked for raises ``FieldNotIndexed`` or
+    ``FlagsNotIndexed``; without ``dataset=``, the next dataset is tried, and the
+    first dataset's error is the answer if none has the index.
+    """
+    deps = dependencies.current()
+    targets = deps.targets(dataset, f"{dataset}:{requested}" if dataset and requested else requested)
+    first_error: IpmetaError | None = None
+    for name, version in targets.versions:
+        try:
+            return listing_of(deps.index_catalog(name).get(version), deps.reader(name).space, version)
+        except (FieldNotIndexed, FlagsNotIndexed) as error:
+            first_error = first_error or error
+    assert first_error is not None  # targets always holds at least one version
+    raise first_error
+
+
 def _page(
-    listing_of: Callable[[reverse.ReverseIndexes, int], reverse.Listing],
-    limit: int,
-    token_text: str | None,
-    requested: str | None,
+    listing_of: ListingOf, limit: int, token_text: str | None, dataset: str | None, requested: str | None
 ) -> tuple[reverse.Listing, reverse.Page, str | None]:
-    """Resolve the version (the token's, if any), build the listing, read one page."""
+    """Resolve the dataset and version (the token's, if any), build the listing, read one page."""
     deps = dependencies.current()
     token = reverse.decode_token(token_text, page_token_key()) if token_text else None
     if token is not None:
+        if dataset is not None and dataset != token.dataset:
+            raise InvalidToken("next belongs to another dataset than ?dataset=")
         if requested is not None and parse_version(requested) != token.version:
             raise InvalidToken("next belongs to another dataset version than ?version=")
-        requested = keys.format_version(token.version)
-    version = resolve_version(deps.store, deps.versions, requested)
-    listing = listing_of(deps.index_catalog.get(version), version)
+        dataset, requested = token.dataset, keys.format_version(token.version)
+    listing = _listing(listing_of, dataset, requested)
     if token is not None and token.scope != listing.scope:
         raise InvalidToken("next belongs to another question; start again without it")
-    page = reverse.list_page(deps.store, listing, limit, token.cursor if token else None, deps.batch_executor)
+    reader = deps.reader(listing.dataset)
+    page = reverse.list_page(reader, listing, limit, token.cursor if token else None, deps.batch_executor)
     next_token = reverse.encode_token(listing, page.cursor, page_token_key()) if page.cursor else None
     return listing, page, next_token
 
@@ -78,22 +108,28 @@ def _page(
     responses=documented("One page of ranges", 400, 404, 500, 503),
 )
 def get_ranges(
+    *,
     field: Annotated[
         str | None, Query(description="The indexed field, e.g. asn (the load's --index-field)")
     ] = None,
     value: Annotated[str | None, Query(description="The value whose ranges to list, e.g. 13335")] = None,
     limit: Limit = reverse.DEFAULT_LIMIT,
     next: NextToken = None,
+    dataset: Dataset = None,
     version: Version = None,
 ) -> RangesResponse:
     listing, page, next_token = _page(
-        lambda indexes, number: reverse.ranges_of_value(indexes, number, field, value), limit, next, version
+        lambda indexes, space, number: reverse.ranges_of_value(indexes, space, number, field, value),
+        limit,
+        next,
+        dataset,
+        version,
     )
     indexed_field, label = listing.scope.removeprefix("value:").split("=", 1)
     return RangesResponse(
         field=indexed_field,
         value=label,
-        dataset=DatasetRef(version=keys.format_version(listing.version)),
+        dataset=DatasetRef(name=listing.dataset, version=keys.format_version(listing.version)),
         ranges=[RangeEntry(**reverse.range_entry(item, listing.index.sort_key)) for item in page.items],
         next=next_token,
     )
@@ -107,14 +143,16 @@ def get_ranges(
     responses=documented("One page of flagged ranges", 400, 404, 500, 503),
 )
 def get_flagged(
+    *,
     limit: Limit = reverse.DEFAULT_LIMIT,
     next: NextToken = None,
+    dataset: Dataset = None,
     version: Version = None,
 ) -> FlaggedResponse:
-    listing, page, next_token = _page(reverse.flagged_ranges, limit, next, version)
+    listing, page, next_token = _page(reverse.flagged_ranges, limit, next, dataset, version)
     return FlaggedResponse(
         column=listing.scope.removeprefix("flag:"),
-        dataset=DatasetRef(version=keys.format_version(listing.version)),
+        dataset=DatasetRef(name=listing.dataset, version=keys.format_version(listing.version)),
         ranges=[RangeEntry(**reverse.range_entry(item, listing.index.sort_key)) for item in page.items],
         next=next_token,
     )

@@ -1,0 +1,227 @@
+"""Which datasets a lookup answers from, and at which version: the catalog and a request's targets.
+
+A table holds named datasets (``ipmeta.keys``: ``city``, ``asn``, ``blocklist``),
+each with its own active-version pointer. A lookup answers from every active
+dataset at once, or from those ``?datasets=`` names. The catalog is what a
+container knows of them: their names, in precedence order, and each one's
+active version, re-read at most once per ``ttl_seconds`` (the pointer cache
+of a single dataset, widened to all of them: one GetItem of the table's list
+of datasets and one BatchGetItem of their pointers).
+
+**Precedence.** The merged, flat view of an answer takes each field from the
+first dataset in precedence order that holds the address and has the field.
+The order is set at deploy time (``IPMETA_DATASETS``, the stack's
+``lookupDatasets``): an operator decides once that ``blocklist`` overrides
+``city``, and every client sees the same answer. That list is also what a
+request without ``?datasets=`` reads; without one, every dataset of the table
+answers, in name order. Datasets the deployment does not list follow the
+declared ones, in name order, and answer when ``?datasets=`` names them. Each
+dataset's own section of the answer is never merged, so a client that needs
+to tell the sources apart reads those (``docs/decisions.md``, "Several
+datasets, one answer").
+
+**Versions.** ``?version=v3`` reads a retained version instead of the active
+one when the request has one dataset; with several, each is named:
+``?version=city:v3,asn:v12``. Naming a version costs one GetItem of its
+metadata; the default path costs nothing beyond the cached pointers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ipmeta import keys
+from ipmeta.errors import DatasetInvalid, DatasetNotFound, NoDataset, VersionInvalid, VersionNotFound
+from ipmeta.records import VersionMeta
+
+#: Longest ``?datasets=`` / ``?version=`` value read: names are short, and a table holds few datasets.
+MAX_SELECTOR_LENGTH = 1024
+
+
+class PointerReader(Protocol):
+    """What the catalog reads (``ipmeta.store.Store`` provides it)."""
+
+    def read_dataset_names(self, *, consistent: bool = False) -> list[str]: ...
+
+    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]: ...
+
+
+class VersionMetaReader(Protocol):
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveDatasets:
+    """A snapshot of the catalog: every known dataset in precedence order, and its active version."""
+
+    order: tuple[str, ...]
+    versions: Mapping[str, int | None]
+    #: What a request without ``?datasets=`` reads: the declared datasets, or every one.
+    defaults: tuple[str, ...] = ()
+
+    def knows(self, name: str) -> bool:
+        return name in self.versions
+
+
+def precedence(declared: Sequence[str], stored: Sequence[str]) -> tuple[str, ...]:
+    """The declared datasets in their order, then the table's others by name."""
+    return (*declared, *sorted(set(stored) - set(declared)))
+
+
+class DatasetCatalog:
+    """The datasets and their active versions, re-read at most once per ``ttl_seconds`` per container.
+
+    A pointer read per request would double the reads of every lookup; a few
+    seconds of staleness after an activation is harmless because old versions
+    are kept for a grace period longer than this TTL.
+    """
+
+    def __init__(
+        self,
+        reader: PointerReader,
+        ttl_seconds: float,
+        declared: Sequence[str] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reader = reader
+        self.ttl_seconds = ttl_seconds
+        self.declared = tuple(keys.check_dataset_name(name) for name in declared)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._snapshot = ActiveDatasets((), {})
+        self._read_at = float("-inf")
+
+    def get(self) -> ActiveDatasets:
+        if self._clock() - self._read_at < self.ttl_seconds:
+            return self._snapshot
+        with self._lock:
+            # Another thread may have refreshed while this one waited for the lock.
+            if self._clock() - self._read_at >= self.ttl_seconds:
+                self._snapshot = self._read()
+                self._read_at = self._clock()
+            return self._snapshot
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._read_at = float("-inf")
+
+    def _read(self) -> ActiveDatasets:
+        order = precedence(self.declared, self.reader.read_dataset_names())
+        versions = self.reader.read_active_versions(list(order))
+        return ActiveDatasets(order, versions, self.declared or order)
+
+
+# -- what one request reads ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """The (dataset, version) pairs a request reads, in precedence order, and the datasets left out."""
+
+    versions: tuple[tuple[str, int], ...]
+    inactive: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.versions)
+
+
+def parse_dataset_names(text: str | None) -> frozenset[str] | None:
+    """``?datasets=city,asn``: the names, or None (every dataset) when absent or empty."""
+    if text is None:
+        return None
+    if len(text) > MAX_SELECTOR_LENGTH:
+        raise DatasetInvalid(f"datasets: at most {MAX_SELECTOR_LENGTH} characters")
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    for name in names:
+        _check_name(name)
+    return names or None
+
+
+def _check_name(name: str) -> str:
+    try:
+        return keys.check_dataset_name(name)
+    except keys.DatasetNameInvalid as error:
+        raise DatasetInvalid(str(error)) from None
+
+
+def parse_version(text: str) -> int:
+    """``v3`` or ``3``, as the API prints versions and as people type them."""
+    digits = text[1:] if text[:1] in ("v", "V") else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 12:
+        raise VersionInvalid(f"{text[:40]!r} is not a dataset version; versions look like v3")
+    return int(digits)
+
+
+def parse_version_selector(text: str | None, names: Sequence[str]) -> dict[str, int]:
+    """``?version=``: ``v3`` when the request reads one dataset, else ``city:v3,asn:v12``."""
+    if text is None or not text.strip():
+        return {}
+    if len(text) > MAX_SELECTOR_LENGTH:
+        raise VersionInvalid(f"version: at most {MAX_SELECTOR_LENGTH} characters")
+    wanted: dict[str, int] = {}
+    for part in (part.strip() for part in text.split(",") if part.strip()):
+        name, colon, label = part.rpartition(":")
+        if not colon:
+            if len(names) != 1:
+                raise VersionInvalid(
+                    f"version={part[:40]} names no dataset, and this request reads {len(names)}; "
+                    "name each one: version=city:v3,asn:v12 (or narrow with ?datasets=)"
+                )
+            name = names[0]
+        if _check_name(name) not in names:
+            raise VersionInvalid(f"version names {name!r}, which this request does not read")
+        wanted[name] = parse_version(label)
+    return wanted
+
+
+def select_targets(
+    snapshot: ActiveDatasets,
+    metas: Callable[[str], VersionMetaReader],
+    datasets: str | None = None,
+    version: str | None = None,
+) -> Targets:
+    """The (dataset, version) pairs a request reads, from its ``?datasets=`` and ``?version=``.
+
+    Raises ``DatasetNotFound`` for a name neither the deployment nor the table
+    knows, ``VersionNotFound`` for a version that is not retained, and
+    ``NoDataset`` when none of the datasets read has an active version.
+    """
+    wanted = parse_dataset_names(datasets)
+    unknown = sorted(name for name in wanted or () if not snapshot.knows(name))
+    if unknown:
+        raise DatasetNotFound(
+            f"no dataset {', '.join(repr(name) for name in unknown)}; GET /v1/datasets lists them"
+        )
+    names = list(snapshot.defaults) if wanted is None else [name for name in snapshot.order if name in wanted]
+    pinned = parse_version_selector(version, names)
+    chosen: list[tuple[str, int]] = []
+    inactive: list[str] = []
+    for name in names:
+        if name in pinned:
+            chosen.append((name, retained_version(metas(name), name, pinned[name])))
+        elif (active := snapshot.versions.get(name)) is not None:
+            chosen.append((name, active))
+        else:
+            inactive.append(name)
+    if not chosen:
+        raise NoDataset(
+            "no dataset is active yet; load one with `ipmeta load`"
+            if not names
+            else f"no active version in {', '.join(names)}; load one with `ipmeta load --dataset NAME`"
+        )
+    return Targets(tuple(chosen), tuple(inactive))
+
+
+def retained_version(reader: VersionMetaReader, dataset: str, version: int) -> int:
+    meta = reader.get_version_meta(version, consistent=False)
+    if meta is None or not meta.retained:
+        raise VersionNotFound(
+            f"{dataset} {keys.format_version(version)} is not retained; "
+            f"GET /v1/datasets/{dataset} lists the versions that are"
+        )
+    return version
