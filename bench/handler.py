@@ -28,53 +28,24 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, cors_config, metrics
-from ipmeta.lookup import ActiveVersionCache
-from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from loader.store.table import LoaderTable
+from tests.stub_store import SlashTwentyFourStore
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
 
 BATCH_SIZE = 100
 
 
-class StubStore:
-    """Answers every Query with one /24 of a range, after ``query_seconds``."""
-
-    def __init__(self, query_seconds: float = 0.0) -> None:
-        self.query_seconds = query_seconds
-
-    def read_active_version(self, *, consistent: bool = False) -> int | None:
-        return 1
-
-    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
-        return VersionMeta(version, VersionStatus.ACTIVE)
-
-    def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
-        if self.query_seconds:
-            time.sleep(self.query_seconds)
-        base = sort_key & ~0xFF
-        prefix = int(partition_key.rsplit("#", 1)[1])
-        start = (prefix << 24) | base
-        return {
-            "start": _ipv4(start),
-            "end": _ipv4(start + 255),
-            "data": {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"},
-        }
-
-    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
-        return None  # no covers: every bucket here has its items
+#: What every stub Query answers: one /24 of a range.
+STUB_DATA = {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"}
 
 
-def _ipv4(value: int) -> str:
-    return ".".join(str((value >> shift) & 0xFF) for shift in (24, 16, 8, 0))
-
-
-def install(stub: StubStore) -> None:
+def install(stub: SlashTwentyFourStore) -> None:
     dependencies.install(
-        dependencies.Dependencies(store=cast(LoaderTable, stub), versions=ActiveVersionCache(3600.0))
+        dependencies.Dependencies(store=cast(LoaderTable, stub), pointer_cache_seconds=3600.0)
     )
 
 
@@ -116,7 +87,7 @@ def resolve(resolver: APIGatewayRestResolver, event: dict[str, Any]) -> Call:
 
 
 def bench_single(rounds: int, per_round: int) -> dict[str, float]:
-    install(StubStore())
+    install(SlashTwentyFourStore(STUB_DATA))
     event = proxy_event("GET", "/v1/ip/1.0.0.1", {}, b"", "127.0.0.1")
     ours, trivial = resolve(app, event), resolve(trivial_resolver(), event)
     for warm in (ours, trivial):
@@ -130,7 +101,7 @@ def bench_single(rounds: int, per_round: int) -> dict[str, float]:
 
 
 def bench_batch(rounds: int, query_seconds: float) -> dict[str, float]:
-    install(StubStore(query_seconds))
+    install(SlashTwentyFourStore(STUB_DATA, query_seconds=query_seconds))
     ips = [f"1.{i}.0.1" for i in range(BATCH_SIZE)]
     singles = [resolve(app, proxy_event("GET", f"/v1/ip/{ip}", {}, b"", "127.0.0.1")) for ip in ips]
     batch_event = proxy_event(

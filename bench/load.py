@@ -41,7 +41,6 @@ from tqdm import tqdm
 from bench.datasets import ASN_DIR, DBIP_ATTRIBUTION, dbip_city, dbip_city_csv
 from bench.prepare import prepare_in_child, window_spread, write_order
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer
@@ -128,7 +127,7 @@ def probe_answers(table: LoaderTable, mmdb: Path, count: int = PROBES) -> dict[s
     import maxminddb
 
     rng = random.Random(12)
-    dependencies.install(dependencies.Dependencies(store=table, versions=ActiveVersionCache(60.0)))
+    dependencies.install(dependencies.Dependencies(store=table, pointer_cache_seconds=60.0))
     server = LocalApiServer("127.0.0.1", 0, __import__("ipmeta.api.handler", fromlist=["handler"]).handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     mismatches: list[dict[str, Any]] = []

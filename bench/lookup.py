@@ -12,6 +12,12 @@ run, never an absolute goal, so a slow machine cannot fail it.
   every HTTP lookup sends the one Query the raw side sends.
 - **As served**, with the range cache at its default size, for 1 worker: random
   addresses over the ASN ranges hit it often, so fewer lookups reach dynalite.
+- **Two datasets against one**, range cache off: the same addresses answered from
+  ``asn`` alone (``?datasets=asn``) and from ``asn`` and ``country`` together
+  (``?datasets=asn,country``: two Queries per lookup, sent at once). The country
+  dataset (``bench.datasets.country_csv``) has ranges of its own, so its Queries
+  land in other items than the ASN ones. The goal is a rate at least
+  ``TWO_DATASET_GOAL`` of the single dataset's, in the same run.
 - **The handler alone**, in a fresh interpreter with only ``lambdas/`` on its
   path, as a Lambda container imports it: import time, peak memory after import
   and after lookups, and CPU per lookup with the range cache off (docs/deploy.md
@@ -39,22 +45,30 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.datasets import COUNTRY_ATTRIBUTION, COUNTRY_COLUMNS, country_csv
 from ipmeta.ips import Address
-from ipmeta.keys import lookup_key
+from ipmeta.keys import key_space
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_RANGE_CACHE_BYTES, ENV_TABLE_NAME, Settings
+from ipmeta_cli.demo import ASN_COLUMNS, ASN_DATASET, ASN_FILES, asn_options
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
-from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS, default_dataset_options
+from loader.options import LoadOptions
 from loader.store.table import LoaderTable
 
 RESULTS = Path(__file__).parent / "results"
+COUNTRY_DATASET = "country"
 ROOT = Path(__file__).resolve().parents[1]
 GOAL = 0.7
+#: Lookups/s answering from two datasets, as a share of one dataset's (issue: datasets).
+TWO_DATASET_GOAL = 0.6
+ONE_DATASET = "?datasets=" + ASN_DATASET
+TWO_DATASETS = f"?datasets={ASN_DATASET},{COUNTRY_DATASET}"
 #: Lookups the handler child times, after as many again to warm it.
 HANDLER_LOOKUPS = 2000
 
 #: Run in a fresh interpreter with only ``lambdas/`` importable, as in the Lambda.
-#: Reads addresses on stdin, prints one JSON line. ``ru_maxrss`` is the peak
+#: Reads addresses on stdin, prints one JSON line. It reads the ``asn`` dataset alone,
+#: so its figures stay those of one Query per lookup. ``ru_maxrss`` is the peak
 #: resident set in KiB on Linux.
 _HANDLER_CHILD = """
 import contextlib, io, json, resource, sys, time
@@ -76,7 +90,8 @@ def event(address):
     context = {"resourcePath": "/v1/{proxy+}", "httpMethod": "GET", "path": path, "stage": "api",
                "requestId": "bench", "identity": {"sourceIp": "192.0.2.1"}}
     return {"resource": "/v1/{proxy+}", "path": path, "httpMethod": "GET", "headers": {},
-            "multiValueHeaders": {}, "queryStringParameters": None, "multiValueQueryStringParameters": None,
+            "multiValueHeaders": {}, "queryStringParameters": {"datasets": "asn"},
+            "multiValueQueryStringParameters": {"datasets": ["asn"]},
             "pathParameters": {"proxy": path[4:]}, "stageVariables": None, "body": None,
             "isBase64Encoded": False, "requestContext": context}
 statuses = {}
@@ -98,6 +113,10 @@ print(json.dumps({
     "wall_us_per_lookup": round(wall / count * 1e6, 1),
 }))
 """
+
+
+def country_options() -> LoadOptions:
+    return LoadOptions(dataset=COUNTRY_DATASET, columns=COUNTRY_COLUMNS)
 
 
 def random_addresses(count: int, seed: int = 7) -> list[Address]:
@@ -146,6 +165,8 @@ def measure_http(
     addresses: list[Address],
     workers: int,
     environment: Mapping[str, str],
+    *,
+    query: str = ONE_DATASET,
 ) -> dict[str, float]:
     """`ipmeta serve --workers N` in its own process group, measured like the raw side."""
     port = free_port()
@@ -176,7 +197,7 @@ def measure_http(
             connection = getattr(local, "connection", None)
             if connection is None:
                 connection = local.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            connection.request("GET", f"/v1/ip/{addresses[n % len(addresses)]}")
+            connection.request("GET", f"/v1/ip/{addresses[n % len(addresses)]}{query}")
             response = connection.getresponse()
             response.read()
             if response.status >= 500:
@@ -292,6 +313,13 @@ def parse_arguments() -> argparse.Namespace:
         help="server processes to measure with the range cache off: 1 is like for like with the raw client",
     )
     options.add_argument(
+        "--dataset-workers",
+        type=int,
+        nargs="*",
+        default=[1, 2],
+        help="server processes to measure one dataset against two with (range cache off)",
+    )
+    options.add_argument(
         "--cached-workers",
         type=int,
         nargs="*",
@@ -309,24 +337,27 @@ def main() -> int:
         settings = Settings("ipmeta", endpoint, 5.0)
         store = LoaderTable.from_settings(settings, max_pool_connections=args.clients * 2)
         store.create_table_if_missing()
-        loaded = load_files(
-            settings,
-            DEFAULT_DATASET,
-            DEFAULT_DATASET_COLUMNS,
-            Path(args.data_dir),
-            options=default_dataset_options(),
-        )
-        version = int(loaded["version"].lstrip("v"))
+        loaded = load_files(settings, ASN_FILES, ASN_COLUMNS, Path(args.data_dir), options=asn_options())
+        country = load_files(settings, country_csv(), None, Path(args.data_dir), options=country_options())
+        version = int(loaded["version"].rsplit("v", 1)[1])
         addresses = random_addresses(50_000)
+        space = key_space(ASN_DATASET)
 
         def raw_query(n: int) -> None:
-            store.find_range_piece(*lookup_key(version, addresses[n % len(addresses)]))
+            store.find_range_piece(*space.lookup_key(version, addresses[n % len(addresses)]))
 
         measure(raw_query, args.clients, 2.0)  # warm the connections
         raw = measure(raw_query, args.clients, args.seconds)
         uncached = {ENV_RANGE_CACHE_BYTES: "0"}
         via_http = {w: measure_http(args, endpoint, addresses, w, uncached) for w in args.workers}
         via_http_cached = {w: measure_http(args, endpoint, addresses, w, {}) for w in args.cached_workers}
+        one_and_two = {
+            w: {
+                "one": measure_http(args, endpoint, addresses, w, uncached, query=ONE_DATASET),
+                "two": measure_http(args, endpoint, addresses, w, uncached, query=TWO_DATASETS),
+            }
+            for w in args.dataset_workers
+        }
         handler = measure_handler(endpoint, settings.table_name, addresses)
 
     report = {
@@ -339,6 +370,16 @@ def main() -> int:
         "http_lookup_with_range_cache_by_server_workers": via_http_cached,
         "ratio_http_with_range_cache_to_raw_by_server_workers": ratios(via_http_cached, raw),
         "goal": f">= {GOAL} (1 worker, range cache off)",
+        "two_datasets": {
+            "datasets": {ASN_DATASET: loaded["items"], COUNTRY_DATASET: country["items"]},
+            "attribution": COUNTRY_ATTRIBUTION,
+            "by_server_workers": one_and_two,
+            "ratio_two_to_one_by_server_workers": {
+                w: round(pair["two"]["per_second"] / pair["one"]["per_second"], 3)
+                for w, pair in one_and_two.items()
+            },
+            "goal": f">= {TWO_DATASET_GOAL} (range cache off, same run)",
+        },
         "handler_in_fresh_interpreter": handler,
     }
     RESULTS.mkdir(exist_ok=True)

@@ -46,7 +46,6 @@ import maxminddb
 
 from bench.datasets import BENCH_DATA, dbip_city
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer
@@ -193,20 +192,25 @@ def ask_api(server: LocalApiServer, addresses: list[str]) -> dict[str, Any]:
     return answers
 
 
-def compare_api(path: Path, table: LoaderTable, addresses: list[str]) -> dict[str, Any]:
+def ask_local_api(table: LoaderTable, addresses: list[str]) -> tuple[dict[str, Any], float]:
+    """The answers of the real handler behind the local HTTP server, and the seconds they took."""
     from ipmeta.api.handler import handler
 
-    dependencies.install(dependencies.Dependencies(store=table, versions=ActiveVersionCache(60.0)))
+    dependencies.install(dependencies.Dependencies(store=table, pointer_cache_seconds=60.0))
     server = LocalApiServer("127.0.0.1", 0, handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         started = time.monotonic()
         answers = ask_api(server, addresses)
-        seconds = time.monotonic() - started
+        return answers, time.monotonic() - started
     finally:
         server.shutdown()
         server.server_close()
         dependencies.install(None)
+
+
+def compare_api(path: Path, table: LoaderTable, addresses: list[str]) -> dict[str, Any]:
+    answers, seconds = ask_local_api(table, addresses)
     mismatches, hits, numbers = [], 0, 0
     with maxminddb.open_database(str(path)) as reader:
         for address in addresses:

@@ -38,10 +38,9 @@ from tqdm import tqdm
 
 from ipmeta import keys
 from ipmeta.api import dependencies
-from ipmeta.lookup import ActiveVersionCache
 from ipmeta.settings import Settings
+from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
-from ipmeta_cli.main import DEFAULT_DATASET, DEFAULT_DATASET_COLUMNS
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
@@ -66,9 +65,11 @@ ZONE_SKEW = 1.3
 def load(
     store: LoaderTable,
     staging: Path,
-    files: tuple[Path, ...] = DEFAULT_DATASET,
-    columns: tuple[str, ...] = DEFAULT_DATASET_COLUMNS,
+    files: tuple[Path, ...] = ASN_FILES,
+    columns: tuple[str, ...] = ASN_COLUMNS,
+    *,
     index_field: str | None = "asn",
+    dataset: str = keys.DEFAULT_DATASET,
 ) -> tuple[driver.LoadResult, float]:
     """A dataset into ``store`` with a progress bar (``index_field`` None: no reverse index)."""
     indexed = f", indexed by {index_field}" if index_field else ""
@@ -80,7 +81,7 @@ def load(
 
     result = driver.run_load(
         files,
-        LoadOptions(columns=columns, index_field=index_field),
+        LoadOptions(dataset=dataset, columns=columns, index_field=index_field),
         store,
         LocalStaging(staging),
         on_items_written=advance,
@@ -148,7 +149,7 @@ def zoned_copy(destination: Path) -> Path:
     weights = [1 / (rank + 1) ** ZONE_SKEW for rank in range(ZONES)]
     bounds = list(itertools.accumulate(weight / sum(weights) for weight in weights))
     destination.parent.mkdir(parents=True, exist_ok=True)
-    with DEFAULT_DATASET[0].open(newline="") as source, destination.open("w", newline="") as out:
+    with ASN_FILES[0].open(newline="") as source, destination.open("w", newline="") as out:
         writer = csv.writer(out)
         for row in csv.reader(source):
             digest = hashlib.blake2b(row[0].encode(), digest_size=8).digest()
@@ -162,9 +163,9 @@ def low_cardinality_spread(endpoint: str, work: Path) -> dict[str, Any]:
     store.create_table_if_missing()
     source = zoned_copy(work / "asn-ipv4-zone.csv")
     result, seconds = load(
-        store, work / "zone-staging", (source,), (*DEFAULT_DATASET_COLUMNS, "zone"), "zone"
+        store, work / "zone-staging", (source,), (*ASN_COLUMNS, "zone"), index_field="zone"
     )
-    dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
     figures = spread(store, "zone")
     hottest = next(iter(figures["hottest_values"]))
     started = time.monotonic()
@@ -239,7 +240,7 @@ def main() -> int:
         store.create_table_if_missing()
         staging = PROJECT_ROOT / ".data" / "bench" / "reverse-staging"
         result, load_seconds = load(store, staging)
-        dependencies.install(dependencies.Dependencies(store=store, versions=ActiveVersionCache(0.0)))
+        dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
         report: dict[str, Any] = {
             "load": {"status": result.status, "items": result.items, "seconds": round(load_seconds, 1)}
         }
