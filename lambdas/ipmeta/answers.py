@@ -50,8 +50,9 @@ class CombinedResult:
     def merged_data(self, fields: Collection[str] | None = None) -> dict[str, Any]:
         """Each field from the first dataset, in precedence order, that has it."""
         merged: dict[str, Any] = {}
-        for _, result in reversed(self.found):
-            merged.update(result.data)
+        for _, result in self.found:
+            for name, value in result.data.items():
+                merged.setdefault(name, value)
         return merged if fields is None else {name: merged[name] for name in merged if name in fields}
 
     def span(self) -> tuple[int, int]:
