@@ -20,6 +20,19 @@ def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
 
 
 positive_int = _whole_number_at_least(1, "must be at least 1")
+
+
+def share(text: str) -> float:
+    """A share above 0 and at most 1 (``0.25``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} must be above 0 and at most 1")
+    return value
+
+
 non_negative_int = _whole_number_at_least(0, "must not be negative")
 
 

@@ -21,14 +21,13 @@ DEFAULT_DATABASE_TYPE = "ipmeta"
 
 def command_export(args: argparse.Namespace) -> int:
     from ipmeta_cli.versions import the_dataset
-    from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+    from loader.export.version_ranges import ranges_of_version
     from loader.store.table import LoaderTable
 
     with backend(args) as settings:
         table = the_dataset(LoaderTable.from_settings(settings), args.dataset)
         meta = _retained_version(table, args.version)
-        covers = covers_as_ranges(table.read_covers(meta.version)) if meta.covers else []
-        ranges = _with_progress(iter_version_ranges(table, meta.version, covers), meta.items)
+        ranges = _with_progress(ranges_of_version(table, meta), meta.items)
         stats = _write(args, meta, ranges)
     summary = {
         "dataset": table.dataset,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipmeta import keys
 from ipmeta.settings import Settings
-from ipmeta_cli.arguments import dataset_name, non_negative_int, positive_int
+from ipmeta_cli.arguments import dataset_name, non_negative_int, positive_int, share
 from ipmeta_cli.backend import add_backend_arguments, backend
 
 if TYPE_CHECKING:
@@ -144,6 +144,8 @@ def load_options(args: argparse.Namespace, *, dry_run: bool = False) -> LoadOpti
         max_shards=args.max_shards,
         coalesce=args.coalesce,
         partition_rows=args.partition_rows,
+        delta=args.delta,
+        delta_threshold=args.delta_threshold,
     )
 
 
@@ -219,6 +221,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         "--columns", help="column names for files without a header row, e.g. start,end,asn,org"
     )
     _add_format_arguments(parser)
+    _add_delta_arguments(parser)
     parser.add_argument("--overlaps", choices=OVERLAP_POLICIES, default="last-wins")
     parser.add_argument(
         "--max-errors", type=non_negative_int, default=0, help="skip up to N bad rows (listed in the report)"
@@ -264,6 +267,25 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         "--chart", metavar="DIR", help="write PNG charts of the load's buckets and write order"
     )
     parser.add_argument("--json", action="store_true", help="print the whole JSON report")
+
+
+def _add_delta_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a reload over the active version is written (docs/loader.md, "Delta versions")."""
+    from loader.options import DEFAULT_DELTA_THRESHOLD, DELTA_POLICIES
+
+    parser.add_argument(
+        "--delta",
+        choices=DELTA_POLICIES,
+        default="auto",
+        help="write a reload as what changed over the active full version: auto (when the delta is "
+        "small enough, see --delta-threshold), always, or never (docs/loader.md, Delta versions)",
+    )
+    parser.add_argument(
+        "--delta-threshold",
+        type=share,
+        default=DEFAULT_DELTA_THRESHOLD,
+        help="auto: the largest delta, as a share of its base, still written as a delta (default 0.25)",
+    )
 
 
 def _add_format_arguments(parser: argparse.ArgumentParser) -> None:

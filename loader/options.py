@@ -25,6 +25,13 @@ DEFAULT_WRITE_WORKERS: Final = 8
 #: Pieces a partition holds at most (a single larger bucket excepted): ~350 MB of a
 #: resolve task's memory at DB-IP City Lite's widest rows (docs/loader.md).
 DEFAULT_PARTITION_ROWS: Final = 250_000
+DeltaPolicy = Literal["auto", "always", "never"]
+DELTA_POLICIES: Final = ("auto", "always", "never")
+#: ``auto`` writes a full version when the delta would hold more than this share of its base:
+#: then a lookup's second Query buys little, and the chain's base keeps growing stale.
+DEFAULT_DELTA_THRESHOLD: Final = 0.25
+#: ``auto`` writes a full version (compaction) once this many deltas sit on one base.
+DEFAULT_DELTA_MAX_CHAIN: Final = 8
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,13 @@ class LoadOptions:
     #: Pieces a partition (one resolve task) holds at most: its memory bound. Not part of
     #: the fingerprint: ranges are joined across partitions, so it never changes the data.
     partition_rows: int = DEFAULT_PARTITION_ROWS
+    #: Write a reload as a delta over the active full version (``loader.pipeline.diff``):
+    #: ``auto`` when the delta is at most ``delta_threshold`` of its base and fewer than
+    #: ``delta_max_chain`` deltas sit on that base already, ``always``, or ``never``. None of the
+    #: three is in the fingerprint: a delta answers exactly as the full version would.
+    delta: DeltaPolicy = "auto"
+    delta_threshold: float = DEFAULT_DELTA_THRESHOLD
+    delta_max_chain: int = DEFAULT_DELTA_MAX_CHAIN
 
     def __post_init__(self) -> None:
         """Refuse what a load would only trip over later (an execution's options arrive as JSON)."""
@@ -67,7 +81,20 @@ class LoadOptions:
         keys.check_dataset_name(self.dataset)
         if self.overlaps not in OVERLAP_POLICIES:
             raise ValueError(f"overlaps must be one of {', '.join(OVERLAP_POLICIES)}, not {self.overlaps!r}")
-        for name in ("chunk_size", "write_workers", "partition_rows", "shard_budget", "max_shards"):
+        if self.delta not in DELTA_POLICIES:
+            raise ValueError(f"delta must be one of {', '.join(DELTA_POLICIES)}, not {self.delta!r}")
+        if not isinstance(self.delta_threshold, int | float) or not 0 < self.delta_threshold <= 1:
+            raise ValueError(
+                f"delta_threshold must be a share above 0 and at most 1, not {self.delta_threshold!r}"
+            )
+        for name in (
+            "chunk_size",
+            "write_workers",
+            "partition_rows",
+            "shard_budget",
+            "max_shards",
+            "delta_max_chain",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")

@@ -95,6 +95,8 @@ class LoadReport:
     hottest_bucket_share: float | None = None
     value_index: Mapping[str, Any] | None = None
     flag_index: Mapping[str, Any] | None = None
+    #: A reload over a base (``loader.pipeline.diff``): written as a delta or full, why, and the counts
+    delta: Mapping[str, Any] | None = None
     #: seconds and counts of each phase (scan, resolve, write), and their rates
     phases: Mapping[str, Any] | None = None
     prepare_seconds: float | None = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from ipmeta import keys
 from ipmeta.covers import CoverIndex
-from ipmeta.records import Cover
+from ipmeta.records import ActiveVersion, Cover
 
 
 class InMemoryTable:
@@ -38,9 +38,10 @@ class InMemoryTable:
     def read_dataset_names(self, *, consistent: bool = False) -> list[str]:
         return [self.space.dataset]
 
-    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]:
+    def read_active_versions(self, datasets: list[str]) -> dict[str, ActiveVersion | None]:
         self.pointer_reads += 1
-        return {name: self.active if name == self.space.dataset else None for name in datasets}
+        active = ActiveVersion(self.active) if self.active is not None else None
+        return {name: active if name == self.space.dataset else None for name in datasets}
 
     def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
         self.queries += 1

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ipmeta import keys
-from ipmeta.records import Cover, VersionMeta, VersionStatus
+from ipmeta.records import ActiveVersion, Cover, VersionMeta, VersionStatus
 
 
 class SlashTwentyFourStore:
@@ -29,8 +29,10 @@ class SlashTwentyFourStore:
     def read_dataset_names(self, *, consistent: bool = False) -> list[str]:
         return [self.space.dataset]
 
-    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]:
-        return {name: self.version if name == self.space.dataset else None for name in datasets}
+    def read_active_versions(self, datasets: list[str]) -> dict[str, ActiveVersion | None]:
+        return {
+            name: ActiveVersion(self.version) if name == self.space.dataset else None for name in datasets
+        }
 
     def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
         return VersionMeta(version, VersionStatus.ACTIVE) if version == self.version else None

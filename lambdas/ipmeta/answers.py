@@ -19,10 +19,18 @@ from typing import Any, ParamSpec
 
 from ipmeta import keys
 from ipmeta.bogons import is_bogon
-from ipmeta.catalog import Targets
+from ipmeta.catalog import Target, Targets
 from ipmeta.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
 from ipmeta.ips import Address, format_address
-from ipmeta.lookup import LookupResult, RangeReader, answer_span, cidrs_of, query_and_answer
+from ipmeta.lookup import (
+    LookupResult,
+    RangeReader,
+    answer_span,
+    cidrs_of,
+    delta_span,
+    remember_and_answer,
+    span_of,
+)
 from ipmeta.range_cache import RangeCache
 
 _P = ParamSpec("_P")
@@ -116,12 +124,14 @@ def _section(version: int, result: LookupResult | None, fields: Collection[str] 
 def combine(address: Address, targets: Targets, outcomes: Mapping[str, Outcome]) -> CombinedResult:
     """The answer from each dataset's outcome; raises the address's 404 if no dataset holds it."""
     sections = tuple(
-        (name, version, outcome if isinstance(outcome, LookupResult) else None)
-        for name, version in targets.versions
-        for outcome in (outcomes[name],)
+        (target.dataset, target.version, outcome if isinstance(outcome, LookupResult) else None)
+        for target in targets.versions
+        for outcome in (outcomes[target.dataset],)
     )
     if all(result is None for _, _, result in sections):
-        where = ", ".join(f"{name} {keys.format_version(version)}" for name, version in targets.versions)
+        where = ", ".join(
+            f"{target.dataset} {keys.format_version(target.version)}" for target in targets.versions
+        )
         if is_bogon(address):
             raise IpAddressReserved(
                 f"{address} is a special-purpose (bogon) address and no dataset has a range for it ({where})"
@@ -155,28 +165,26 @@ def lookup_datasets_many(
     """Each distinct address in every target dataset, each (dataset, address) queried once.
 
     What the cache proves is answered in the caller's thread: handing it to
-    the pool would cost more than answering it. The Queries left run on the
+    the pool would cost more than answering it. The Queries left (one per
+    dataset, two for a delta version: its own and its base's) run on the
     executor together, the first of them in the caller's thread, so a single
     Query never waits for a pool thread.
     """
     distinct = list(dict.fromkeys(addresses))
     outcomes: dict[tuple[str, Address], Outcome] = {}
-    misses: list[tuple[str, int, Address]] = []
-    for name, version in targets.versions:
-        reader = readers(name)
-        version_key = reader.space.version_key(version)
+    misses: list[tuple[Target, Address]] = []
+    for target in targets.versions:
+        version_key = readers(target.dataset).space.version_key(target.version)
         for address in distinct:
             span = cache.find(version_key, address.family, address.value) if cache is not None else None
             if span is None:
-                misses.append((name, version, address))
+                misses.append((target, address))
             else:
-                outcomes[name, address] = _caught(
-                    answer_span, address, version, span.start, span.end, span.data
+                start, end = span.bounds
+                outcomes[target.dataset, address] = _caught(
+                    answer_span, address, target.version, start, end, span.data
                 )
-    for (name, _, address), outcome in zip(
-        misses, _run_queries(readers, misses, executor, cache), strict=True
-    ):
-        outcomes[name, address] = outcome
+    outcomes.update(_answer_misses(readers, misses, executor, cache))
     answers: dict[Address, CombinedResult | IpmetaError] = {}
     for address in distinct:
         try:
@@ -188,20 +196,47 @@ def lookup_datasets_many(
     return answers
 
 
-def _run_queries(
+#: One Query: the reader of its dataset, and its key (pk, sk).
+_Probe = tuple[RangeReader, tuple[str, int]]
+
+
+def _answer_misses(
     readers: Callable[[str], RangeReader],
-    misses: Sequence[tuple[str, int, Address]],
+    misses: Sequence[tuple[Target, Address]],
     executor: Executor,
     cache: RangeCache | None,
-) -> list[Outcome]:
-    def one(miss: tuple[str, int, Address]) -> Outcome:
-        name, version, address = miss
-        return _caught(query_and_answer, readers(name), version, address, cache)
+) -> dict[tuple[str, Address], Outcome]:
+    """Every Query the misses need, sent together; then each miss's run, cached, and its outcome."""
+    probes: list[_Probe] = []
+    for target, address in misses:
+        reader = readers(target.dataset)
+        probes.append((reader, reader.space.lookup_key(target.version, address)))
+        if target.base:
+            probes.append((reader, reader.space.lookup_key(target.base, address)))
+    found = iter(_run_probes(probes, executor))
+    outcomes: dict[tuple[str, Address], Outcome] = {}
+    for target, address in misses:
+        reader = readers(target.dataset)
+        item = next(found)
+        if target.base:
+            span = delta_span(reader, target.version, address, item, base=target.base, base_item=next(found))
+        else:
+            span = span_of(reader, target.version, address, item)
+        outcomes[target.dataset, address] = _caught(
+            remember_and_answer, reader, target.version, address, cache, span
+        )
+    return outcomes
 
-    if not misses:
+
+def _run_probes(probes: Sequence[_Probe], executor: Executor) -> list[dict[str, Any] | None]:
+    def one(probe: _Probe) -> dict[str, Any] | None:
+        reader, (partition_key, sort_key) = probe
+        return reader.find_range_piece(partition_key, sort_key)
+
+    if not probes:
         return []
-    pending: list[Future[Outcome]] = [executor.submit(one, miss) for miss in misses[1:]]
-    return [one(misses[0]), *(future.result() for future in pending)]
+    pending: list[Future[dict[str, Any] | None]] = [executor.submit(one, probe) for probe in probes[1:]]
+    return [one(probes[0]), *(future.result() for future in pending)]
 
 
 def _caught(answer: Callable[_P, LookupResult], *args: _P.args, **kwargs: _P.kwargs) -> Outcome:

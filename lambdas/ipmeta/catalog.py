@@ -31,12 +31,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ipmeta import keys
 from ipmeta.errors import DatasetInvalid, DatasetNotFound, NoDataset, VersionInvalid, VersionNotFound
-from ipmeta.records import VersionMeta
+from ipmeta.records import ActiveVersion, VersionMeta
 
 #: Longest ``?datasets=`` / ``?version=`` value read: names are short, and a table holds few datasets.
 MAX_SELECTOR_LENGTH = 1024
@@ -47,7 +47,7 @@ class PointerReader(Protocol):
 
     def read_dataset_names(self, *, consistent: bool = False) -> list[str]: ...
 
-    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]: ...
+    def read_active_versions(self, datasets: list[str]) -> dict[str, ActiveVersion | None]: ...
 
 
 class VersionMetaReader(Protocol):
@@ -62,6 +62,8 @@ class ActiveDatasets:
     versions: Mapping[str, int | None]
     #: What a request without ``?datasets=`` reads: the declared datasets, or every one.
     defaults: tuple[str, ...] = ()
+    #: The base of each active version that is a delta (``ipmeta.lookup.delta_span``).
+    bases: Mapping[str, int] = field(default_factory=dict)
 
     def knows(self, name: str) -> bool:
         return name in self.versions
@@ -111,23 +113,34 @@ class DatasetCatalog:
 
     def _read(self) -> ActiveDatasets:
         order = precedence(self.declared, self.reader.read_dataset_names())
-        versions = self.reader.read_active_versions(list(order))
-        return ActiveDatasets(order, versions, self.declared or order)
+        active = self.reader.read_active_versions(list(order))
+        versions = {name: pointer.version if pointer else None for name, pointer in active.items()}
+        bases = {name: pointer.base for name, pointer in active.items() if pointer and pointer.base}
+        return ActiveDatasets(order, versions, self.declared or order, bases)
 
 
 # -- what one request reads ------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class Targets:
-    """The (dataset, version) pairs a request reads, in precedence order, and the datasets left out."""
+class Target:
+    """One dataset version a request reads, and its base when it is a delta (else 0)."""
 
-    versions: tuple[tuple[str, int], ...]
+    dataset: str
+    version: int
+    base: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """The dataset versions a request reads, in precedence order, and the datasets left out."""
+
+    versions: tuple[Target, ...]
     inactive: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.versions)
+        return tuple(target.dataset for target in self.versions)
 
 
 def parse_dataset_names(text: str | None) -> frozenset[str] | None:
@@ -199,13 +212,14 @@ def select_targets(
         )
     names = list(snapshot.defaults) if wanted is None else [name for name in snapshot.order if name in wanted]
     pinned = parse_version_selector(version, names)
-    chosen: list[tuple[str, int]] = []
+    chosen: list[Target] = []
     inactive: list[str] = []
     for name in names:
         if name in pinned:
-            chosen.append((name, retained_version(metas(name), name, pinned[name])))
+            meta = retained_version(metas(name), name, pinned[name])
+            chosen.append(Target(name, meta.version, meta.base))
         elif (active := snapshot.versions.get(name)) is not None:
-            chosen.append((name, active))
+            chosen.append(Target(name, active, snapshot.bases.get(name, 0)))
         else:
             inactive.append(name)
     if not chosen:
@@ -217,11 +231,11 @@ def select_targets(
     return Targets(tuple(chosen), tuple(inactive))
 
 
-def retained_version(reader: VersionMetaReader, dataset: str, version: int) -> int:
+def retained_version(reader: VersionMetaReader, dataset: str, version: int) -> VersionMeta:
     meta = reader.get_version_meta(version, consistent=False)
     if meta is None or not meta.retained:
         raise VersionNotFound(
             f"{dataset} {keys.format_version(version)} is not retained; "
             f"GET /v1/datasets/{dataset} lists the versions that are"
         )
-    return version
+    return meta

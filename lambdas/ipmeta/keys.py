@@ -88,6 +88,12 @@ SORT_KEY_TYPE: Final = "N"
 ATTR_START = "start"
 ATTR_END = "end"
 ATTR_DATA = "data"
+#: Delta versions only (``ipmeta.lookup``, "Delta versions"): a *gap item* says that its
+#: ``start``..``end`` holds no range (where the base has one); every delta item names in
+#: ``next`` where the next delta item of its bucket starts; a *marker* at offset 0, with
+#: ``next`` alone, names the first one when it does not start at the bucket's first address.
+ATTR_GAP = "gap"
+ATTR_NEXT = "next"
 
 ADDRESS_BITS: dict[int, int] = {4: 32, 6: 128}
 BUCKET_PREFIX_BITS: dict[int, int] = {4: 8, 6: 24}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ipmeta import keys
 from ipmeta.bogons import is_bogon
@@ -43,10 +43,24 @@ def cidrs_of(family: int, start: int, end: int) -> tuple[str, ...]:
     return tuple(range_cidrs(family, start, end))
 
 
+class Run(NamedTuple):
+    """A run of addresses one lookup proves: ``data`` None for a gap; ``whole`` the answering
+    range's bounds where they reach past the run (a delta's base, cut at the next delta item)."""
+
+    start: int
+    end: int
+    data: dict[str, Any] | None
+    whole: tuple[int, int] | None = None
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        return self.whole or (self.start, self.end)
+
+
 def lookup_address(
-    reader: RangeReader, version: int, address: Address, cache: RangeCache | None = None
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None = None, base: int = 0
 ) -> LookupResult:
-    """One Query: the piece starting at or before the address, then its ``end`` decides.
+    """One Query (two for a delta version): the piece at or before the address, then its ``end`` decides.
 
     An address after the end of the piece found lies in a gap, so it is not
     found; it must not answer with the previous range.
@@ -60,21 +74,38 @@ def lookup_address(
     if cache is not None:
         span = cache.find(reader.space.version_key(version), address.family, address.value)
         if span is not None:
-            return answer_span(address, version, span.start, span.end, span.data)
-    return query_and_answer(reader, version, address, cache)
+            return answer_span(address, version, *span.bounds, span.data)
+    return query_and_answer(reader, version, address, cache, base)
 
 
 def query_and_answer(
-    reader: RangeReader, version: int, address: Address, cache: RangeCache | None
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None, base: int = 0
 ) -> LookupResult:
-    start, end, data = query_span(reader, version, address)
+    return remember_and_answer(reader, version, address, cache, query_span(reader, version, address, base))
+
+
+def remember_and_answer(
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None, run: Run
+) -> LookupResult:
+    """Put the run a lookup proved in the cache (under its version), and answer from it."""
     if cache is not None:
-        cache.put(reader.space.version_key(version), address.family, start, end, data)
-    return answer_span(address, version, start, end, data)
+        cache.put(
+            reader.space.version_key(version), address.family, run.start, run.end, run.data, whole=run.whole
+        )
+    return answer_span(address, version, *run.bounds, run.data)
 
 
-def query_span(reader: RangeReader, version: int, address: Address) -> tuple[int, int, dict[str, Any] | None]:
-    """The run of addresses one Query proves: ``(start, end, data)``, ``data`` None for a gap.
+def query_span(reader: RangeReader, version: int, address: Address, base: int = 0) -> Run:
+    """The run one lookup proves, the Queries one after the other (``ipmeta.answers`` sends them together)."""
+    item = reader.find_range_piece(*reader.space.lookup_key(version, address))
+    if not base:
+        return span_of(reader, version, address, item)
+    base_item = reader.find_range_piece(*reader.space.lookup_key(base, address))
+    return delta_span(reader, version, address, item, base=base, base_item=base_item)
+
+
+def span_of(reader: RangeReader, version: int, address: Address, item: dict[str, Any] | None) -> Run:
+    """The run a full version's Query proves: ``(start, end, data)``, ``data`` None for a gap.
 
     The Query returns the piece that starts last at or before the address. If
     the address is within the range's ``end``, the run is the whole range as the
@@ -88,20 +119,71 @@ def query_span(reader: RangeReader, version: int, address: Address) -> tuple[int
     past the address asked (a range may start right after it) nor out of the
     bucket queried (another bucket may hold anything).
     """
-    partition_key, sort_key = reader.space.lookup_key(version, address)
-    item = reader.find_range_piece(partition_key, sort_key)
     bucket = keys.bucket_of(address)
     if item is None:
         cover = reader.find_cover(version, address.family, bucket)
         if cover is not None:
-            return cover.start, cover.end, cover.data
-        return keys.bucket_bounds(address.family, bucket)[0], address.value, None
+            return Run(cover.start, cover.end, cover.data)
+        return Run(keys.bucket_bounds(address.family, bucket)[0], address.value, None)
     end = address_value(address.family, item[keys.ATTR_END])
     if address.value > end:
         # The piece may be a range's tail from the bucket before: the gap starts in this one.
-        return max(end + 1, keys.bucket_bounds(address.family, bucket)[0]), address.value, None
+        return Run(max(end + 1, keys.bucket_bounds(address.family, bucket)[0]), address.value, None)
     start = address_value(address.family, item[keys.ATTR_START])
-    return start, end, item.get(keys.ATTR_DATA, {})
+    return Run(start, end, item.get(keys.ATTR_DATA, {}))
+
+
+def delta_span(
+    reader: RangeReader,
+    version: int,
+    address: Address,
+    item: dict[str, Any] | None,
+    *,
+    base: int,
+    base_item: dict[str, Any] | None,
+) -> Run:
+    """The run a delta version's two Queries prove: its own item where it holds one, else its base's.
+
+    **Delta versions.** A delta holds only what changed from its base (a full
+    version): the new release's ranges that are not identical to one of the
+    base, *gap items* where the base has ranges and the release has none, and
+    a cover list of its own (its ranges' covers, and *gap covers* over buckets
+    the base has ranges in and the release has nothing in). An address is
+    answered by the delta where a delta item (or cover) holds it, and by the
+    base everywhere else, so the answer is the new release's exactly.
+
+    Where the base answers, the run it proves is cut to the stretch between
+    delta items: the delta item before the address names in ``next`` where the
+    following one starts, and a *marker* at the bucket's offset 0 names the
+    first; a bucket with neither has no delta item, so the whole bucket falls
+    through. The run never leaves the bucket: the next bucket may hold changes.
+    """
+    family, bucket = address.family, keys.bucket_of(address)
+    first, last = keys.bucket_bounds(family, bucket)
+    if item is not None and keys.ATTR_START in item:
+        start = address_value(family, item[keys.ATTR_START])
+        end = address_value(family, item[keys.ATTR_END])
+        if address.value <= end:  # held by the delta: a range, or a gap
+            return Run(start, end, None if item.get(keys.ATTR_GAP) else item.get(keys.ATTR_DATA, {}))
+        free = max(end + 1, first), _before_next(item, last)
+    elif item is not None:  # the marker: no delta item from the bucket's start to the first one
+        free = first, _before_next(item, last)
+    else:
+        cover = reader.find_cover(version, family, bucket)
+        if cover is not None:
+            return Run(cover.start, cover.end, cover.data)
+        free = first, last
+    # The base's answer holds up to the next delta item; its range is the new release's too
+    # (a range only the base has, or only the new release has, is a delta item or a gap).
+    start, end, data = span_of(reader, base, address, base_item)[:3]
+    run = Run(max(start, free[0]), min(end, free[1]), data)
+    return run if data is None or (run.start, run.end) == (start, end) else run._replace(whole=(start, end))
+
+
+def _before_next(item: dict[str, Any], last: int) -> int:
+    """The last address before the next delta item of the bucket (its last address if none)."""
+    following = item.get(keys.ATTR_NEXT)
+    return int(following) - 1 if following is not None else last
 
 
 def answer_span(

@@ -39,7 +39,7 @@ from collections.abc import Hashable
 from typing import Any, Final
 
 #: What an entry costs beyond its bounds and its data: the entry object (``Span``,
-#: 5 slots), its node in the LRU ``OrderedDict`` and its slots in the two sorted
+#: 6 slots), its node in the LRU ``OrderedDict`` and its slots in the two sorted
 #: lists. tracemalloc measures 180 to 270 bytes on CPython 3.11, depending on how
 #: full the dict's table happens to be; the upper end keeps the bound a bound
 #: (``tests/unit/test_range_cache.py`` checks the estimate against tracemalloc).
@@ -62,17 +62,35 @@ class Span:
 
     ``data`` is the metadata of the range that holds every address of the run,
     or None when no range holds any of them (a gap). The cache shares ``data``
-    between every answer it serves, so it must never be mutated.
+    between every answer it serves, so it must never be mutated. ``whole`` is
+    that range's bounds where they reach past the run (a delta version's base
+    answers only up to the next delta item, ``ipmeta.lookup.delta_span``): the
+    answer names the range, the run is only what the cache may answer for.
     """
 
-    __slots__ = ("_nbytes", "_shelf", "data", "end", "start")
+    __slots__ = ("_nbytes", "_shelf", "data", "end", "start", "whole")
 
-    def __init__(self, start: int, end: int, data: dict[str, Any] | None, nbytes: int, shelf: _Shelf) -> None:
+    def __init__(
+        self,
+        start: int,
+        end: int,
+        data: dict[str, Any] | None,
+        nbytes: int,
+        shelf: _Shelf,
+        *,
+        whole: tuple[int, int] | None = None,
+    ) -> None:
         self.start = start
         self.end = end
         self.data = data
+        self.whole = whole
         self._nbytes = nbytes
         self._shelf = shelf
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The answering range's first and last address."""
+        return self.whole or (self.start, self.end)
 
 
 def _value_bytes(value: Any) -> int:
@@ -138,8 +156,18 @@ class RangeCache:
             self.misses += 1
             return None
 
-    def put(self, version: Hashable, family: int, start: int, end: int, data: dict[str, Any] | None) -> None:
-        """Remember that ``start..end`` of ``version`` answers ``data`` (None: a gap).
+    def put(
+        self,
+        version: Hashable,
+        family: int,
+        start: int,
+        end: int,
+        data: dict[str, Any] | None,
+        *,
+        whole: tuple[int, int] | None = None,
+    ) -> None:
+        """Remember that ``start..end`` of ``version`` answers ``data`` (None: a gap), the range
+        ``whole`` when that reaches past the run.
 
         A run with the start of a cached one replaces it only if it reaches
         further: a gap is found again, longer, when an address past the first
@@ -149,7 +177,7 @@ class RangeCache:
             return
         if data is not None:
             data = {sys.intern(name): value for name, value in data.items()}
-        nbytes = entry_bytes(start, end, data)
+        nbytes = entry_bytes(start, end, data) + (sys.getsizeof(whole) if whole else 0)
         if nbytes > self.max_bytes:
             return
         with self._lock:
@@ -164,9 +192,9 @@ class RangeCache:
                     return
                 del self._lru[held]
                 self._bytes -= held._nbytes
-                shelf.spans[at] = span = Span(start, end, data, nbytes, shelf)
+                shelf.spans[at] = span = Span(start, end, data, nbytes, shelf, whole=whole)
             else:
-                span = Span(start, end, data, nbytes, shelf)
+                span = Span(start, end, data, nbytes, shelf, whole=whole)
                 shelf.starts.insert(at, start)
                 shelf.spans.insert(at, span)
             self._lru[span] = None

@@ -99,6 +99,8 @@ class Cover:
 
     A lookup whose Query finds nothing in a bucket answers from the cover
     holding that bucket, if any: ``::/0`` is one cover, not 16.7 M items.
+    In a delta version a cover may be a *gap cover* (``data`` None): buckets its
+    base has ranges in and the new release has nothing in, answered "not found".
     """
 
     family: int
@@ -106,7 +108,7 @@ class Cover:
     last_bucket: int
     start: int  #: the whole range, which may begin and end outside these buckets
     end: int
-    data: dict[str, Any]
+    data: dict[str, Any] | None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Cover:
@@ -116,19 +118,23 @@ class Cover:
             int(item["last"]),
             int(item["start"]),
             int(item["end"]),
-            dict(item.get("data") or {}),
+            None if item.get("gap") else dict(item.get("data") or {}),
         )
 
     def to_item(self) -> dict[str, Any]:
         # Bounds as decimal text: an IPv6 address does not fit a DynamoDB Number.
-        return {
+        item: dict[str, Any] = {
             "family": self.family,
             "first": self.first_bucket,
             "last": self.last_bucket,
             "start": str(self.start),
             "end": str(self.end),
-            "data": self.data,
         }
+        if self.data is None:
+            item["gap"] = True
+        else:
+            item["data"] = self.data
+        return item
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +160,17 @@ class VersionMeta:
     deleted_at: int | None = None
     value_index: ValueIndexMeta | None = None
     flag_index: FlagIndexMeta | None = None
+    #: A delta version's base: the full version whose ranges answer wherever this one holds
+    #: none (``ipmeta.lookup``, "Delta versions"); 0 for a full version.
+    base: int = 0
 
     @property
     def retained(self) -> bool:
         return self.status in RETAINED_STATUSES
+
+    @property
+    def is_delta(self) -> bool:
+        return self.base != 0
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> VersionMeta:
@@ -183,6 +196,7 @@ class VersionMeta:
             deleted_at=_optional_int(item.get("deleted_at")),
             value_index=ValueIndexMeta.from_item(item["value_index"]) if item.get("value_index") else None,
             flag_index=FlagIndexMeta.from_item(item["flag_index"]) if item.get("flag_index") else None,
+            base=int(item.get("base", 0)),
         )
 
     def to_item(self) -> dict[str, Any]:
@@ -209,6 +223,15 @@ class VersionMeta:
             "deleted_at": self.deleted_at,
             "value_index": self.value_index.to_item() if self.value_index else None,
             "flag_index": self.flag_index.to_item() if self.flag_index else None,
+            "base": self.base or None,
         }
         item.update({name: value for name, value in optional.items() if value is not None})
         return item
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveVersion:
+    """What a dataset's pointer names: the active version, and its base when it is a delta (else 0)."""
+
+    version: int
+    base: int = 0

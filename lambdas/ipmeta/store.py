@@ -19,7 +19,7 @@ from botocore.config import Config
 
 from ipmeta import keys
 from ipmeta.covers import CoverCatalog
-from ipmeta.records import Cover, VersionMeta
+from ipmeta.records import ActiveVersion, Cover, VersionMeta
 from ipmeta.settings import Settings
 
 if TYPE_CHECKING:
@@ -222,10 +222,10 @@ class Store:
         names = item.get(keys.SERVING_DATASETS) if item else None
         return sorted(names) if names else [keys.DEFAULT_DATASET]
 
-    def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]:
-        """Each dataset's active version (None: not active): one BatchGetItem of their pointers."""
+    def read_active_versions(self, datasets: list[str]) -> dict[str, ActiveVersion | None]:
+        """Each dataset's active version and base (None: not active): one BatchGetItem of their pointers."""
         pointers = {keys.key_space(name).pointer: name for name in datasets}
-        found: dict[str, int | None] = dict.fromkeys(datasets)
+        found: dict[str, ActiveVersion | None] = dict.fromkeys(datasets)
         requested = [item_key(pointer, keys.META_SORT_KEY) for pointer in pointers]
         for start in range(0, len(requested), _BATCH_GET_LIMIT):
             pending = requested[start : start + _BATCH_GET_LIMIT]
@@ -233,7 +233,8 @@ class Store:
                 response = self.client.batch_get_item(RequestItems={self.table_name: {"Keys": pending}})
                 for raw in response.get("Responses", {}).get(self.table_name, []):
                     item = deserialize_item(raw)
-                    found[pointers[item[keys.PARTITION_KEY]]] = int(item["version"])
+                    pointer = ActiveVersion(int(item["version"]), int(item.get("base", 0)))
+                    found[pointers[item[keys.PARTITION_KEY]]] = pointer
                 unprocessed = response.get("UnprocessedKeys", {}).get(self.table_name)
                 if not unprocessed:
                     break
@@ -279,13 +280,14 @@ class Store:
 
     def _partition_pages(self, partition_key: str, **extra: Any) -> Iterator[Any]:
         names = {"#pk": keys.PARTITION_KEY, **extra.pop("ExpressionAttributeNames", {})}
+        consistent = extra.pop("ConsistentRead", True)
         return iter(
             self.client.get_paginator("query").paginate(
                 TableName=self.table_name,
                 KeyConditionExpression="#pk = :pk",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues={":pk": {"S": partition_key}},
-                ConsistentRead=True,
+                ConsistentRead=consistent,
                 **extra,
             )
         )

@@ -7,7 +7,8 @@ downloads the source before ``start``):
 - ``start``: unchanged, resumed, or a new version under the load lock;
 - ``scan``: one streaming pass over one source file, rows staged by bucket;
 - ``partitions`` (``plan_partitions``): the partitions the resolve tasks work on;
-- ``resolve``: one partition's rows become items, dealt into write sections;
+- ``resolve``: one partition's rows become items, dealt into write sections; over a
+  base, ``diff`` keeps what changed from it (a delta version's items);
 - ``plan_writes``: ranges across partition edges, covers, the reverse-index plan;
 - ``write`` (``write_chunks``): one chunk into the table, exactly once;
 - ``export_task`` (``export``, with ``exportMmdb``): the version as a MaxMind DB;

@@ -134,8 +134,9 @@ def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
 
 def _switch_pointer(load: LoadItem, table: LoaderTable, *, now: float | None) -> None:
     previous = load.previous or None
+    meta = table.get_version_meta(load.version)
     try:
-        table.activate_version(load.version, expected_current=previous)
+        table.activate_version(load.version, expected_current=previous, base=meta.base if meta else 0)
     except ActivationConflict as error:
         current = table.read_active_version(consistent=True)
         # The pointer naming this very version means a retried Activate whose first

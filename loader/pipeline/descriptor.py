@@ -40,6 +40,9 @@ class LoadDescriptor:
     sha256: str
     fingerprint: str
     created_at: float
+    #: The full version this load diffs against (``loader.pipeline.diff``), chosen at start; 0: none.
+    #: Whether the version is then written as a delta is decided once the diff is known.
+    base: int = 0
 
     @property
     def dry_run(self) -> bool:
@@ -55,6 +58,7 @@ class LoadDescriptor:
                 "sha256": self.sha256,
                 "fingerprint": self.fingerprint,
                 "created_at": self.created_at,
+                "base": self.base,
             }
         ).encode()
 
@@ -69,6 +73,7 @@ class LoadDescriptor:
             sha256=raw["sha256"],
             fingerprint=raw["fingerprint"],
             created_at=float(raw["created_at"]),
+            base=int(raw.get("base", 0)),
         )
 
     def stage(self, staging: Staging) -> None:

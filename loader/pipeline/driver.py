@@ -15,6 +15,7 @@ load item's ``done`` set, read with ConsistentRead).
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import time
@@ -184,9 +185,12 @@ def _prepare(
         )
         plan = plan_partitions(load_id, staging)
         partitions = range(len(plan.partitions))
+        # A load over a base reads it while resolving: the table itself on a thread, its
+        # settings in a process (a boto3 client does not cross to another process).
+        reach = table if workers <= 1 or table is None else table.settings
         _run_all(
             pool,
-            task=resolve_partition,
+            task=functools.partial(resolve_partition, table=reach),
             load_id=load_id,
             indexes=partitions,
             staging=staging,

@@ -32,7 +32,7 @@ from ipmeta.keys import format_version
 from ipmeta.records import VersionMeta
 from loader.errors import LoadNotFound
 from loader.export.files import ExportStats, write_mmdb
-from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+from loader.export.version_ranges import ranges_of_version
 from loader.pipeline.activate import activatable_load, verify
 from loader.records import LoadStatus, load_id_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
@@ -95,9 +95,8 @@ def export_version(
 
 def write_version_mmdb(table: LoaderTable, meta: VersionMeta, out: Path) -> ExportStats:
     """The version as a MaxMind DB: records as the API answers; metadata with version, source, time."""
-    covers = covers_as_ranges(table.read_covers(meta.version)) if meta.covers else []
     return write_mmdb(
-        iter_version_ranges(table, meta.version, covers),
+        ranges_of_version(table, meta),
         out,
         database_type=DATABASE_TYPE,
         description={"en": mmdb_description(meta)},

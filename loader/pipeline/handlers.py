@@ -152,7 +152,7 @@ def _batch(event: dict[str, Any]) -> list[dict[str, Any]]:
 @logger.inject_lambda_context
 def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     done = [
-        resolve_partition(item["load_id"], int(item["partition"]), _staging()).partition
+        resolve_partition(item["load_id"], int(item["partition"]), _staging(), table=_table()).partition
         for item in _batch(event)
     ]
     return {"resolved": done}

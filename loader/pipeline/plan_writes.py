@@ -33,7 +33,7 @@ from loader.formats import stored_data
 from loader.pipeline import staged
 from loader.pipeline.descriptor import LoadDescriptor, read_descriptor
 from loader.pipeline.partitions import PartitionPlan
-from loader.pipeline.resolve import PartitionSummary, data_key, read_plan
+from loader.pipeline.resolve import PartitionSummary, bucket_runs, data_key, read_plan
 from loader.records import LoadReport, Manifest
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
@@ -55,6 +55,8 @@ class WritePlan:
     patches: dict[str, dict[str, list[int | None]]] = field(default_factory=dict)
     #: The dataset whose keys the items take (a dry run's id names none).
     dataset: str = keys.DEFAULT_DATASET
+    #: Written as a delta over this full version (its items are ``staged.delta_name``'s); 0: full.
+    base: int = 0
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()
@@ -91,8 +93,11 @@ def plan_writes(
     patches, cover_bounds = join_edges(plan, summaries, coalesce=descriptor.options.coalesce)
     covers = _covers(plan, cover_bounds)
     index = _index_plan(descriptor, summaries, covers, plan)
+    delta = _delta_decision(descriptor, plan, summaries, covers, table)
+    version_covers = covers + delta.gap_covers if delta.written else covers
+    per_bucket = _items_per_bucket(plan, summaries, covers, delta=delta.written)
     #: What the chunks write; the covers' head items are written here.
-    items = sum(summary.items for summary in summaries)
+    items = sum(per_bucket.values()) - len(covers)
     group = _group(items, plan.sections, descriptor.options.chunk_size)
     chunks = math.ceil(plan.sections / group)
     writes = WritePlan(
@@ -106,12 +111,14 @@ def plan_writes(
         index=reverse_index.index_plan_to_json(index) if index else None,
         patches=patches,
         dataset=descriptor.options.dataset,
+        base=descriptor.base if delta.written else 0,
     )
     staging.put(load_id, staged.WRITES, writes.to_json())
-    staging.put(load_id, staged.SECTIONS, staged.sections_table([summary.offsets for summary in summaries]))
+    offsets = [summary.delta_offsets if delta.written else summary.offsets for summary in summaries]
+    staging.put(load_id, staged.SECTIONS, staged.sections_table(offsets))
     listing = [{"load_id": load_id, "chunk": chunk} for chunk in range(chunks)]
     staging.put(load_id, staged.CHUNK_LIST, json.dumps(listing).encode())
-    load = _Load(descriptor, plan, summaries, index, _items_per_bucket(plan, summaries, covers), covers)
+    load = _Load(descriptor, plan, summaries, index, per_bucket, version_covers, delta)
     report = _report(load, chunks, started)
     staging.put(load_id, staged.REPORT, report.to_json())
     if table is not None and not descriptor.dry_run:
@@ -188,6 +195,93 @@ def _cover_key(plan: PartitionPlan, row: int, *, coalesce: bool) -> str:
     return f"seq:{seq}"
 
 
+# -- a delta, or a full version -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeltaDecision:
+    """Whether a reload over a base is written as a delta, why, and what its diff counted."""
+
+    written: bool = False
+    report: Mapping[str, Any] | None = None
+    gap_covers: list[Cover] = field(default_factory=list)
+
+
+def _delta_decision(
+    descriptor: LoadDescriptor,
+    plan: PartitionPlan,
+    summaries: Sequence[PartitionSummary],
+    covers: Sequence[Cover],
+    table: LoaderTable | None,
+) -> DeltaDecision:
+    """A delta when the policy allows it and (``auto``) it holds at most ``delta_threshold`` of its base."""
+    if not descriptor.base or table is None:
+        return DeltaDecision()
+    options, scoped = descriptor.options, table.for_load(descriptor.load_id)
+    base = scoped.get_version_meta(descriptor.base)
+    counts = _diff_totals(summaries)
+    gap_covers = _gap_covers(scoped, descriptor.base, plan, covers)
+    # Everything the delta writes: its items (markers included), the covers' heads, its cover list.
+    items = counts["items"] + len(covers)
+    share = items / max(1, base.items if base else 0)
+    written = options.delta == "always" or share <= options.delta_threshold
+    reason = (
+        "--delta always"
+        if options.delta == "always"
+        else f"the delta holds {share:.1%} of its base, "
+        + ("within" if written else "above")
+        + f" the {options.delta_threshold:.0%} threshold"
+    )
+    report = {
+        "base": keys.format_version(descriptor.base),
+        "written_as": "delta" if written else "full",
+        "reason": reason,
+        "items": items,
+        "share_of_base": round(share, 4),
+        "base_items": base.items if base else 0,
+        "gap_covers": len(gap_covers),
+        **{name: counts[name] for name in ("unchanged", "replaced", "added", "gaps", "markers")},
+    }
+    return DeltaDecision(written, report, gap_covers if written else [])
+
+
+def _diff_totals(summaries: Sequence[PartitionSummary]) -> dict[str, int]:
+    totals = dict.fromkeys(("unchanged", "replaced", "added", "gaps", "markers", "items"), 0)
+    for summary in summaries:
+        diff = summary.delta or {}
+        for name in totals:
+            if name != "items":
+                totals[name] += int(diff.get(name, 0))
+        totals["items"] += sum((diff.get("items_per_bucket") or {}).values())
+    return totals
+
+
+def _gap_covers(table: LoaderTable, base: int, plan: PartitionPlan, covers: Sequence[Cover]) -> list[Cover]:
+    """Gap covers over the buckets the base holds anything in and the new release holds nothing in.
+
+    Resolve diffs only the buckets the new release has pieces in; a bucket it
+    has nothing in would otherwise fall through to the base and answer the
+    base's ranges.
+    """
+    manifest = table.get_manifest(base)
+    held: set[tuple[int, int]] = set()
+    for partition in manifest.partitions if manifest else {}:
+        parsed = table.space.parse_partition_key(partition)
+        if parsed is not None and parsed[0] == base:
+            held.add((parsed[1], parsed[2]))
+    for cover in table.read_covers(base):
+        held.update((cover.family, bucket) for bucket in range(cover.first_bucket, cover.last_bucket + 1))
+    kept = {(spec.family, bucket) for spec in plan.partitions for bucket in spec.buckets}
+    for cover in covers:
+        kept.update((cover.family, bucket) for bucket in range(cover.first_bucket, cover.last_bucket + 1))
+    gaps: list[Cover] = []
+    for family in (4, 6):
+        for first, last in bucket_runs(sorted(bucket for owner, bucket in held - kept if owner == family)):
+            start, end = keys.bucket_bounds(family, first)[0], keys.bucket_bounds(family, last)[1]
+            gaps.append(Cover(family, first, last, start, end, None))
+    return gaps
+
+
 # -- covers, indexes, chunks ---------------------------------------------------------------------
 
 
@@ -215,7 +309,7 @@ def _index_plan(
         for label, count in summary.value_counts.items():
             counts[label] = counts.get(label, 0) + count
     extra = reverse_index.count_index_values(
-        [cover.data for cover in covers], options.index_field, options.flag_column
+        [cover.data for cover in covers if cover.data is not None], options.index_field, options.flag_column
     )
     for label, count in extra.value_counts.items():
         counts[label] = counts.get(label, 0) + count
@@ -243,11 +337,13 @@ def _group(items: int, sections: int, chunk_size: int) -> int:
 
 
 def _items_per_bucket(
-    plan: PartitionPlan, summaries: Sequence[PartitionSummary], covers: Sequence[Cover]
+    plan: PartitionPlan, summaries: Sequence[PartitionSummary], covers: Sequence[Cover], *, delta: bool
 ) -> dict[tuple[int, int], int]:
+    """Items each bucket will hold: the full items, or a delta's; and a head item per cover."""
     counts: dict[tuple[int, int], int] = {}
     for spec, summary in zip(plan.partitions, summaries, strict=True):
-        for label, count in summary.items_per_bucket.items():
+        written = (summary.delta or {}).get("items_per_bucket", {}) if delta else summary.items_per_bucket
+        for label, count in written.items():
             counts[spec.family, int(label, 16)] = count
     for cover in covers:  # its head item
         key = (cover.family, cover.first_bucket)
@@ -268,6 +364,7 @@ class _Load:
     index: reverse_index.IndexPlan | None
     per_bucket: Mapping[tuple[int, int], int]
     covers: Sequence[Cover]
+    delta: DeltaDecision
 
 
 def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
@@ -287,7 +384,8 @@ def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
         rejected=tuple(plan.rejected),
         overlap_policy=descriptor.options.overlaps,
         overlaps_resolved=sum(summary.overlapping_rows for summary in summaries),
-        segments=sum(summary.segments for summary in summaries) + len(covers),
+        segments=sum(summary.segments for summary in summaries)
+        + sum(1 for cover in covers if cover.data is not None),
         coalesced=sum(summary.coalesced for summary in summaries),
         splits=plan.splits,
         covers=len(covers),
@@ -301,6 +399,7 @@ def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
         hottest_bucket_share=round(named[hottest] / total, 4) if hottest else 0.0,
         value_index=index_report.get("value_index"),
         flag_index=index_report.get("flag_index"),
+        delta=load.delta.report,
         phases={
             "scan": {"seconds": plan.scan_seconds, "rows": plan.rows_read},
             "resolve": {"seconds": resolve_seconds, "partitions": len(summaries)},
@@ -346,6 +445,7 @@ def _record_version(
             covers=len(covers),
             value_index=index.value_index_meta(plan.column_types) if index else None,
             flag_index=index.flag_index_meta() if index else None,
+            base=writes.base,
         )
     )
     table.mark_prepared(version, chunks=writes.chunks, items=chunk_items, report=report, at=int(time.time()))

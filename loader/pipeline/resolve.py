@@ -17,6 +17,7 @@ equal data is equal text, which is how it is interned, coalesced and compared.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -28,12 +29,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipmeta import keys
+from ipmeta.ips import Family
+from ipmeta.settings import Settings
 from loader.formats import typed_value
 from loader.options import LoadOptions
 from loader.pipeline import normalize, staged
 from loader.pipeline.descriptor import LoadDescriptor, PerLoad, read_descriptor
+from loader.pipeline.diff import TableBase, diff_partition
 from loader.pipeline.partitions import PartitionPlan, PartitionSpec, cover_priority
 from loader.store.staging import Staging
+from loader.store.table import LoaderTable
 
 #: Edge flags of an item's segment: it starts at its bucket run's first address, ends at its last.
 LOW_EDGE: Final = 1
@@ -56,6 +61,9 @@ class PartitionSummary:
     values_too_long: int = 0
     flagged: int = 0
     offsets: list[int] = field(default_factory=list)  #: byte offset of each section, and the end
+    #: A load over a base (``loader.pipeline.diff``): what the diff found, and its sections' offsets.
+    delta: dict[str, Any] | None = None
+    delta_offsets: list[int] = field(default_factory=list)
     #: ``[run, first_address, last_address, low, high]``; low/high: ``[start, end, key]`` or None
     edges: list[list[Any]] = field(default_factory=list)
     seconds: float = 0.0
@@ -103,9 +111,19 @@ def read_plan(staging: Staging, load_id: str) -> PartitionPlan:
 
 
 def resolve_partition(
-    load_id: str, partition: int, staging: Staging, *, workdir: Path | None = None
+    load_id: str,
+    partition: int,
+    staging: Staging,
+    *,
+    workdir: Path | None = None,
+    table: LoaderTable | Settings | None = None,
 ) -> PartitionSummary:
-    """Resolve one partition and stage its items and summary (idempotent)."""
+    """Resolve one partition and stage its items and summary (idempotent).
+
+    A load over a base (``LoadDescriptor.base``) also diffs the partition
+    against it and stages the delta's items; ``table`` (or the settings that
+    reach it, from a pool worker) is where the base is read.
+    """
     if staging.exists(load_id, staged.resolved_name(partition)):
         return PartitionSummary.from_json(staging.get(load_id, staged.resolved_name(partition)))
     started = time.monotonic()
@@ -121,10 +139,55 @@ def resolve_partition(
         path = Path(folder) / "items"
         summary.offsets = _write_sections(path, _deal(items, plan.sections, descriptor, partition))
         staging.put_file(load_id, staged.items_name(partition), path)
+        if descriptor.base:
+            base = TableBase(_opened(table).for_load(load_id), descriptor.base)
+            _stage_delta(
+                items,
+                base,
+                descriptor=descriptor,
+                plan=plan,
+                spec=spec,
+                summary=summary,
+                staging=staging,
+                path=path,
+            )
     summary.seconds = round(time.monotonic() - started, 3)
     # The summary last: its presence says the partition is resolved (a killed task reruns).
     staging.put(load_id, staged.resolved_name(partition), summary.to_json())
     return summary
+
+
+def _stage_delta(
+    items: list[_Item],
+    base: TableBase,
+    *,
+    descriptor: LoadDescriptor,
+    plan: PartitionPlan,
+    spec: PartitionSpec,
+    summary: PartitionSummary,
+    staging: Staging,
+    path: Path,
+) -> None:
+    """The partition diffed against the base: its delta's items, dealt into sections like the full ones."""
+    family: Family = 4 if spec.family == 4 else 6
+    delta, counts = diff_partition(
+        family, items, spec.buckets, base, columns=plan.columns, column_types=plan.column_types
+    )
+    summary.delta = asdict(counts)
+    summary.delta_offsets = _write_sections(path, _deal(delta, plan.sections, descriptor, spec.index))
+    staging.put_file(descriptor.load_id, staged.delta_name(spec.index), path)
+
+
+def _opened(table: LoaderTable | Settings | None) -> LoaderTable:
+    if table is None:
+        raise ValueError("a load over a base reads the base: resolve needs the table")
+    return _table_of(table) if isinstance(table, Settings) else table
+
+
+@functools.lru_cache(maxsize=4)
+def _table_of(settings: Settings) -> LoaderTable:
+    """One table client per pool worker and table."""
+    return LoaderTable.from_settings(settings)
 
 
 def _read_rows(load_id: str, spec: PartitionSpec, staging: Staging, *, keep_origin: bool) -> _Rows:

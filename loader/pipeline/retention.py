@@ -58,6 +58,11 @@ def cleanup(
         if _abandoned(load, lock, at, max(grace_seconds, lease_seconds)):
             doomed[load.version] = "abandoned load"
     doomed.pop(active or 0, None)
+    # A delta answers through its base: a base stays while a version that may serve needs it.
+    serving = [meta for meta in metas if meta.version == active] + retired[:retention]
+    bases = sorted({meta.base for meta in serving if meta.base})
+    for base in bases:
+        doomed.pop(base, None)
     deleted = [
         {
             "version": format_version(version),
@@ -68,7 +73,13 @@ def cleanup(
     ]
     kept = [format_version(meta.version) for meta in retired[:retention]]
     active_label = format_version(active) if active else None
-    return {"dataset": table.dataset, "active": active_label, "retained": kept, "deleted": deleted}
+    return {
+        "dataset": table.dataset,
+        "active": active_label,
+        "retained": kept,
+        "bases": [format_version(base) for base in bases],
+        "deleted": deleted,
+    }
 
 
 def _abandoned(load: LoadItem, lock: LockItem | None, at: float, idle_limit: float) -> bool:
@@ -142,7 +153,7 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
             f"{format_version(to)} is {status} in dataset {table.dataset!r}, not a retained version; "
             "see `ipmeta versions`"
         )
-    table.activate_version(to, expected_current=current)
+    table.activate_version(to, expected_current=current, base=target.base)
     at = int(time.time() if now is None else now)
     table.set_version_status(to, VersionStatus.ACTIVE, at)
     table.set_version_status(current, VersionStatus.RETIRED, at)

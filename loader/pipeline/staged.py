@@ -12,6 +12,7 @@ and decompresses it alone.
     ``plan/partitions.json``  the partitions and everything they need (``partitions.PartitionPlan``)
     ``plan/partition-list.json``  the partitions as a JSON array: the Distributed Map's items
     ``items/P.jsonl.gz``   the items of partition P, one member per section
+    ``delta/P.jsonl.gz``   over a base: the delta's items of partition P (``loader.pipeline.diff``)
     ``resolved/P.json``    what partition P resolved (``resolve.PartitionSummary``)
     ``plan/writes.json``, ``plan/sections.bin``   what the chunk writers need
     ``plan/chunk-list.json``  the chunks as a JSON array: the write Map's items
@@ -49,6 +50,10 @@ def rows_name(source: int) -> str:
 
 def items_name(partition: int) -> str:
     return f"items/{partition:05d}.jsonl.gz"
+
+
+def delta_name(partition: int) -> str:
+    return f"delta/{partition:05d}.jsonl.gz"
 
 
 def resolved_name(partition: int) -> str:

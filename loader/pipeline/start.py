@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ipmeta.records import VersionMeta, VersionStatus
 from loader.errors import LoadNotFound, LoadNotWritable, SourceError
 from loader.options import LoadOptions
 from loader.pipeline.abort import fail
@@ -88,6 +89,7 @@ def start(
         return resume(resumable.load_id, table, options, now=at)
     # Named before anything is written, so a cleanup visits this dataset even if its load fails.
     table.register_dataset(serving=False)
+    base = delta_base(table, options, meta)
     version = table.allocate_version()
     load_id = load_id_of(version, table.dataset)
     table.acquire_lock(load_id, lease_seconds=options.lock_lease_seconds, now=at)
@@ -104,11 +106,33 @@ def start(
             updated_at=int(at),
         )
         table.put_load(load)
-        LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at).stage(staging)
+        LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at, base).stage(staging)
     except BaseException as error:
         fail(load_id, f"start failed: {error!r}"[:1000], table)
         raise
     return Started(STARTED, load_id, version, len(named), LoadStatus.PREPARING)
+
+
+def delta_base(table: LoaderTable, options: LoadOptions, active: VersionMeta | None) -> int:
+    """The full version a reload diffs against, or 0: the load is written as a full version.
+
+    A delta sits on a full version, never on another delta: over an active delta,
+    its base. None when the policy says never, when the load builds reverse
+    indexes (their shard plans are whole-version: the index of a delta would not
+    answer like a full load's, so such loads stay full), or when the base already
+    carries ``delta_max_chain`` deltas (a full version compacts the chain).
+    """
+    if options.delta == "never" or options.index_field or options.flag_column or active is None:
+        return 0
+    base = active.base or active.version
+    metas = table.list_version_metas()
+    base_meta = next((meta for meta in metas if meta.version == base), None)
+    if base_meta is None or not base_meta.retained or base_meta.value_index or base_meta.flag_index:
+        return 0
+    chain = sum(1 for meta in metas if meta.base == base and meta.status != VersionStatus.FAILED)
+    if options.delta == "auto" and chain >= options.delta_max_chain:
+        return 0
+    return base
 
 
 def _resumable_load(table: LoaderTable, checksum: str, fingerprint: str, active: int) -> LoadItem | None:

@@ -29,6 +29,7 @@ from loader.formats import stored_data
 from loader.options import DEFAULT_WRITE_WORKERS
 from loader.pipeline import staged
 from loader.pipeline.descriptor import PerLoad
+from loader.pipeline.diff import NONE
 from loader.pipeline.plan_writes import WritePlan
 from loader.pipeline.resolve import HIGH_EDGE, LOW_EDGE
 from loader.records import LoadStatus, version_of
@@ -136,7 +137,8 @@ def _chunk_lines(
             continue
         family: Family = writes.families[partition]  # type: ignore[assignment]
         patches = writes.patches.get(str(partition), {})
-        for line in staged.decode_lines(staging.get_range(load_id, staged.items_name(partition), start, end)):
+        name = staged.delta_name(partition) if writes.base else staged.items_name(partition)
+        for line in staged.decode_lines(staging.get_range(load_id, name, start, end)):
             yield family, patches, line
 
 
@@ -160,6 +162,8 @@ class _ItemBuilder:
     ) -> None:
         self.space = space
         self.version = writes.version
+        #: A delta's lines carry ``next`` after ``end``, and gaps and markers (``loader.pipeline.diff``).
+        self.delta = bool(writes.base)
         self.columns = writes.columns
         self.types = [writes.column_types[column] for column in writes.columns]
         self.index = index
@@ -176,15 +180,11 @@ class _ItemBuilder:
     def item(
         self, family: Family, line: str, patches: Mapping[str, Sequence[int | None]]
     ) -> tuple[int, Item]:
+        if self.delta:
+            return self._delta_item(family, line, patches)
         # ``[run,flags,bucket,first,start,end,[values...]]``: numbers first, then the values' text.
         run, flags, bucket, first, start, end, rest = line.split(",", 6)
-        run_text, start_value, end_value = run[1:], int(start), int(end)
-        patch = patches.get(run_text)
-        if patch is not None:
-            if int(flags) & LOW_EDGE and patch[0] is not None:
-                start_value = patch[0]
-            if int(flags) & HIGH_EDGE and patch[1] is not None:
-                end_value = patch[1]
+        start_value, end_value = _patched(run[1:], int(flags), int(start), int(end), patches)
         data, serialized = self._record(rest[:-1])
         bucket_number, first_value = int(bucket), int(first)
         item: Item = {
@@ -200,3 +200,52 @@ class _ItemBuilder:
             ).items():
                 item[name] = {"S": value}
         return bucket_number, item
+
+    def _delta_item(
+        self, family: Family, line: str, patches: Mapping[str, Sequence[int | None]]
+    ) -> tuple[int, Item]:
+        """``[run,flags,bucket,first,start,end,next,values]``: a range, a gap (values ``null``), a marker."""
+        head, following, rest = line.rsplit(",", 2) if line.endswith(",null]") else _split_delta(line)
+        bucket_number, item = self.item_without_next(family, head + "," + rest, patches)
+        if int(following) != NONE:
+            item[keys.ATTR_NEXT] = {"N": str(int(following))}
+        return bucket_number, item
+
+    def item_without_next(
+        self, family: Family, line: str, patches: Mapping[str, Sequence[int | None]]
+    ) -> tuple[int, Item]:
+        run, flags, bucket, first, start, end, rest = line.split(",", 6)
+        bucket_number, first_value = int(bucket), int(first)
+        item: Item = {
+            keys.PARTITION_KEY: {"S": self.space.partition_key(self.version, family, bucket_number)},
+            keys.SORT_KEY: {"N": str(keys.encode_sort_key_value(family, first_value))},
+        }
+        if int(start) == NONE:  # a marker: where the bucket's first delta item starts, nothing more
+            return bucket_number, item
+        start_value, end_value = _patched(run[1:], int(flags), int(start), int(end), patches)
+        item[keys.ATTR_START] = {"S": format_address(family, start_value)}
+        item[keys.ATTR_END] = {"S": format_address(family, end_value)}
+        if rest == "null]":
+            item[keys.ATTR_GAP] = {"BOOL": True}
+        else:
+            item[keys.ATTR_DATA] = self._record(rest[:-1])[1]
+        return bucket_number, item
+
+
+def _split_delta(line: str) -> tuple[str, str, str]:
+    """A delta range's line: six numbers, ``next``, then the values' text (which may hold commas)."""
+    *numbers, following, rest = line.split(",", 7)
+    return ",".join(numbers), following, rest
+
+
+def _patched(
+    run: str, flags: int, start: int, end: int, patches: Mapping[str, Sequence[int | None]]
+) -> tuple[int, int]:
+    """A segment's true bounds: at a run's edge, those of the range it joins (``plan_writes``)."""
+    patch = patches.get(run)
+    if patch is not None:
+        if flags & LOW_EDGE and patch[0] is not None:
+            start = patch[0]
+        if flags & HIGH_EDGE and patch[1] is not None:
+            end = patch[1]
+    return start, end

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from ipmeta import keys
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         WriteRequestTypeDef,
     )
 
+_deserializer = TypeDeserializer()
 #: DynamoDB's limit on the requests of one BatchWriteItem call.
 BATCH_WRITE_LIMIT: Final = 25
 #: Attempts of one batch before the error goes up to the caller (Step Functions retries the task).
@@ -118,7 +120,12 @@ class LoaderTable(Store):
 
     @classmethod
     def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> LoaderTable:
-        return cls(make_client(settings, max_pool_connections=max_pool_connections), settings.table_name)
+        table = cls(make_client(settings, max_pool_connections=max_pool_connections), settings.table_name)
+        table.settings = settings
+        return table
+
+    #: How the table was reached, when from settings: what a pool worker reaches it by again.
+    settings: Settings | None = None
 
     def for_load(self, load_id: str) -> LoaderTable:
         """The table in the keys of the dataset ``load_id`` writes (``loader.records.load_id_of``)."""
@@ -126,8 +133,11 @@ class LoaderTable(Store):
 
     # -- the pointer, the version counter and version metadata ----------------------
 
-    def activate_version(self, version: int, *, expected_current: int | None) -> None:
-        """Point lookups at ``version``, only if the pointer still names ``expected_current``."""
+    def activate_version(self, version: int, *, expected_current: int | None, base: int = 0) -> None:
+        """Point lookups at ``version``, only if the pointer still names ``expected_current``.
+
+        A delta's ``base`` is on the pointer too, so a lookup learns both from the one read.
+        """
         pointer = {
             keys.PARTITION_KEY: self.space.pointer,
             keys.SORT_KEY: keys.META_SORT_KEY,
@@ -135,6 +145,8 @@ class LoaderTable(Store):
             "previous": expected_current if expected_current is not None else 0,
             "activated_at": int(time.time()),
         }
+        if base:
+            pointer["base"] = base
         if expected_current is None:
             condition: dict[str, Any] = {
                 "ConditionExpression": "attribute_not_exists(#pk)",
@@ -340,9 +352,14 @@ class LoaderTable(Store):
         return len(pages)
 
     def put_cover_heads(self, version: int, covers: Sequence[Cover], index: IndexPlan | None) -> None:
-        """One item at the first bucket of each cover run: it answers there, and carries the index entry."""
+        """One item at the first bucket of each cover run: it answers there, and carries the index entry.
+
+        A delta's gap covers have none: its Query finds nothing in their buckets, and the cover answers.
+        """
         heads = []
         for cover in covers:
+            if cover.data is None:
+                continue
             first = keys.bucket_bounds(cover.family, cover.first_bucket)[0]
             item: dict[str, Any] = {
                 keys.PARTITION_KEY: self.space.partition_key(version, cover.family, cover.first_bucket),
@@ -515,27 +532,30 @@ class LoaderTable(Store):
 
     # -- export ---------------------------------------------------------------------------
 
-    def iter_partition(self, partition_key: str) -> Iterator[dict[str, Any]]:
+    def iter_partition(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.
 
         Numbers stay exact ``Decimal`` (an export writes them back out), binary as ``bytes``.
         """
-        from boto3.dynamodb.types import Binary, TypeDeserializer
-
-        deserializer = TypeDeserializer()
-
-        def exact(value: Any) -> Any:
-            if isinstance(value, Binary):
-                return value.value  # type: ignore[attr-defined]  # the stubs omit it
-            if isinstance(value, dict):
-                return {name: exact(inner) for name, inner in value.items()}
-            if isinstance(value, list):
-                return [exact(inner) for inner in value]
-            return value
-
-        for page in self._partition_pages(partition_key):
+        for page in self._partition_pages(partition_key, ConsistentRead=consistent):
             for raw in page.get("Items", []):
-                yield {name: exact(deserializer.deserialize(value)) for name, value in raw.items()}
+                yield {name: _exact(_deserializer.deserialize(value)) for name, value in raw.items()}
+
+
+def canonical_data(data: Mapping[str, Any]) -> Any:
+    """``data`` as a read of the item holding it gives it back (``iter_partition``): what two
+    versions compare, so that ``1.5`` and ``Decimal("1.50")``, written alike, compare equal."""
+    return _exact(_deserializer.deserialize(serialize_value(dict(data))))
+
+
+def _exact(value: Any) -> Any:
+    if isinstance(value, Binary):
+        return value.value  # type: ignore[attr-defined]  # the stubs omit it
+    if isinstance(value, dict):
+        return {name: _exact(inner) for name, inner in value.items()}
+    if isinstance(value, list):
+        return [_exact(inner) for inner in value]
+    return value
 
 
 def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:

@@ -24,7 +24,7 @@ from ipmeta import keys
 from ipmeta.ips import format_address
 from ipmeta.settings import Settings
 from loader.errors import LoadIncomplete
-from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+from loader.export.version_ranges import ranges_of_version
 from loader.pipeline import handlers, retention
 from loader.pipeline.export_task import EXPORT_PREFIX, export_version
 from loader.records import LoadStatus, load_id_of, version_of
@@ -111,8 +111,7 @@ def test_export_uploads_a_mmdb_that_answers_like_the_written_version(
     # And maxminddb reads it: every range answers its data at its first, middle and last address
     meta = table.get_version_meta(started["version"])
     assert meta is not None
-    covers = covers_as_ranges(table.read_covers(meta.version)) if meta.covers else []
-    ranges = list(iter_version_ranges(table, meta.version, covers))
+    ranges = list(ranges_of_version(table, meta))
     # (::-::ffff lies in ::/96, where a MaxMind DB keeps IPv4: left out, and counted)
     assert (exported["ranges"], exported["ipv6_left_out"]) == (len(ranges) - 1, 1)
     with maxminddb.open_database(str(database)) as reader:

@@ -18,6 +18,7 @@ from ipmeta.answers import lookup_datasets
 from ipmeta.catalog import (
     ActiveDatasets,
     DatasetCatalog,
+    Target,
     Targets,
     VersionMetaReader,
     precedence,
@@ -33,7 +34,7 @@ from ipmeta.errors import (
     VersionNotFound,
 )
 from ipmeta.ips import Address, parse_ip
-from ipmeta.records import VersionMeta, VersionStatus
+from ipmeta.records import ActiveVersion, VersionMeta, VersionStatus
 from tests.memory_table import InMemoryTable
 
 SNAPSHOT = ActiveDatasets(
@@ -57,7 +58,7 @@ def metas(retained: dict[str, set[int]]) -> Any:
 
 def test_every_active_dataset_answers_by_default_and_the_inactive_ones_are_named() -> None:
     targets = select_targets(SNAPSHOT, metas({}))
-    assert targets == Targets((("city", 4), ("asn", 9)), ("blocklist",))
+    assert targets == Targets((Target("city", 4), Target("asn", 9)), ("blocklist",))
 
 
 def test_datasets_narrow_but_keep_the_deployments_order() -> None:
@@ -85,7 +86,8 @@ def test_versions_are_pinned_per_dataset(
     datasets: str | None, version: str, expected: tuple[tuple[str, int], ...]
 ) -> None:
     retained = metas({"city": {2}, "asn": {7}})
-    assert select_targets(SNAPSHOT, retained, datasets, version).versions == expected
+    chosen = select_targets(SNAPSHOT, retained, datasets, version).versions
+    assert [(target.dataset, target.version) for target in chosen] == list(expected)
 
 
 @pytest.mark.parametrize(
@@ -117,8 +119,8 @@ def test_declared_datasets_come_first_and_are_the_default_list() -> None:
         def read_dataset_names(self, *, consistent: bool = False) -> list[str]:
             return ["asn", "city", "extra"]
 
-        def read_active_versions(self, datasets: list[str]) -> dict[str, int | None]:
-            return dict.fromkeys(datasets, 1)
+        def read_active_versions(self, datasets: list[str]) -> dict[str, ActiveVersion | None]:
+            return dict.fromkeys(datasets, ActiveVersion(1))
 
     snapshot = DatasetCatalog(Pointers(), 5.0, ["city", "asn"]).get()
     assert snapshot.order == ("city", "asn", "extra")
@@ -171,7 +173,7 @@ READERS = {"city": CITY, "asn": ASN}
 
 def ask(address: str, order: tuple[str, ...] = ("city", "asn")) -> Any:
     with ThreadPoolExecutor(max_workers=2) as pool:
-        targets = Targets(tuple((name, 1) for name in order))
+        targets = Targets(tuple(Target(name, 1) for name in order))
         return lookup_datasets(READERS.__getitem__, targets, parse_ip(address), pool)
 
 
@@ -220,7 +222,7 @@ def test_the_merged_view_is_each_field_of_the_first_dataset_that_holds_it(addres
         with ThreadPoolExecutor(max_workers=1) as pool:
             try:
                 sections[name] = lookup_datasets(
-                    READERS.__getitem__, Targets(((name, 1),)), address, pool
+                    READERS.__getitem__, Targets((Target(name, 1),)), address, pool
                 ).merged_data()
             except IpAddressNotFound:
                 sections[name] = None

@@ -25,8 +25,7 @@ from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME
 from ipmeta_cli import exporting
 from loader.errors import LoadNotFound
-from loader.export.files import ExportRange
-from loader.export.version_ranges import covers_as_ranges, iter_version_ranges
+from loader.export.version_ranges import iter_version_ranges
 from loader.records import Manifest
 from loader.store.table import LoaderTable
 
@@ -102,7 +101,7 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoaderTable]:
 
 def test_a_version_reads_back_in_order_each_range_once_covers_merged(table: LoaderTable) -> None:
     # Given the table has the cover's head item and the cover list, and a range split at a /8 edge
-    covers = covers_as_ranges(table.read_covers(VERSION))
+    covers = table.read_covers(VERSION)
     # When the version is read back
     ranges = list(iter_version_ranges(table, VERSION, covers))
     # Then every range comes once, in (family, start) order, with its exact data
@@ -114,7 +113,7 @@ def test_a_version_reads_back_in_order_each_range_once_covers_merged(table: Load
 def test_covers_alone_fill_in_what_has_no_items(table: LoaderTable) -> None:
     # A cover over whole buckets whose head item is missing still comes out, from the list
     ranges = list(
-        iter_version_ranges(table, VERSION, [ExportRange(4, v4("200.0.0.0"), v4("201.255.255.255"), {})])
+        iter_version_ranges(table, VERSION, [Cover(4, 200, 201, v4("200.0.0.0"), v4("201.255.255.255"), {})])
     )
     assert (ranges[-3].start, ranges[-3].end) == (v4("200.0.0.0"), v4("201.255.255.255"))
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from ipmeta import keys
 from ipmeta.answers import CombinedResult, lookup_datasets_many
 from ipmeta.bogons import is_bogon
-from ipmeta.catalog import Targets
+from ipmeta.catalog import Target, Targets
 from ipmeta.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
 from ipmeta.ips import Address, Family, format_address
 from ipmeta.lookup import LookupResult, lookup_address
@@ -400,7 +400,9 @@ def test_a_batch_answers_cached_addresses_without_a_query() -> None:
     lookup_address(table, 1, Address(4, B5), cache)
     addresses = [Address(4, B5 + n) for n in range(100)] + [Address(4, B5 + 300)]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = lookup_datasets_many(lambda name: table, Targets(((DEFAULT, 1),)), addresses, pool, cache)
+        answers = lookup_datasets_many(
+            lambda name: table, Targets((Target(DEFAULT, 1),)), addresses, pool, cache
+        )
     assert list(answers) == addresses
     assert all(isinstance(answers[address], CombinedResult) for address in addresses[:100])
     assert isinstance(answers[addresses[-1]], IpAddressNotFound)

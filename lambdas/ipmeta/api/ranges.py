@@ -69,7 +69,8 @@ def _listing(listing_of: ListingOf, dataset: str | None, requested: str | None) 
     deps = dependencies.current()
     targets = deps.targets(dataset, f"{dataset}:{requested}" if dataset and requested else requested)
     first_error: IpmetaError | None = None
-    for name, version in targets.versions:
+    for target in targets.versions:
+        name, version = target.dataset, target.version
         try:
             return listing_of(deps.index_catalog(name).get(version), deps.reader(name).space, version)
         except (FieldNotIndexed, FlagsNotIndexed) as error:
