@@ -2,9 +2,12 @@
 
 ``ipmeta plan FILES…`` prepares the load exactly as ``ipmeta load`` would (a
 dry run: nothing is written) and runs its real write order through the
-write model of ``loader.planning``. ``--reproduce-blog`` runs the AWS
-blog's four experiments through the same model; ``--lookups-per-month N``
-adds the monthly bill of N lookups behind each API front.
+write model of ``loader.planning``. ``--previous FILES…`` names the release
+before it: both are prepared, diffed as a delta load would diff them
+(``loader.pipeline.diff``), and the cost of a full reload is printed next to
+the delta's. ``--reproduce-blog`` runs the AWS blog's four experiments through
+the same model; ``--lookups-per-month N`` adds the monthly bill of N lookups
+behind each API front.
 """
 
 from __future__ import annotations
@@ -38,7 +41,51 @@ def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             for index in range(prepared.chunks)
             for family, bucket in chunk_buckets(prepared.load_id, index, staging)
         ]
-    return prepared.report.to_dict(), WriteOrder.as_written(written)
+        report = prepared.report.to_dict()
+        if args.previous:
+            report["delta_estimate"] = delta_estimate(args, prepared, staging)
+    return report, WriteOrder.as_written(written)
+
+
+def delta_estimate(args: argparse.Namespace, prepared: Any, staging: Any) -> dict[str, Any]:
+    """What a delta over the previous release would write: both prepared, diffed as a load diffs."""
+    from ipmeta.ips import Family
+    from loader.pipeline import driver, staged
+    from loader.pipeline.diff import StagedBase, diff_partition
+    from loader.pipeline.resolve import read_plan
+    from loader.pipeline.write import chunk_items
+
+    previous = driver.prepare(
+        args.previous, load_options(args, dry_run=True), None, staging, workers=args.workers
+    )
+    items = (
+        item for chunk in range(previous.chunks) for item in chunk_items(previous.load_id, chunk, staging)
+    )
+    base = StagedBase(items, previous.covers)
+    plan = read_plan(staging, prepared.load_id)
+    written = len(prepared.covers)  # a delta writes its own cover list and heads
+    for spec in plan.partitions:
+        lines = staged.decode_lines(staging.get(prepared.load_id, staged.items_name(spec.index)))
+        pairs = [(int(line.split(",", 3)[2]), line) for line in lines]
+        family: Family = 4 if spec.family == 4 else 6
+        _, counts = diff_partition(
+            family, pairs, spec.buckets, base, columns=plan.columns, column_types=plan.column_types
+        )
+        written += counts.items
+    kept = {(spec.family, bucket) for spec in plan.partitions for bucket in spec.buckets}
+    dropped = {bucket for bucket in base.buckets - kept if not _covered(bucket, prepared.covers)}
+    return {
+        "previous_items": previous.items,
+        "delta_items": written,
+        "buckets_only_the_previous_holds": len(dropped),
+        "share_of_previous": round(written / max(1, previous.items), 4),
+    }
+
+
+def _covered(bucket: tuple[int, int], covers: Any) -> bool:
+    return any(
+        cover.family == bucket[0] and cover.first_bucket <= bucket[1] <= cover.last_bucket for cover in covers
+    )
 
 
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -58,6 +105,8 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
             frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
         )
         report["load"]["rows"] = load.get("rows_read")
+        if "delta_estimate" in load:
+            report["reload"] = reload_costs(load["delta_estimate"], report["load"]["items"], args)
         if args.chart:
             report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
     if args.reproduce_blog:
@@ -65,6 +114,23 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.lookups_per_month:
         report["lookups"] = lookup_costs(args.lookups_per_month)
     return report
+
+
+def reload_costs(estimate: Mapping[str, Any], items: int, args: argparse.Namespace) -> dict[str, Any]:
+    """A full reload's cost beside the delta's, and what ``--delta auto`` would write."""
+    from loader.planning.costs import load_costs
+    from loader.planning.write_model import DEFAULT_ITEM_BYTES
+
+    full = load_costs(items, DEFAULT_ITEM_BYTES)
+    delta = load_costs(estimate["delta_items"], DEFAULT_ITEM_BYTES)
+    share = estimate["share_of_previous"]
+    return {
+        **estimate,
+        "full": full,
+        "delta": delta,
+        "auto_writes": "delta" if share <= args.delta_threshold else "full",
+        "delta_over_full": round(estimate["delta_items"] / max(1, items), 4),
+    }
 
 
 def draw_plan_charts(plan: Mapping[str, Any], order: Any, folder: Path) -> list[str]:
@@ -92,6 +158,8 @@ def summarize(report: Mapping[str, Any]) -> str:
     lines: list[str] = []
     if "load" in report:
         lines.extend(_load_lines(report["load"]))
+    if "reload" in report:
+        lines.extend(_reload_lines(report["reload"]))
     for chart in report.get("charts", []):
         lines.append(f"  chart: {chart}")
     if "blog" in report:
@@ -142,6 +210,17 @@ def _load_lines(plan: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _reload_lines(reload: Mapping[str, Any]) -> list[str]:
+    full, delta = reload["full"], reload["delta"]
+    return [
+        f"reload over the previous release ({reload['previous_items']:,} items): "
+        f"a delta writes {reload['delta_items']:,} items ({reload['share_of_previous']:.1%} of it), "
+        f"--delta auto writes {reload['auto_writes']}",
+        f"  full reload ${full['write_usd_replacing_a_version']:,.2f} (writes and the old version's "
+        f"deletes); delta ${delta['write_usd_replacing_a_version']:,.2f}",
+    ]
+
+
 def command_plan(args: argparse.Namespace) -> int:
     if not args.files and not args.reproduce_blog and not args.lookups_per_month:
         print("ipmeta plan: give FILE..., --reproduce-blog or --lookups-per-month N")
@@ -156,6 +235,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "plan", help="predict a load's speed, hot partitions and costs, and a month of lookups' bill"
     )
     plan.add_argument("files", nargs="*", help="the files `ipmeta load` would load (nothing is written)")
+    plan.add_argument(
+        "--previous",
+        nargs="+",
+        metavar="FILE",
+        help="the release before it: print a delta reload's cost next to a full one's",
+    )
     add_source_arguments(plan)
     plan.add_argument(
         "--reproduce-blog", action="store_true", help="the AWS blog's four loads through the model"

@@ -54,9 +54,17 @@ TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # Reads and writes only staged files.
     "scan": (),
     "plan_partitions": (),
-    "resolve": (),
-    # Version metadata, manifest, cover list and cover head items, the load item.
-    "plan_writes": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"),
+    # Staged files; a reload over a base reads the base's items and cover list (Query).
+    "resolve": ("dynamodb:Query",),
+    # Version metadata, manifest, cover list and cover head items, the load item; over a
+    # base, the base's metadata, manifest and cover list (GetItem, Query).
+    "plan_writes": (
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:BatchWriteItem",
+    ),
     # Range items, the chunk's done mark, and renewing the lock.
     "write_chunks": (
         "dynamodb:BatchWriteItem",

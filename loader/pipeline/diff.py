@@ -27,15 +27,16 @@ and its base's, both bounded by ``--partition-rows``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ipmeta import keys
+from ipmeta.covers import CoverIndex
 from ipmeta.ips import Family, address_value
 from ipmeta.records import Cover
 from loader.formats import stored_data
-from loader.store.table import LoaderTable, canonical_data
+from loader.store.table import LoaderTable, canonical_data, exact_item
 
 #: A delta line's ``next`` when its item is the bucket's last, and a marker's start and end.
 NONE: int = -1
@@ -240,3 +241,39 @@ def _with_next(family: Family, bucket: int, kept: list[_Kept], counts: DiffCount
         following = kept[position + 1][0] if position + 1 < len(kept) else NONE
         lines.append(f"{head.format(bucket=bucket)},{following},{text}]")
     return lines
+
+
+# -- against a release that was never loaded: ``ipmeta plan --previous`` -----------------------------
+
+
+class StagedBase:
+    """A dry run's items held in memory by bucket, standing in for a loaded base.
+
+    ``ipmeta plan --previous`` diffs a release against the one before it without
+    a table: the same ``diff_partition`` a load runs, so its estimate counts what
+    a delta load would write. It holds the previous release whole (a plan is a
+    one-off on a workstation, not a pipeline task).
+    """
+
+    def __init__(self, items: Iterable[Mapping[str, Any]], covers: Sequence[Cover]) -> None:
+        self._by_bucket: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        for raw in items:
+            item = exact_item(raw)
+            partition = str(item[keys.PARTITION_KEY])
+            family, label = partition.rsplit("#", 2)[-2:]
+            bucket = (int(family), int(label, 10 if family == "4" else 16))
+            self._by_bucket.setdefault(bucket, []).append(item)
+        for held in self._by_bucket.values():
+            held.sort(key=lambda item: int(item[keys.SORT_KEY]))
+        self._covers = CoverIndex(covers)
+        self.buckets = set(self._by_bucket) | {
+            (cover.family, bucket)
+            for cover in covers
+            for bucket in range(cover.first_bucket, cover.last_bucket + 1)
+        }
+
+    def items_of(self, family: Family, bucket: int) -> Iterator[dict[str, Any]]:
+        return iter(self._by_bucket.get((family, bucket), []))
+
+    def cover_of(self, family: Family, bucket: int) -> Cover | None:
+        return self._covers.find(family, bucket)

@@ -539,7 +539,12 @@ class LoaderTable(Store):
         """
         for page in self._partition_pages(partition_key, ConsistentRead=consistent):
             for raw in page.get("Items", []):
-                yield {name: _exact(_deserializer.deserialize(value)) for name, value in raw.items()}
+                yield exact_item(raw)
+
+
+def exact_item(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """An item in DynamoDB's attribute-value form, Numbers exact (``Decimal``), binary as ``bytes``."""
+    return {name: _exact(_deserializer.deserialize(value)) for name, value in raw.items()}
 
 
 def canonical_data(data: Mapping[str, Any]) -> Any:

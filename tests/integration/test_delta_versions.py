@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import csv
 import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,15 +28,20 @@ from ipmeta.errors import IpAddressNotFound
 from ipmeta.ips import Address, format_address
 from ipmeta.lookup import lookup_address
 from ipmeta.range_cache import RangeCache
+from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store import make_client
 from loader.options import DeltaPolicy, LoadOptions
-from loader.pipeline import driver
+from loader.pipeline import driver, retention
+from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from tests.integration.conftest import RequestCounter, get_json, running_api_server
 
 #: The releases live in buckets 1 to 5 (IPv4 /8s): small enough to probe every edge,
 #: with room for whole buckets (covers) and for buckets one release leaves empty.
 FIRST, LAST = 1 << 24, (6 << 24) - 1
 BUCKET = 1 << 24
+PROJECT = Path(__file__).parent.parent.parent
 
 
 @dataclass(frozen=True)
@@ -149,3 +160,244 @@ def test_a_delta_answers_every_address_as_a_full_load_of_its_release(
     for value in probes(first, second):
         cached = answer(deltas, delta.version, meta.base, value, cache)
         assert cached == answer(deltas, delta.version, meta.base, value, None)
+
+
+# -- the policy, the lifecycle and the lookups of real-sized releases ----------------------------
+
+
+def release(count: int, seed: int, changed: float = 0.0, dropped: float = 0.0) -> list[Row]:
+    """``count`` /24s spread over buckets 1-5, every ``1/changed``-th relabelled, some dropped."""
+    rows = []
+    for index in range(count):
+        start = FIRST + (index * 4096 + (index % 7) * 256) % (LAST - FIRST - 256)
+        label = f"r{index}"
+        position = (index * 2654435761 + seed) % 1000 / 1000  # spread the changes over the buckets
+        if position < dropped:
+            continue
+        if position < dropped + changed:
+            label += f"-{seed}"
+        rows.append(Row(start, start + 255, label))
+    return rows
+
+
+def load_rows(
+    store: LoaderTable, folder: Path, name: str, rows: list[Row], **options: Any
+) -> driver.LoadResult:
+    staging = LocalStaging(folder / "staging")
+    return driver.run_load([write(rows, folder / name)], LoadOptions(**options), store, staging)
+
+
+def test_auto_writes_a_small_change_as_a_delta_and_a_large_one_full(
+    store: LoaderTable, tmp_path: Path
+) -> None:
+    base = load_rows(store, tmp_path, "a.csv", release(2000, 1))
+    small = load_rows(store, tmp_path, "b.csv", release(2000, 2, changed=0.03, dropped=0.01))
+    large = load_rows(store, tmp_path, "c.csv", release(2000, 3, changed=0.5))
+    small_meta = store.get_version_meta(small.version)
+    large_meta = store.get_version_meta(large.version)
+    assert small_meta is not None
+    assert large_meta is not None
+    # The small change is a delta over A, its report says what it wrote and why
+    assert small_meta.base == base.version
+    delta = small.report.delta
+    assert delta is not None
+    assert delta["written_as"] == "delta"
+    assert delta["unchanged"] > 0.9 * 2000
+    assert delta["replaced"] > 0
+    assert delta["gaps"] > 0
+    assert delta["share_of_base"] < 0.1
+    assert small.report.items == small_meta.items == delta["items"]
+    # The large one crossed the threshold: written full, and the report says so
+    assert large_meta.base == 0
+    assert large.report.delta is not None
+    assert large.report.delta["written_as"] == "full"
+    assert "above the 25% threshold" in large.report.delta["reason"]
+
+
+def test_a_chain_too_long_is_compacted_into_a_full_version(store: LoaderTable, tmp_path: Path) -> None:
+    base = load_rows(store, tmp_path, "a.csv", release(300, 1))
+    chain = [
+        load_rows(store, tmp_path, f"{n}.csv", release(300, 10 + n, changed=0.02), delta_max_chain=2)
+        for n in range(3)
+    ]
+    bases = [store.get_version_meta(result.version).base for result in chain]  # type: ignore[union-attr]
+    # Every delta sits on the full base, never on another delta; the third compacts
+    assert bases == [base.version, base.version, 0]
+
+
+def test_cleanup_keeps_a_base_while_a_delta_needs_it_and_deletes_only_a_deltas_own_items(
+    store: LoaderTable, tmp_path: Path
+) -> None:
+    base = load_rows(store, tmp_path, "a.csv", release(500, 1))
+    first = load_rows(store, tmp_path, "b.csv", release(500, 2, changed=0.05))
+    second = load_rows(store, tmp_path, "c.csv", release(500, 3, changed=0.05))
+    staging = LocalStaging(tmp_path / "staging")
+    # Retention 0: the retired base would go, but the active delta answers through it
+    outcome = retention.cleanup(store, staging, retention=0, now=10**10)
+    assert outcome["bases"] == [f"v{base.version}"]
+    assert [entry["version"] for entry in outcome["deleted"]] == [f"v{first.version}"]
+    assert outcome["deleted"][0]["items_deleted"] == first.items
+    assert store.get_version_meta(base.version).retained  # type: ignore[union-attr]
+    # And the active delta still answers its release everywhere
+    for row in release(500, 3, changed=0.05)[::25]:
+        found = answer(store, second.version, base.version, row.start, None)
+        assert found is not None
+        assert found[0] == row.label
+
+
+def test_rollback_to_a_full_version_or_a_delta_answers_as_that_release(
+    store: LoaderTable, tmp_path: Path
+) -> None:
+    releases_ = [release(400, seed, changed=0.05 if seed > 1 else 0.0) for seed in (1, 2, 3)]
+    loaded = [load_rows(store, tmp_path, f"{n}.csv", rows) for n, rows in enumerate(releases_)]
+    for target, rows in ((loaded[1], releases_[1]), (loaded[0], releases_[0])):
+        retention.rollback(store, target.version)
+        meta = store.get_version_meta(target.version)
+        assert meta is not None
+        pointer = store.read_active_versions([store.dataset])[store.dataset]
+        assert pointer is not None
+        assert (pointer.version, pointer.base) == (target.version, meta.base)
+        for row in rows[::20]:
+            found = answer(store, target.version, meta.base, row.start + 5, None)
+            assert found is not None
+            assert found[0] == row.label
+
+
+def test_a_delta_exports_the_same_ranges_as_a_full_load_of_its_release(
+    store: LoaderTable, tmp_path: Path
+) -> None:
+    from loader.export.version_ranges import ranges_of_version
+
+    load_rows(store, tmp_path, "a.csv", [*release(600, 1), Row(4 * BUCKET, 5 * BUCKET - 1, "whole")])
+    rows = [*release(600, 2, changed=0.05, dropped=0.02), Row(4 * BUCKET, 4 * BUCKET + 99, "part")]
+    delta = load_rows(store, tmp_path, "b.csv", rows)
+    full = load_rows(store.for_dataset("full"), tmp_path, "b-full.csv", rows, dataset="full", delta="never")
+    delta_meta = store.get_version_meta(delta.version)
+    full_table = store.for_dataset("full")
+    full_meta = full_table.get_version_meta(full.version)
+    assert delta_meta is not None
+    assert full_meta is not None
+    assert delta_meta.base != 0
+    exported = [(each.start, each.end, dict(each.data)) for each in ranges_of_version(store, delta_meta)]
+    expected = [(each.start, each.end, dict(each.data)) for each in ranges_of_version(full_table, full_meta)]
+    # The base's ranges are cut where the delta lies: equal data meets again, so merge neighbours
+    assert merged(exported) == merged(expected)
+
+
+def merged(ranges: list[tuple[int, int, dict[str, Any]]]) -> list[tuple[int, int, dict[str, Any]]]:
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    for start, end, data in ranges:
+        if out and out[-1][1] + 1 == start and out[-1][2] == data:
+            out[-1] = (out[-1][0], end, data)
+        else:
+            out.append((start, end, data))
+    return out
+
+
+def test_a_load_with_reverse_indexes_is_written_full_and_says_why(store: LoaderTable, tmp_path: Path) -> None:
+    load_rows(store, tmp_path, "a.csv", release(200, 1), flag_column="name")
+    indexed = load_rows(store, tmp_path, "b.csv", release(200, 2, changed=0.02), flag_column="name")
+    meta = store.get_version_meta(indexed.version)
+    assert meta is not None
+    assert meta.base == 0
+    assert indexed.report.delta is None  # no base was even read
+
+
+def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once(
+    table_settings: Settings, tmp_path: Path
+) -> None:
+    # Given a delta over a base, and a client holding every Query until two are in flight
+    client = make_client(table_settings)
+    store = LoaderTable(client, table_settings.table_name)
+    base = load_rows(store, tmp_path, "a.csv", release(400, 1))
+    delta = load_rows(store, tmp_path, "b.csv", release(400, 2, changed=0.05))
+    assert store.get_version_meta(delta.version).base == base.version  # type: ignore[union-attr]
+    counter = RequestCounter()
+    together = threading.Barrier(2)
+
+    def hold_queries(request: Any, **_: Any) -> None:
+        if request.headers["X-Amz-Target"].decode().endswith(".Query"):
+            together.wait(timeout=5)
+
+    client.meta.events.register("before-send.dynamodb", counter)
+    client.meta.events.register("before-send.dynamodb", hold_queries)
+    rows = release(400, 2, changed=0.05)
+    with running_api_server(store) as server:
+        get_json(server, "/v1/health")
+        for row in rows[:20]:
+            counter.reset()
+            status, body = get_json(server, f"/v1/ip/{format_address(4, row.start + 7)}")
+            # Then each answers the new release, from exactly two Queries (the delta's, the base's)
+            assert (status, body["data"]["name"]) == (200, row.label)
+            assert body["datasets"]["default"]["version"] == f"v{delta.version}"
+            assert counter.operations().count("Query") == 2, counter.operations()
+    assert not together.broken
+
+
+def _killed_in(phase: str, staging: Path, store: LoaderTable) -> str | None:
+    """A delta load's id once it is inside ``phase``: some partitions diffed, or some chunks written."""
+    for folder in staging.glob("v*"):
+        resolved = list((folder / "resolved").glob("*.json")) if (folder / "resolved").is_dir() else []
+        if phase == "diff" and resolved and not (folder / "plan" / "writes.json").exists():
+            return folder.name
+    if phase == "write":
+        for load in store.list_loads():
+            if load.status == LoadStatus.PREPARED and 0 < len(load.done) < load.chunks:
+                return load.load_id
+    return None
+
+
+@pytest.mark.parametrize("phase", ["diff", "write"])
+def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exactly(
+    table_settings: Settings, store: LoaderTable, tmp_path: Path, phase: str
+) -> None:
+    base = load_rows(store, tmp_path, "a.csv", release(6000, 1))
+    rows = release(6000, 2, changed=0.08, dropped=0.02)
+    source = write(rows, tmp_path / "b.csv")
+    # Given a loader process writing B as a delta: many partitions, small chunks, one at a time
+    env = {
+        **os.environ,
+        ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint),
+        ENV_TABLE_NAME: table_settings.table_name,
+    }
+    command = [sys.executable, "-m", "ipmeta_cli.main", "load", "--data-dir", str(tmp_path), "--workers", "1"]
+    command += [
+        "--delta",
+        "always",
+        "--partition-rows",
+        "300",
+        "--chunk-size",
+        "25",
+        "--parallel-chunks",
+        "1",
+    ]
+    process = subprocess.Popen([*command, str(source)], env=env, cwd=PROJECT, stderr=subprocess.PIPE)
+    try:
+        # When it is SIGKILLed inside the phase
+        deadline, killed = time.monotonic() + 120, None
+        while killed is None and time.monotonic() < deadline and process.poll() is None:
+            killed = _killed_in(phase, tmp_path / "staging", store)
+            if killed is not None:
+                process.send_signal(signal.SIGKILL)
+            time.sleep(0.005)
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert killed is not None, (
+        f"never caught it in {phase}: {process.stderr and process.stderr.read().decode()}"
+    )
+    assert store.read_active_version(consistent=True) == base.version  # A keeps serving
+    # Then a resume finishes the same load, writes each planned item once, and activates
+    resumed = driver.run_load([], LoadOptions(), store, LocalStaging(tmp_path / "staging"), resume=killed)
+    meta = store.get_version_meta(resumed.version)
+    assert meta is not None
+    assert (resumed.status, resumed.load_id, meta.base) == ("activated", killed, base.version)
+    assert resumed.report.items_written == meta.items
+    manifest = store.get_manifest(meta.version)
+    assert manifest is not None
+    assert sum(store.count_partition(pk) for pk in manifest.partitions) == meta.items
+    for row in rows[::50]:
+        found = answer(store, meta.version, meta.base, row.end, None)
+        assert found is not None
+        assert found[0] == row.label

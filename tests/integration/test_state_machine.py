@@ -28,6 +28,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from ipmeta.records import ActiveVersion
 from ipmeta.settings import Settings
 from loader.pipeline import handlers
 from loader.records import LoadStatus
@@ -337,3 +338,40 @@ def test_the_input_names_the_dataset_and_each_dataset_loads_and_activates_apart(
     # Cleanup after city's activation visits city only
     assert city["output"]["cleanup"]["datasets"][0]["dataset"] == "city"
     assert len(city["output"]["cleanup"]["datasets"]) == 1
+
+
+def _release(s3: Any, key: str, changed: int, count: int = 300) -> dict[str, Any]:
+    """``count`` /24s in buckets 20-29, the first ``changed`` relabelled: an execution's input for it."""
+    lines = ["start,end,name"] + [
+        f"{20 + n % 10}.{n // 10}.0.0,{20 + n % 10}.{n // 10}.0.255,{'new' if n < changed else 'old'}-{n}"
+        for n in range(count)
+    ]
+    s3.put_object(Bucket=BUCKET, Key=key, Body="\n".join(lines).encode())
+    return {"source": f"s3://{BUCKET}/{key}", "options": {}}
+
+
+def test_a_reload_runs_as_a_delta_end_to_end_and_a_large_change_is_written_full(
+    machine: Machine, table_environment: Settings
+) -> None:
+    table = LoaderTable.from_settings(table_environment)
+    first = machine.run(localize(machine.definition), _release(machine.endpoint.s3, "in/r1.csv", 0))
+    assert first["status"] == "SUCCEEDED", first
+    # A small change: the diff runs in ResolvePartitions, the delta's items go through WriteChunks
+    small = machine.run(localize(machine.definition), _release(machine.endpoint.s3, "in/r2.csv", 6))
+    assert small["status"] == "SUCCEEDED", small
+    meta = table.get_version_meta(small["output"]["version"])
+    assert meta is not None
+    assert meta.base == first["output"]["version"]
+    load = table.get_load(meta.version)
+    assert load is not None
+    assert load.items_written == meta.items < 300 * 0.25
+    assert table.read_active_versions([table.dataset])[table.dataset] == ActiveVersion(
+        meta.version, meta.base
+    )
+    # A large change crosses the threshold: compacted into a full version
+    large = machine.run(localize(machine.definition), _release(machine.endpoint.s3, "in/r3.csv", 200))
+    assert large["status"] == "SUCCEEDED", large
+    full = table.get_version_meta(large["output"]["version"])
+    assert full is not None
+    assert (full.base, full.items) == (0, 300)
+    assert large["output"]["activation"]["report"]["delta"]["written_as"] == "full"
