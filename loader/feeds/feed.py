@@ -57,13 +57,15 @@ class Release:
     last_modified: str | None = None
 
     def same_as(self, known: FeedState | None) -> bool:
-        """Whether ``known`` is this release: the same id, and the same checksum or ETag if both have one."""
+        """Whether ``known`` is this release: same id, and same checksum, ETag or date where both have one."""
         if known is None or not self.release_id or known.release_id != self.release_id:
             return False
         if self.checksum is not None and known.checksum is not None:
             return self.checksum.describe() == known.checksum
         if self.etag and known.etag:
             return self.etag == known.etag
+        if self.last_modified and known.last_modified:
+            return self.last_modified == known.last_modified
         return True
 
     def checks(self) -> tuple[Checksum, ...]:

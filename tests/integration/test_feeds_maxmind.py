@@ -7,16 +7,18 @@ a stable code, leaves no file for a load, and never shows the licence key.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.errors import FeedError
-from loader.feeds.fetch import FeedCheck, FetchedRelease, update_feed
+from loader.feeds.fetch import FeedCheck, FetchedRelease, FetchLimits, update_feed
 from loader.feeds.maxmind import MaxMindFeed
 from loader.feeds.state import MemoryFeedStates
 from loader.feeds.verify import DirectorySinks
@@ -87,6 +89,41 @@ def test_a_new_release_is_fetched_checked_and_unpacked_from_its_dated_folder(
     # And followed the redirect to storage without taking the licence key there
     assert [seen.path for seen in maxmind.storage.seen] == [f"/blobs/{COUNTRY}_20261124.tar.gz"]
     assert "authorization" not in maxmind.storage.seen[0].headers
+    # And what goes on to the load, and into the state, holds no credential
+    assert LICENSE_KEY not in json.dumps(fetched.to_event()) + repr(fetched)
+
+
+@dataclass
+class Bar:
+    total: int | None = None
+    done: int = 0
+
+    def begin(self, feed: str, total_bytes: int | None) -> None:
+        self.total = total_bytes
+
+    def advance(self, size: int) -> None:
+        self.done += size
+
+
+def test_the_progress_bar_hears_the_size_and_every_byte(
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+) -> None:
+    bar = Bar()
+    sinks = DirectorySinks(tmp_path / "out")
+    update_feed(feed_of(maxmind, sleeps), MemoryFeedStates(), sinks, dataset="d", progress=bar)
+    size = len(maxmind.editions[COUNTRY].archive)
+    assert (bar.total, bar.done) == (size, size)
+
+
+def test_a_download_larger_than_the_cap_is_refused_before_its_body_is_read(
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+) -> None:
+    sinks = DirectorySinks(tmp_path / "out")
+    limits = FetchLimits(max_download_bytes=100)
+    with pytest.raises(FeedError, match=r"announces \d+ bytes, more than the feed's cap of 100") as error:
+        update_feed(feed_of(maxmind, sleeps), MemoryFeedStates(), sinks, dataset="d", limits=limits)
+    assert error.value.code == "FEED_DOWNLOAD_TOO_LARGE"
+    assert files_in(tmp_path / "out") == []
 
 
 def test_an_unchanged_release_costs_the_metadata_request_and_nothing_else(
