@@ -163,7 +163,10 @@ class GeoIPConf:
 
     def feeds(self) -> list[FeedConfig]:
         """One feed per edition, each into its own dataset."""
-        return [parse_feed_spec(f"maxmind:{edition}") for edition in self.edition_ids]
+        return [
+            FeedConfig("maxmind", edition, "csv" if edition.endswith("-CSV") else "mmdb", host=self.host)
+            for edition in self.edition_ids
+        ]
 
 
 def read_geoip_conf(path: Path = DEFAULT_GEOIP_CONF) -> GeoIPConf:
@@ -218,8 +221,8 @@ def _geoip_conf_of(
     host = values.get("Host", DEFAULT_HOST)
     if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", host):
         host = f"https://{host}"
-    if not host.startswith(("https://", "http://")):
-        raise FeedConfigInvalid(f"{source}: line {lines['Host']}: Host is neither https nor http")
+    # The licence key travels with every request: plain http only to this machine (a test server).
+    check_url(host, f"{source}: line {lines.get('Host')}: Host")
     account = MaxMindAccount(int(account_id), Secret(values["LicenseKey"]))
     return GeoIPConf(account, editions, host.rstrip("/"), ignored)
 

@@ -60,7 +60,10 @@ def test_a_filled_in_default_geoip_conf_names_the_account_and_its_editions() -> 
     ],
 )
 def test_host_keeps_its_scheme_and_defaults_to_https(host: str, expected: str) -> None:
-    assert parse_geoip_conf(f"AccountID 1\nLicenseKey k\nEditionIDs A\nHost {host}\n").host == expected
+    conf = parse_geoip_conf(f"AccountID 1\nLicenseKey k\nEditionIDs A B-CSV\nHost {host}\n")
+    assert conf.host == expected
+    # Every edition's feed asks that host
+    assert [(feed.host, feed.format) for feed in conf.feeds()] == [(expected, "mmdb"), (expected, "csv")]
 
 
 def test_the_old_names_of_settings_are_read() -> None:
@@ -81,7 +84,11 @@ def test_the_old_names_of_settings_are_read() -> None:
         (f"AccountID\nLicenseKey {KEY}\n", "line 1: expected a setting and its value"),
         (
             f"AccountID 1\nLicenseKey {KEY}\nEditionIDs A\nHost ftp://x\n",
-            "line 4: Host is neither https nor http",
+            "line 4: Host: ftp://x is not an https",
+        ),
+        (
+            f"AccountID 1\nLicenseKey {KEY}\nEditionIDs A\nHost http://mirror.example\n",
+            "line 4: Host: http://mirror",
         ),
     ],
 )
