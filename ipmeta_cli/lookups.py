@@ -7,12 +7,12 @@ local store (or ``--table``); with it, to a deployed API over HTTPS.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import urllib.parse
 from contextlib import ExitStack
 from typing import Any
 
+from ipmeta import exact_json
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.client import add_endpoint_arguments, call_api
@@ -35,10 +35,10 @@ def command_lookup(args: argparse.Namespace) -> int:
         for ips in batched(args.ips, size):
             status, body = call_api(args, "POST", batch_path(args.fields), list(ips))
             if status != 200:
-                print(json.dumps(body, indent=2), file=sys.stderr)
+                print(exact_json.dumps(body, indent=2), file=sys.stderr)
                 return REQUEST_FAILED
             answers.update(body)
-    print(json.dumps(answers, indent=2))
+    print(exact_json.dumps(answers, indent=2))
     failed = any(isinstance(answer, dict) and "error" in answer for answer in answers.values())
     return SOME_ERRORS if failed else ALL_ANSWERED
 

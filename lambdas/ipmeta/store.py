@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
@@ -30,13 +30,21 @@ _deserializer = TypeDeserializer()
 Item = dict[str, Any]
 
 
+#: DynamoDB Numbers hold 38 digits; an integer this large or larger (a uint128 of the
+#: MaxMind DB spec can have 39) is stored as a String Set of its one decimal text, the
+#: one type no stored value takes otherwise (no source has sets): see docs/decisions.md.
+BIG_INTEGER: Final = 10**38
+
+
 def _plain(value: Any) -> Any:
-    """DynamoDB Numbers come back as Decimal; JSON wants int (or float)."""
+    """Stored values as answers use them: whole Numbers as int, others as the exact Decimal."""
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        return int(value) if value == value.to_integral_value() else value
     if isinstance(value, dict):
         return {key: _plain(inner) for key, inner in value.items()}
     if isinstance(value, list | set):
+        if isinstance(value, set) and len(value) == 1 and isinstance(text := next(iter(value)), str):
+            return int(text)  # a big integer (BIG_INTEGER)
         return [_plain(inner) for inner in value]
     if isinstance(value, Binary):
         raw: bytes = value.value  # type: ignore[attr-defined]  # the stubs omit it
@@ -45,9 +53,11 @@ def _plain(value: Any) -> Any:
 
 
 def dynamo_value(value: Any) -> Any:
-    """boto3 refuses floats (they round); DynamoDB Numbers are decimals."""
+    """boto3 refuses floats (they round); DynamoDB Numbers are decimals of at most 38 digits."""
     if isinstance(value, float):
         return Decimal(str(value))
+    if isinstance(value, int) and not isinstance(value, bool) and not -BIG_INTEGER < value < BIG_INTEGER:
+        return {str(value)}
     if isinstance(value, dict):
         return {key: dynamo_value(inner) for key, inner in value.items()}
     if isinstance(value, list):

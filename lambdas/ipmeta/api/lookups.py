@@ -10,14 +10,22 @@ import base64
 import json
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from aws_lambda_powertools.metrics import MetricUnit
 
 from ipmeta.api import dependencies
-from ipmeta.api.models import BatchResponse, LookupResponse
+from ipmeta.api.models import BatchResponse
 from ipmeta.api.observability import METRIC_LOOKUPS, metrics
-from ipmeta.api.responses import LOOKUP_RESPONSES, NotModified, cache_headers, documented, etag_matches
+from ipmeta.api.responses import (
+    LOOKUP_RESPONSES,
+    NotModified,
+    cache_headers,
+    documented,
+    etag_matches,
+    json_answer,
+    json_model,
+)
 from ipmeta.errors import (
     BatchBodyNotArray,
     BatchBodyNotJson,
@@ -27,6 +35,7 @@ from ipmeta.errors import (
     IpmetaError,
     RequestInvalid,
 )
+from ipmeta.exact_json import plain_text
 from ipmeta.ips import Address, parse_ip
 from ipmeta.lookup import LookupResult, lookup_address, lookup_many, resolve_version
 from ipmeta.settings import ApiSettings
@@ -100,23 +109,18 @@ def _lookup(address: Address, version: str | None) -> LookupResult:
 
 def _cached_json(
     result: LookupResult, fields: frozenset[str] | None, *, private: bool = False
-) -> Response[Any]:
+) -> Response[str]:
     etag = result.etag(",".join(sorted(fields)) if fields else "")
     headers = cache_headers(etag, dependencies.current().api.cache_max_age_seconds, private=private)
     if etag_matches(router.current_event.headers.get("if-none-match"), etag):
         raise NotModified(headers)
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.to_response(fields),
-        headers=headers,
-    )
+    return json_answer(result.to_response(fields), headers)
 
 
 @router.get(
     "/v1/ip/<ip>", operation_id="lookupIp", summary="Look up one IP address", responses=LOOKUP_RESPONSES
 )
-def get_ip(ip: str) -> Response[LookupResponse]:
+def get_ip(ip: str) -> Response[str]:
     return _cached_json(_lookup(parse_ip(ip), query("version")), parse_fields(query("fields")))
 
 
@@ -137,7 +141,7 @@ def get_ip_field(ip: str, field: str) -> Response[str]:
         value = result.data[field]
     else:
         raise FieldNotFound(f"the range of {result.address} has no field {field[:64]!r}")
-    text = json.dumps(value) if isinstance(value, bool | dict | list) or value is None else str(value)
+    text = plain_text(value)
     etag = result.etag(f"field:{field}")
     headers = cache_headers(etag, dependencies.current().api.cache_max_age_seconds)
     if etag_matches(router.current_event.headers.get("if-none-match"), etag):
@@ -167,7 +171,7 @@ def caller_address(source_ip: str, forwarded_for: str | None, trusted_hops: int)
     summary="Look up the caller's IP address",
     responses=LOOKUP_RESPONSES,
 )
-def get_caller() -> Response[LookupResponse]:
+def get_caller() -> Response[str]:
     event = router.current_event
     address = caller_address(
         event.request_context.identity.source_ip,
@@ -218,10 +222,12 @@ def _batch_body_schema() -> dict[str, Any]:
     summary="Look up many IP addresses at once",
     description="A JSON array of IP strings. The answer is keyed by each input string; each value is "
     'a result or `{"error": {"code", "message"}}`. Duplicates are looked up once.',
-    responses=documented("One answer per distinct input string", 400, 500, 503),
+    responses=documented(
+        "One answer per distinct input string", 400, 500, 503, ok_content=json_model(BatchResponse)
+    ),
     openapi_extensions=_batch_body_schema(),
 )
-def post_batch() -> BatchResponse:
+def post_batch() -> Response[str]:
     deps = dependencies.current()
     event = router.current_event
     texts = parse_batch_body(_raw_body(event.body, event.is_base64_encoded), deps.api.batch_max_ips)
@@ -245,4 +251,4 @@ def post_batch() -> BatchResponse:
             answers[text] = {"error": {"code": outcome.code, "message": outcome.message}}
         else:
             answers[text] = outcome.to_response(wanted)
-    return BatchResponse(answers)
+    return json_answer(answers)
