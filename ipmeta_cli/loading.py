@@ -79,6 +79,7 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             f"coalesced {report.get('coalesced', 0):,}, covers {report.get('covers', 0):,}"
         )
         lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
+        lines.extend(f"  mixed: {reason}" for reason in report.get("mixed_columns", {}).values())
         if "value_index" in report:
             index = report["value_index"]
             lines.append(

@@ -46,6 +46,8 @@ def version_of(load_id: str) -> int:
 
 #: Report entries too large for a load item or a state machine's output; the saved report keeps them.
 _DETAILS: tuple[str, ...] = ("items_per_bucket", "rejected")
+#: Entries a report holds only when there is something to say.
+_WHEN_ANY: tuple[str, ...] = ("mixed_columns",)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class LoadReport:
     items: int | None = None
     chunks: int | None = None
     column_types: Mapping[str, str] = field(default_factory=dict)
+    #: column -> why it is text though it holds numbers: the first row of text, named
+    mixed_columns: Mapping[str, str] = field(default_factory=dict)
     items_per_bucket: Mapping[str, int] = field(default_factory=dict)
     buckets: int | None = None
     hottest_bucket: str | None = None
@@ -97,7 +101,7 @@ class LoadReport:
             if isinstance(value, Mapping)
             else value
             for name, value in entries.items()
-            if value is not None and value != () and not (name in _DETAILS and not value)
+            if value is not None and value != () and not (name in (*_DETAILS, *_WHEN_ANY) and not value)
         }
 
     def summary(self) -> dict[str, Any]:

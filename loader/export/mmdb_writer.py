@@ -218,19 +218,24 @@ def encode_typed(kind: int, value: int | float) -> bytes:
 
 
 def _encode_integer(value: int) -> bytes:
-    """The smallest unsigned type that holds ``value``; int32 for negatives."""
-    if value < 0:
-        if value < -(1 << 31):
-            # No signed type is wider than 32 bits: a double keeps it when it is exact.
-            if float(value) == value:
-                return encode_typed(_DOUBLE, float(value))
-            raise ValueError(f"{value} is below the smallest integer a MaxMind DB holds (int32)")
-        return encode_typed(_INT32, value)
+    """The smallest unsigned type that holds ``value``; int32 for negatives; else the double that spells it.
+
+    No signed type is wider than 32 bits and none wider than 128: a whole
+    number beyond them (a whole double, once stored as a Number) is written as
+    the double whose shortest decimal is that number, and refused otherwise.
+    """
     size = (value.bit_length() + 7) // 8
-    kind = next((kind for kind, limit in _UNSIGNED_BYTES.items() if size <= limit), None)
-    if kind is None:
-        raise ValueError(f"{value} is above the largest integer a MaxMind DB holds (uint128)")
-    return encode_typed(kind, value)
+    if -(1 << 31) <= value < 0:
+        return encode_typed(_INT32, value)
+    kind = (
+        next((kind for kind, limit in _UNSIGNED_BYTES.items() if size <= limit), None) if value >= 0 else None
+    )
+    if kind is not None:
+        return encode_typed(kind, value)
+    double = float(value)
+    if Decimal(repr(double)) == value:
+        return encode_typed(_DOUBLE, double)
+    raise ValueError(f"{value} is beyond the integers a MaxMind DB holds (int32 to uint128), and no double")
 
 
 def control_bytes(kind: int, size: int) -> bytes:

@@ -156,6 +156,15 @@ def _copies_ipv4_record(reader: maxminddb.Reader, start: int, prefix: int, recor
     return ipv4_record == record and ipv4_prefix <= prefix
 
 
+def _immutable(value: Any) -> Any:
+    """``bytearray`` as ``bytes``, inside arrays too."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list):
+        return [_immutable(inner) for inner in value]
+    return value
+
+
 class _RowBuilder:
     """A record's chosen fields as a row, checked against declared types and the item size."""
 
@@ -173,6 +182,10 @@ class _RowBuilder:
             # Most paths are one key deep (flat layouts): no walk for those.
             value = record.get(path[0]) if is_map and len(path) == 1 else pick(record, path)
             kind = type(value)
+            if kind is bytearray or kind is list:
+                # The C reader answers bytes as bytearray, the pure-Python one as bytes: one type.
+                value = _immutable(value)
+                kind = type(value)
             if kind is str:
                 size += len(column) + len(value)
             elif kind is dict or (kind is list and holds_a_map(value)):

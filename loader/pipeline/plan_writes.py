@@ -292,6 +292,7 @@ def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
         items=total,
         chunks=chunks,
         column_types=plan.column_types,
+        mixed_columns=plan.mixed_columns,
         items_per_bucket=dict(sorted(named.items(), key=lambda entry: -entry[1])),
         buckets=len(named),
         hottest_bucket=hottest,

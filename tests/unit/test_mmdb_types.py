@@ -13,7 +13,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import maxminddb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,8 +25,7 @@ from loader.export.mmdb_writer import (
     pointer_bytes,
     write_database,
 )
-
-READERS = {"C extension": maxminddb.open_database, "pure Python": maxminddb.Reader}
+from tests.mmdb_readers import READERS, as_read
 
 
 def spec_type(encoded: bytes) -> int:
@@ -123,17 +121,6 @@ def read_back(value: Any) -> Any:
     return value
 
 
-def as_read(value: Any) -> Any:
-    """A reader's answer with the C extension's bytearray as bytes."""
-    if isinstance(value, bytearray):
-        return bytes(value)
-    if isinstance(value, dict):
-        return {key: as_read(inner) for key, inner in value.items()}
-    if isinstance(value, list):
-        return [as_read(inner) for inner in value]
-    return value
-
-
 @pytest.mark.parametrize("reader_name", READERS)
 def test_a_database_of_every_type_reads_back_in_both_readers(tmp_path: Path, reader_name: str) -> None:
     path = tmp_path / "every.mmdb"
@@ -190,3 +177,14 @@ def test_any_value_of_any_type_survives_the_writer_and_both_readers(
         with open_reader(str(path)) as reader:
             for index, record in enumerate(records):
                 assert as_read(reader.get(f"0.0.{index}.1")) == read_back(record)
+
+
+def test_a_whole_number_beyond_the_integer_types_is_the_double_that_spells_it() -> None:
+    # A whole double once stored as a Number comes back an integer: past int32 or uint128 it is a double again
+    for whole in (-25853563971363170, 10**125):
+        assert encode_scalar(whole) == b"\x68" + struct.pack(">d", float(whole))
+    # An integer no double spells exactly is refused, not rounded
+    with pytest.raises(ValueError, match="int32 to uint128"):
+        encode_scalar(-(2**60) - 1)
+    with pytest.raises(ValueError, match="int32 to uint128"):
+        encode_scalar(2**128 + 1)
