@@ -26,13 +26,14 @@ merely contains the word ``NaN`` stays a String.
 from __future__ import annotations
 
 import base64
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Final
+
+from ipmeta import exact_json
 
 #: Stored column types: DynamoDB Number, String, or the value's own type (mmdb).
 NUMBER: Final = "N"
@@ -81,11 +82,6 @@ BYTES_KEY: Final = "$bytes"
 def staged_bytes(value: bytes | bytearray) -> dict[str, str]:
     """A byte string as staged JSON carries it (``BYTES_KEY``)."""
     return {BYTES_KEY: base64.b64encode(value).decode("ascii")}
-
-
-def text_of_bytes(value: bytes) -> str:
-    """Bytes where text must carry them (a String column, a CSV cell): base64, as the API answers them."""
-    return base64.b64encode(value).decode("ascii")
 
 
 def stored_type_of(declared: str) -> str:
@@ -397,12 +393,7 @@ def _as_text(value: Any) -> str:
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, list | dict):
-        return json.dumps(_native(value), default=_json_default, separators=(",", ":"))
+        return exact_json.dumps(_native(value))
     if isinstance(value, bytes):
-        return text_of_bytes(value)
+        return value.hex()
     return str(value)
-
-
-def _json_default(value: Any) -> Any:
-    """Inside the JSON text of an array: bytes as base64, a Decimal as its exact digits."""
-    return text_of_bytes(value) if isinstance(value, bytes) else str(value)
