@@ -284,8 +284,8 @@ def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
         "--mmdb-fields",
         type=_field_map,
         metavar="COL=PATH,...",
-        help="mmdb: columns to keep, e.g. country=country.iso_code,lat=location.latitude "
-        "(default: the database type's usual fields)",
+        help="mmdb: columns to keep, e.g. country=country.iso_code,lat=location.latitude, or all "
+        "(every field of every record: every locale, every trait; default: the database type's usual fields)",
     )
     parser.add_argument(
         "--locations",

@@ -70,6 +70,10 @@ class LoadReport:
     covers: int | None = None  #: runs of whole buckets answered from the cover list
     partitions: int | None = None
     items: int | None = None
+    #: DynamoDB's size of the range items (cover heads and index attributes aside), their write units
+    item_bytes: int | None = None
+    write_units: int | None = None
+    max_item_bytes: int | None = None
     chunks: int | None = None
     column_types: Mapping[str, str] = field(default_factory=dict)
     #: column -> why it is text though it holds numbers: the first row of text, named

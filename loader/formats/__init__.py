@@ -34,6 +34,7 @@ from loader.formats.column_types import (
     NativeValues,
     parse_declared_types,
     staged_bytes,
+    stored_bytes,
     stored_data,
     typed_value,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "parse_declared_types",
     "parse_field_map",
     "staged_bytes",
+    "stored_bytes",
     "stored_data",
     "typed_value",
 ]

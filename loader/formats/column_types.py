@@ -397,3 +397,28 @@ def _as_text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.hex()
     return str(value)
+
+
+def stored_bytes(value: Any) -> int:
+    """What a stored value counts toward a DynamoDB item's size (DynamoDB's published rules).
+
+    Strings are their UTF-8 bytes and binary its bytes; a Number about one byte
+    per two significant digits, plus one; a boolean or null one byte; a list or
+    map 3 bytes, plus one per element and its names.
+    """
+    if isinstance(value, dict):
+        return 3 + sum(len(str(key).encode()) + stored_bytes(inner) + 1 for key, inner in value.items())
+    if isinstance(value, list | tuple):
+        return 3 + sum(stored_bytes(inner) + 1 for inner in value)
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return _number_bytes(value)
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    return 1 if isinstance(value, bool) or value is None else len(str(value).encode())
+
+
+def _number_bytes(value: int | Decimal) -> int:
+    digits = len(Decimal(value).normalize(_EXACT).as_tuple().digits) if value else 1
+    if isinstance(value, int) and digits > MAX_SIGNIFICANT_DIGITS:
+        return len(str(value))  # the store keeps it as a one-element String Set (ipmeta.store)
+    return (digits + 1) // 2 + 1
