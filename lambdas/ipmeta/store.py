@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
-from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import TypeSerializer
 from botocore.config import Config
 
 from ipmeta import keys
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 _serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 Item = dict[str, Any]
 
@@ -36,20 +35,33 @@ Item = dict[str, Any]
 BIG_INTEGER: Final = 10**38
 
 
-def _plain(value: Any) -> Any:
-    """Stored values as answers use them: whole Numbers as int, others as the exact Decimal."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else value
-    if isinstance(value, dict):
-        return {key: _plain(inner) for key, inner in value.items()}
-    if isinstance(value, list | set):
-        if isinstance(value, set) and len(value) == 1 and isinstance(text := next(iter(value)), str):
-            return int(text)  # a big integer (BIG_INTEGER)
-        return [_plain(inner) for inner in value]
-    if isinstance(value, Binary):
-        raw: bytes = value.value  # type: ignore[attr-defined]  # the stubs omit it
-        return raw
-    return value
+def stored_value(raw: Mapping[str, Any]) -> Any:
+    """One DynamoDB attribute value as answers use it: whole Numbers as int, others as the exact
+    ``Decimal``, binary as ``bytes``, a big integer (``BIG_INTEGER``) whole, other sets as lists.
+
+    Not boto3's ``TypeDeserializer``: it reads a Number through a 38-digit context that traps
+    rounding, and DynamoDB answers ``1E+100`` as 101 digits, so a valid stored Number (a whole
+    double such as 1e100) would fail every read of its item (boto/boto3#2500).
+    """
+    ((kind, value),) = raw.items()
+    if kind in {"S", "BOOL", "B"}:
+        return value
+    if kind == "N":
+        return _number(value)
+    if kind == "M":
+        return {key: stored_value(inner) for key, inner in value.items()}
+    if kind == "L":
+        return [stored_value(inner) for inner in value]
+    if kind == "SS" and len(value) == 1:
+        return int(value[0])  # a big integer
+    return [_number(inner) for inner in value] if kind == "NS" else None if kind == "NULL" else list(value)
+
+
+def _number(text: str) -> int | Decimal:
+    if text.isdigit():
+        return int(text)
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else number
 
 
 def dynamo_value(value: Any) -> Any:
@@ -74,7 +86,7 @@ def serialize_item(item: Mapping[str, Any]) -> dict[str, AttributeValueTypeDef]:
 
 
 def deserialize_item(raw: Mapping[str, Any]) -> Item:
-    return {name: _plain(_deserializer.deserialize(value)) for name, value in raw.items()}
+    return {name: stored_value(value) for name, value in raw.items()}
 
 
 def make_client(settings: Settings, *, max_pool_connections: int = 32) -> DynamoDBClient:

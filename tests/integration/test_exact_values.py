@@ -188,7 +188,7 @@ def scalars() -> st.SearchStrategy[Any]:
     """One value of each scalar type of the spec, as the writer writes exactly that type."""
     return st.one_of(
         st.text(max_size=12),
-        st.binary(min_size=1, max_size=12),
+        st.binary(max_size=12),
         st.booleans(),
         DOUBLES,
         st.floats(width=32, allow_nan=False, allow_infinity=False).map(lambda value: Typed("float", value)),

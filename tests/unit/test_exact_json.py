@@ -63,3 +63,26 @@ def test_an_integer_past_38_digits_is_stored_in_a_form_dynamodb_holds_and_read_b
     assert serialized["M"]["n"] == expected
     assert deserialize_item({"data": serialized})["data"] == {"n": number, "in": [number]}
     assert TypeDeserializer().deserialize(serialized)["n"] in (number, {str(number)})
+
+
+def test_numbers_read_as_dynamodb_answers_them_whatever_their_length() -> None:
+    # DynamoDB answers 1E+100 with all its 101 digits: boto3's deserializer raises decimal.Rounded
+    item = {
+        "whole": {"N": "1" + "0" * 100},
+        "tiny": {"N": "0.000000000000000000000000000000000000000000015"},
+        "lat": {"N": "-27.4767"},
+        "done": {"NS": ["1", "2"]},
+        "raw": {"B": b"\x00"},
+        "gone": {"NULL": True},
+        "data": {"M": {"tags": {"L": [{"S": "a"}, {"BOOL": False}, {"SS": [str(2**128 - 1)]}]}}},
+    }
+    assert deserialize_item(item) == {
+        "whole": 10**100,
+        "tiny": Decimal("1.5E-44"),
+        "lat": Decimal("-27.4767"),
+        "done": [1, 2],
+        "raw": b"\x00",
+        "gone": None,
+        "data": {"tags": ["a", False, 2**128 - 1]},
+    }
+    assert exact_json.dumps(deserialize_item(item)["lat"]) == "-27.4767"
