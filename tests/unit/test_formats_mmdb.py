@@ -29,6 +29,7 @@ from loader.formats import (
     parse_field_map,
 )
 from loader.formats.mmdb_fields import MAX_DISCOVERED_COLUMNS, pick, split_path
+from tests.unit.test_formats_real_mmdb import flatten
 
 V4 = 4
 V6 = 6
@@ -279,23 +280,6 @@ def test_a_record_too_big_for_one_item_is_a_row_error_lists_included(tmp_path: P
     assert "400 KB" in errors[0]
 
 
-def flat_record(record: Any, prefix: str = "") -> dict[str, Any]:
-    """A reader's record as the dotted columns it flattens to (arrays of maps indexed)."""
-    if isinstance(record, dict):
-        return {
-            key: value
-            for name, inner in record.items()
-            for key, value in flat_record(inner, f"{prefix}.{name}" if prefix else name).items()
-        }
-    if isinstance(record, list) and any(isinstance(inner, dict) for inner in record):
-        return {
-            key: value
-            for index, inner in enumerate(record)
-            for key, value in flat_record(inner, f"{prefix}.{index}" if prefix else str(index)).items()
-        }
-    return {prefix: record}
-
-
 def test_all_fields_keep_every_locale_and_trait_of_every_record(tmp_path: Path) -> None:
     # Given a GeoIP2 City database with names in two languages and traits in one record
     path = make_db(tmp_path / "GeoLite2-City.mmdb", CITY_NETWORKS, "GeoLite2-City")
@@ -310,7 +294,7 @@ def test_all_fields_keep_every_locale_and_trait_of_every_record(tmp_path: Path) 
             address = (
                 ipaddress.ip_address(row.start) if row.family == V6 else ipaddress.IPv4Address(row.start)
             )
-            record = flat_record(reader.get(address))
+            record = flatten(reader.get(address))
             assert {key: value for key, value in row.values.items() if value is not None} == record
     assert rows[0].values["city.names.de"] == "AU Stadt"
 
