@@ -22,7 +22,7 @@ from ipmeta import keys
 from ipmeta.ips import format_address
 from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import Settings
-from ipmeta.store import Store, item_key, make_client, serialize_item, serialize_value
+from ipmeta.store import Store, deserialize_item, item_key, make_client, serialize_item, serialize_value
 from loader.batching import batched
 from loader.errors import ActivationConflict, LoadInProgress, WritesThrottled
 from loader.records import LoadItem, LoadReport, LoadStatus, LockItem, Manifest, dataset_of
@@ -518,24 +518,11 @@ class LoaderTable(Store):
     def iter_partition(self, partition_key: str) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.
 
-        Numbers stay exact ``Decimal`` (an export writes them back out), binary as ``bytes``.
+        Numbers stay exact (``deserialize_item``: an export writes them back out), binary as ``bytes``.
         """
-        from boto3.dynamodb.types import Binary, TypeDeserializer
-
-        deserializer = TypeDeserializer()
-
-        def exact(value: Any) -> Any:
-            if isinstance(value, Binary):
-                return value.value  # type: ignore[attr-defined]  # the stubs omit it
-            if isinstance(value, dict):
-                return {name: exact(inner) for name, inner in value.items()}
-            if isinstance(value, list):
-                return [exact(inner) for inner in value]
-            return value
-
         for page in self._partition_pages(partition_key):
             for raw in page.get("Items", []):
-                yield {name: exact(deserializer.deserialize(value)) for name, value in raw.items()}
+                yield deserialize_item(raw)
 
 
 def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:
