@@ -7,7 +7,8 @@
    the stub answering at once and with a simulated Query latency (a sleep, as a
    network wait releases the GIL).
 
-Run: ``python -m bench.handler`` (``--rounds`` and ``--query-ms`` tune it).
+Run: ``python -m bench.handler`` (``--rounds`` and ``--query-ms`` tune it; ``--record geo``
+answers a GeoLite2 City record of the default fields, exact decimals included).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, cast
 
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -39,8 +41,33 @@ RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
 BATCH_SIZE = 100
 
 
-#: What every stub Query answers: one /24 of a range.
-STUB_DATA = {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"}
+#: What a range holds, by ``--record``: an ASN dataset's, or a GeoLite2 City record with the
+#: default fields, as the store reads it (its decimals exact ``Decimal``, written by ``exact_json``).
+RECORDS: dict[str, dict[str, Any]] = {
+    "asn": {"asn": 13335, "organization": "Cloudflare, Inc.", "country": "US"},
+    "geo": {
+        "continent.code": "OC",
+        "continent.geoname_id": 6255151,
+        "continent.names.en": "Oceania",
+        "country.geoname_id": 2077456,
+        "country.iso_code": "AU",
+        "country.names.en": "Australia",
+        "registered_country.geoname_id": 2077456,
+        "registered_country.iso_code": "AU",
+        "registered_country.names.en": "Australia",
+        "city.geoname_id": 2174003,
+        "city.names.en": "Brisbane",
+        "subdivisions.0.geoname_id": 2152274,
+        "subdivisions.0.iso_code": "QLD",
+        "subdivisions.0.names.en": "Queensland",
+        "postal.code": "4101",
+        "location.latitude": Decimal("-27.4767"),
+        "location.longitude": Decimal("153.017"),
+        "location.accuracy_radius": 20,
+        "location.time_zone": "Australia/Brisbane",
+        "traits.is_anycast": False,
+    },
+}
 
 
 def install(stub: SlashTwentyFourStore) -> None:
@@ -86,8 +113,8 @@ def resolve(resolver: APIGatewayRestResolver, event: dict[str, Any]) -> Call:
     return call
 
 
-def bench_single(rounds: int, per_round: int) -> dict[str, float]:
-    install(SlashTwentyFourStore(STUB_DATA))
+def bench_single(rounds: int, per_round: int, record: str = "asn") -> dict[str, float]:
+    install(SlashTwentyFourStore(RECORDS[record]))
     event = proxy_event("GET", "/v1/ip/1.0.0.1", {}, b"", "127.0.0.1")
     ours, trivial = resolve(app, event), resolve(trivial_resolver(), event)
     for warm in (ours, trivial):
@@ -101,7 +128,7 @@ def bench_single(rounds: int, per_round: int) -> dict[str, float]:
 
 
 def bench_batch(rounds: int, query_seconds: float) -> dict[str, float]:
-    install(SlashTwentyFourStore(STUB_DATA, query_seconds=query_seconds))
+    install(SlashTwentyFourStore(RECORDS["asn"], query_seconds=query_seconds))
     ips = [f"1.{i}.0.1" for i in range(BATCH_SIZE)]
     singles = [resolve(app, proxy_event("GET", f"/v1/ip/{ip}", {}, b"", "127.0.0.1")) for ip in ips]
     batch_event = proxy_event(
@@ -122,10 +149,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--per-round", type=int, default=1000, help="single lookups per round")
     parser.add_argument("--query-ms", type=float, default=2.0, help="simulated Query latency for the batch")
+    parser.add_argument("--record", choices=sorted(RECORDS), default="asn", help="what the range holds")
     args = parser.parse_args()
 
-    single = bench_single(args.rounds, args.per_round)
-    report: dict[str, Any] = {"single_lookup_cpu": single, "batch": {}}
+    single = bench_single(args.rounds, args.per_round, args.record)
+    report: dict[str, Any] = {"record": args.record, "single_lookup_cpu": single, "batch": {}}
     print("CPU per single lookup, in-process (median of rounds):")
     print(f"  GET /v1/ip/{{ip}} (ours)            {single['lookup_us']:8.1f} us")
     print(f"  trivial route, same resolver config {single['trivial_us']:8.1f} us")
@@ -139,8 +167,9 @@ def main() -> None:
         print(f"  batch speed-up                      {batch['speedup']:8.1f} x")
         report["batch"][f"query_{query_ms:g}_ms"] = batch
     dependencies.install(None)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    results = RESULTS if args.record == "asn" else RESULTS.with_name(f"handler-{args.record}.json")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

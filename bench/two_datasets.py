@@ -80,19 +80,24 @@ def ipv6_probes(scan: CsvScan, count: int, rng: random.Random) -> list[str]:
     return [str(ipaddress.IPv6Address(row.start + rng.randrange(row.end - row.start + 1))) for row in rows]
 
 
-def asn_problem(scan: CsvScan, family: int, address: str, section: Mapping[str, Any]) -> str | None:
+def asn_problem(scan: CsvScan, address: str, section: Mapping[str, Any]) -> str | None:
+    """The CSV row holding the address is the answer's data; the range answered holds the address,
+    and the rows holding its first and last address have that data too (a range may be several
+    rows coalesced, or the part of a row a later row left it)."""
     value = int(ipaddress.ip_address(address))
     row = scan.owner(value)
     if row is None:
         return None if section["data"] is None else f"asn: answered {section['data']}, no CSV row holds it"
-    if section["data"] != {"asn": row.asn, "organization": row.organization}:
+    expected = {"asn": row.asn, "organization": row.organization}
+    if section["data"] != expected:
         return f"asn: {section['data']} != CSV row {row.asn} {row.organization!r}"
     start, end = (int(ipaddress.ip_address(section["range"][key])) for key in ("start", "end"))
-    return (
-        None
-        if start <= row.start and row.end <= end
-        else f"asn: range does not hold the CSV row of {address}"
-    )
+    edges = [scan.owner(start), scan.owner(end)]
+    if start <= value <= end and all(
+        edge is not None and (edge.asn, edge.organization) == (row.asn, row.organization) for edge in edges
+    ):
+        return None
+    return f"asn: range {section['range']['start']}-{section['range']['end']} is not {expected} throughout"
 
 
 def city_problem(reader: maxminddb.Reader, address: str, section: Mapping[str, Any]) -> str | None:
@@ -117,7 +122,7 @@ def compare(
             sections = answer["datasets"]
         family = ipaddress.ip_address(address).version
         problems = [
-            asn_problem(scans[family], family, address, sections["asn"]),
+            asn_problem(scans[family], address, sections["asn"]),
             city_problem(reader, address, sections["city"]),
         ]
         found = {name for name, section in sections.items() if section["data"] is not None}

@@ -12,6 +12,7 @@ import argparse
 import json
 import urllib.error
 import urllib.request
+from decimal import Decimal
 from typing import Any
 
 TIMEOUT_SECONDS = 30
@@ -35,11 +36,11 @@ def call_api(args: argparse.Namespace, method: str, path: str, body: Any = None)
     )
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-            return response.status, json.loads(response.read())
+            return response.status, parse_answer(response.read())
     except urllib.error.HTTPError as error:
         text = error.read()
         try:
-            return error.code, json.loads(text or b"{}")
+            return error.code, parse_answer(text or b"{}")
         except ValueError:  # a gateway's own error page, not the API's JSON
             return error.code, {"code": f"HTTP_{error.code}", "message": text.decode(errors="replace")[:500]}
 
@@ -49,4 +50,9 @@ def _local(method: str, path: str, headers: dict[str, str], data: bytes) -> tupl
     from ipmeta_cli.server import LocalLambdaContext, proxy_event
 
     response = handler(proxy_event(method, path, headers, data, "127.0.0.1"), LocalLambdaContext())
-    return int(response["statusCode"]), json.loads(response["body"])
+    return int(response["statusCode"]), parse_answer(response["body"])
+
+
+def parse_answer(body: str | bytes) -> Any:
+    """An answer's JSON with its numbers exact: a decimal as ``Decimal``, so it prints as it came."""
+    return json.loads(body, parse_float=Decimal)

@@ -81,6 +81,7 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             f"coalesced {report.get('coalesced', 0):,}, covers {report.get('covers', 0):,}"
         )
         lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
+        lines.extend(f"  mixed: {reason}" for reason in report.get("mixed_columns", {}).values())
         if "value_index" in report:
             index = report["value_index"]
             lines.append(
@@ -315,8 +316,8 @@ def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
         "--mmdb-fields",
         type=_field_map,
         metavar="COL=PATH,...",
-        help="mmdb: columns to keep, e.g. country=country.iso_code,lat=location.latitude "
-        "(default: the database type's usual fields)",
+        help="mmdb: columns to keep, e.g. country=country.iso_code,lat=location.latitude, or all "
+        "(every field of every record: every locale, every trait; default: the database type's usual fields)",
     )
     parser.add_argument(
         "--locations",

@@ -7,12 +7,12 @@ local store (or ``--table``); with it, to a deployed API over HTTPS.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import urllib.parse
 from contextlib import ExitStack
 from typing import Any
 
+from ipmeta import exact_json
 from ipmeta.settings import ApiSettings
 from ipmeta_cli.arguments import dataset_names
 from ipmeta_cli.backend import add_backend_arguments, backend
@@ -42,10 +42,10 @@ def command_lookup(args: argparse.Namespace) -> int:
             path = batch_path(args.fields, args.dataset, args.version)
             status, body = call_api(args, "POST", path, list(ips))
             if status != 200:
-                print(json.dumps(body, indent=2), file=sys.stderr)
+                print(exact_json.dumps(body, indent=2), file=sys.stderr)
                 return REQUEST_FAILED
             answers.update(body)
-    print(json.dumps(answers, indent=2))
+    print(exact_json.dumps(answers, indent=2))
     failed = any(isinstance(answer, dict) and "error" in answer for answer in answers.values())
     return SOME_ERRORS if failed else ALL_ANSWERED
 

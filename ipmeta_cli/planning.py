@@ -97,13 +97,17 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.files:
         load, order = planned_load(args)
         hottest = (load.get("value_index") or {}).get("hottest_values", {})
+        measured = {"item_bytes": load["item_bytes"] / order.items} if load.get("item_bytes") else {}
         report["load"] = plan_load(
             order,
             warm_write_units=args.warm_write_units,
             provisioned_write_units=args.provisioned_write_units,
             target_seconds=args.target_minutes * 60,
             frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
+            write_units=load.get("write_units"),
+            **measured,
         )
+        report["load"]["columns"] = len(load.get("column_types", {}))
         report["load"]["rows"] = load.get("rows_read")
         if "delta_estimate" in load:
             report["reload"] = reload_costs(load["delta_estimate"], report["load"]["items"], args)
@@ -198,6 +202,10 @@ def _load_lines(plan: Mapping[str, Any]) -> list[str]:
     else:
         lines.append(f"  finishes within {minutes:g} min on a new on-demand table: no pre-warming needed")
     cost = plan["cost"]
+    lines.append(
+        f"  items of {plan['item_bytes']:,.0f} bytes on average ({plan.get('columns', '?')} columns): "
+        f"{cost['write_units']:,} write units"
+    )
     lines.append(
         f"  write cost ${cost['write_usd']:,.2f} (${cost['write_usd_replacing_a_version']:,.2f} replacing "
         f"a version); storage {cost['storage_gb']:,.2f} GB, ${cost['storage_usd_per_month']:,.2f}/month"

@@ -7,13 +7,13 @@ local store (or ``--table``); with it, to a deployed API over HTTPS.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import urllib.parse
 from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
 
+from ipmeta import exact_json
 from ipmeta_cli.arguments import dataset_name
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.client import add_endpoint_arguments, call_api
@@ -33,14 +33,14 @@ def follow_pages(args: argparse.Namespace, path: str, query: Mapping[str, str]) 
             url = f"{path}?{urllib.parse.urlencode(params)}"
             status, body = call_api(args, "GET", url)
             if status != 200:
-                print(json.dumps(body, indent=2), file=sys.stderr)
+                print(exact_json.dumps(body, indent=2), file=sys.stderr)
                 return REQUEST_FAILED
             ranges.extend(body.pop("ranges"))
             answer = body
             if not body.get("next"):
                 break
             params["next"] = body["next"]
-    print(json.dumps({**answer, "count": len(ranges), "ranges": ranges}, indent=2))
+    print(exact_json.dumps({**answer, "count": len(ranges), "ranges": ranges}, indent=2))
     return OK
 
 

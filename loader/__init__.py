@@ -11,7 +11,10 @@ The parts, by role (``tests/unit/test_layout.py`` holds each to its imports):
 - ``loader.planning``: the capacity and cost model behind ``ipmeta plan``,
   pure arithmetic that never writes;
 - ``loader.store``: data access, the only loader code that calls boto3: the
-  table, the S3 bucket, the change events, the staging area, the source files.
+  table, the S3 bucket, the change events, the staging area, the source files;
+- ``loader.feeds``: the vendor feeds (MaxMind, DB-IP, IPinfo, any URL): the
+  latest release of each, fetched, verified and unpacked for a load, through
+  its one HTTP module (``docs/feeds.md``).
 
 The modules at this level are the vocabulary the packages share: ``errors``
 (stable codes), ``settings`` (environment names and defaults), ``options``
@@ -19,8 +22,8 @@ The modules at this level are the vocabulary the packages share: ``errors``
 ``reverse_index`` (the index's shard plan) and ``batching``. They import
 nothing from the packages but ``loader.formats``.
 
-Imports point one way: ``pipeline`` may use ``store``, ``export`` and
-``formats``; ``export`` may use ``store`` and ``formats``; ``store`` uses
-neither; ``formats`` and ``planning`` use only the shared modules. Nothing
+Imports point one way: ``pipeline`` may use ``store``, ``export``, ``feeds``
+and ``formats``; ``export`` may use ``store`` and ``formats``; ``store`` uses
+neither; ``formats``, ``planning`` and ``feeds`` use only the shared modules. Nothing
 here imports ``ipmeta_cli`` or ``stacks``, and the lookup imports none of it.
 """

@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -160,6 +161,8 @@ class LoadOptions:
             options["mmdb_fields"] = parse_field_map(options["mmdb_fields"])
         if options.get("format", "auto") not in FORMATS:
             raise ValueError(f"unknown format {options['format']!r}; use one of {', '.join(FORMATS)}")
+        if isinstance(options.get("delta_threshold"), Decimal | str):  # as a stored load item reads back
+            options["delta_threshold"] = float(options["delta_threshold"])
         known = {name for name in cls.__dataclass_fields__ if name != "columns"}
         unknown = set(options) - known
         if unknown:

@@ -65,6 +65,8 @@ def dataset_of(load_id: str) -> str:
 
 #: Report entries too large for a load item or a state machine's output; the saved report keeps them.
 _DETAILS: tuple[str, ...] = ("items_per_bucket", "rejected")
+#: Entries a report holds only when there is something to say.
+_WHEN_ANY: tuple[str, ...] = ("mixed_columns",)
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,14 @@ class LoadReport:
     covers: int | None = None  #: runs of whole buckets answered from the cover list
     partitions: int | None = None
     items: int | None = None
+    #: DynamoDB's size of the range items (cover heads and index attributes aside), their write units
+    item_bytes: int | None = None
+    write_units: int | None = None
+    max_item_bytes: int | None = None
     chunks: int | None = None
     column_types: Mapping[str, str] = field(default_factory=dict)
+    #: column -> why it is text though it holds numbers: the first row of text, named
+    mixed_columns: Mapping[str, str] = field(default_factory=dict)
     items_per_bucket: Mapping[str, int] = field(default_factory=dict)
     buckets: int | None = None
     hottest_bucket: str | None = None
@@ -118,7 +126,7 @@ class LoadReport:
             if isinstance(value, Mapping)
             else value
             for name, value in entries.items()
-            if value is not None and value != () and not (name in _DETAILS and not value)
+            if value is not None and value != () and not (name in (*_DETAILS, *_WHEN_ANY) and not value)
         }
 
     def summary(self) -> dict[str, Any]:

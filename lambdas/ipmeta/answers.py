@@ -86,9 +86,9 @@ class CombinedResult:
             "range": _range(family, start, end),
             "data": self.merged_data(fields),
             "datasets": {name: _section(version, result, fields) for name, version, result in self.sections},
+            # Empty when every dataset answered: one shape always.
+            "inactive": list(self.inactive),
         }
-        if self.inactive:
-            body["inactive"] = list(self.inactive)
         return body
 
     def etag(self, variant: str = "") -> str:

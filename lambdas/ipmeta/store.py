@@ -11,10 +11,10 @@ import copy
 import time
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import boto3
-from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import TypeSerializer
 from botocore.config import Config
 
 from ipmeta import keys
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 _serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 Item = dict[str, Any]
 #: BatchGetItem's limit on keys a call, and how often unprocessed keys are asked for again.
@@ -35,24 +34,47 @@ _BATCH_GET_LIMIT = 100
 _BATCH_GET_ATTEMPTS = 5
 
 
-def _plain(value: Any) -> Any:
-    """DynamoDB Numbers come back as Decimal; JSON wants int (or float)."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {key: _plain(inner) for key, inner in value.items()}
-    if isinstance(value, list | set):
-        return [_plain(inner) for inner in value]
-    if isinstance(value, Binary):
-        raw: bytes = value.value  # type: ignore[attr-defined]  # the stubs omit it
-        return raw
-    return value
+#: DynamoDB Numbers hold 38 digits; an integer this large or larger (a uint128 of the
+#: MaxMind DB spec can have 39) is stored as a String Set of its one decimal text, the
+#: one type no stored value takes otherwise (no source has sets): see docs/decisions.md.
+BIG_INTEGER: Final = 10**38
+
+
+def stored_value(raw: Mapping[str, Any]) -> Any:
+    """One DynamoDB attribute value as answers use it: whole Numbers as int, others as the exact
+    ``Decimal``, binary as ``bytes``, a big integer (``BIG_INTEGER``) whole, other sets as lists.
+
+    Not boto3's ``TypeDeserializer``: it reads a Number through a 38-digit context that traps
+    rounding, and DynamoDB answers ``1E+100`` as 101 digits, so a valid stored Number (a whole
+    double such as 1e100) would fail every read of its item (boto/boto3#2500).
+    """
+    ((kind, value),) = raw.items()
+    if kind in {"S", "BOOL", "B"}:
+        return value
+    if kind == "N":
+        return _number(value)
+    if kind == "M":
+        return {key: stored_value(inner) for key, inner in value.items()}
+    if kind == "L":
+        return [stored_value(inner) for inner in value]
+    if kind == "SS" and len(value) == 1:
+        return int(value[0])  # a big integer
+    return [_number(inner) for inner in value] if kind == "NS" else None if kind == "NULL" else list(value)
+
+
+def _number(text: str) -> int | Decimal:
+    if text.isdigit():
+        return int(text)
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else number
 
 
 def dynamo_value(value: Any) -> Any:
-    """boto3 refuses floats (they round); DynamoDB Numbers are decimals."""
+    """boto3 refuses floats (they round); DynamoDB Numbers are decimals of at most 38 digits."""
     if isinstance(value, float):
         return Decimal(str(value))
+    if isinstance(value, int) and not isinstance(value, bool) and not -BIG_INTEGER < value < BIG_INTEGER:
+        return {str(value)}
     if isinstance(value, dict):
         return {key: dynamo_value(inner) for key, inner in value.items()}
     if isinstance(value, list):
@@ -69,7 +91,10 @@ def serialize_item(item: Mapping[str, Any]) -> dict[str, AttributeValueTypeDef]:
 
 
 def deserialize_item(raw: Mapping[str, Any]) -> Item:
-    return {name: _plain(_deserializer.deserialize(value)) for name, value in raw.items()}
+    """An item's attributes as answers use them (``stored_value``). A String Set at the top of an
+    item is a bookkeeping set (the table's list of datasets), never a big integer: those are values
+    inside ``data``."""
+    return {name: list(value["SS"]) if "SS" in value else stored_value(value) for name, value in raw.items()}
 
 
 def make_client(settings: Settings, *, max_pool_connections: int = 32) -> DynamoDBClient:

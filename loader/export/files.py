@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import gzip
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -20,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Final
 
+from ipmeta import exact_json
 from ipmeta.ips import Family, format_address
 from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.formats.column_types import NUMBER, STRING, ColumnEvidence
@@ -121,7 +121,8 @@ def csv_text(value: Any) -> str:
         return format(value, "f")
     if isinstance(value, int | float | bytes):
         return value.hex() if isinstance(value, bytes) else repr(value)
-    return json.dumps(_plain_data(value), default=_json_number, separators=(",", ":"))
+    # JSON text: its numbers exact and its bytes base64, as the API answers them.
+    return exact_json.dumps(_plain_data(value))
 
 
 def _reload_types(evidence: ColumnEvidence, column_types: Mapping[str, str]) -> dict[str, str]:
@@ -135,14 +136,6 @@ def _reload_types(evidence: ColumnEvidence, column_types: Mapping[str, str]) -> 
         elif stored == NUMBER and again == STRING:
             needed[column] = "float"
     return needed
-
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    raise TypeError(f"cannot write a {type(value).__name__}")
 
 
 def _plain_data(value: Any) -> Any:

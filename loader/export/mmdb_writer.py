@@ -18,6 +18,13 @@ Two passes over the input, neither holding the tree:
    number, so the root (done last) is node 0 as the format requires, and nodes
    are written in contiguous runs, highest number first.
 
+Every data type of the spec can be written: strings (repeated ones as
+pointers), maps, arrays, booleans, bytes, doubles and integers, each integer
+in the smallest unsigned type that holds it (``int32`` for negatives). A
+``Typed`` value names its type instead (``Typed("float", 1.5)`` is the 32-bit
+``float``, ``Typed("uint64", 1)`` a ``uint64``): no Python value is a
+``float`` of the spec, and a fixture may want a small number in a wide type.
+
 IPv4 ranges live in the IPv6 tree at ``::a.b.c.d`` (``::/96``), as the format
 specifies. With ``ipv4_aliases``, ``::ffff:0:0/96`` (IPv4-mapped) and
 ``2002::/16`` (6to4) point at the same subtree, as MaxMind's databases do,
@@ -47,7 +54,18 @@ IPV4_ALIASES: Final = ((0xFFFF << 32, 96), (0x2002 << 112, 16))
 
 # Data section types (the spec's numbering).
 _POINTER, _STRING, _DOUBLE, _BYTES, _UINT16, _UINT32, _MAP = 1, 2, 3, 4, 5, 6, 7
-_INT32, _UINT64, _UINT128, _ARRAY, _BOOLEAN = 8, 9, 10, 11, 14
+_INT32, _UINT64, _UINT128, _ARRAY, _BOOLEAN, _FLOAT = 8, 9, 10, 11, 14, 15
+#: The numeric types a ``Typed`` value may name: spec number, and bytes for the fixed-size ones.
+NUMERIC_TYPES: Final = {
+    "double": _DOUBLE,
+    "uint16": _UINT16,
+    "uint32": _UINT32,
+    "int32": _INT32,
+    "uint64": _UINT64,
+    "uint128": _UINT128,
+    "float": _FLOAT,
+}
+_UNSIGNED_BYTES: Final = {_UINT16: 2, _UINT32: 4, _UINT64: 8, _UINT128: 16}
 
 #: A spooled block: start (two 64-bit halves), prefix length, data offset (or ``_ALIAS``).
 _SPOOL: Final = struct.Struct(">QQBI")
@@ -59,6 +77,19 @@ MAX_REMEMBERED_STRINGS: Final = 1 << 16
 _MAX_POINTED_STRING_BYTES: Final = 64
 _NODES_PER_WRITE: Final = 1 << 12
 _PENDING: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Typed:
+    """A number written as the named type of the spec (``NUMERIC_TYPES``), not the one its value picks."""
+
+    kind: str
+    value: int | float
+
+    def __post_init__(self) -> None:
+        if self.kind not in NUMERIC_TYPES:
+            known = ", ".join(NUMERIC_TYPES)
+            raise ValueError(f"unknown MaxMind DB number type {self.kind!r}; use one of {known}")
 
 
 @dataclass(frozen=True)
@@ -148,6 +179,8 @@ class DataSection:
 
 def encode_scalar(value: Any) -> bytes:
     """A boolean, number or byte string in the data section's encoding."""
+    if isinstance(value, Typed):
+        return encode_typed(NUMERIC_TYPES[value.kind], value.value)
     if isinstance(value, bool):
         return control_bytes(_BOOLEAN, int(value))
     if isinstance(value, Decimal):
@@ -157,26 +190,52 @@ def encode_scalar(value: Any) -> bytes:
     if isinstance(value, int):
         return _encode_integer(value)
     if isinstance(value, float):
-        return control_bytes(_DOUBLE, 8) + struct.pack(">d", value)
+        return encode_typed(_DOUBLE, value)
     if isinstance(value, bytes | bytearray):
         return control_bytes(_BYTES, len(value)) + bytes(value)
     raise TypeError(f"a MaxMind DB cannot hold a {type(value).__name__}: {value!r}")
 
 
-def _encode_integer(value: int) -> bytes:
-    """The smallest unsigned type that holds ``value``; int32 for negatives."""
-    if value < 0:
-        if value < -(1 << 31):
-            # No signed type is wider than 32 bits: a double keeps it when it is exact.
-            if float(value) == value:
-                return control_bytes(_DOUBLE, 8) + struct.pack(">d", float(value))
-            raise ValueError(f"{value} is below the smallest integer a MaxMind DB holds (int32)")
-        return control_bytes(_INT32, 4) + value.to_bytes(4, "big", signed=True)
+def encode_typed(kind: int, value: int | float) -> bytes:
+    """``value`` as the numeric type ``kind``; a value that type cannot hold is refused."""
+    if kind == _DOUBLE:
+        return control_bytes(_DOUBLE, 8) + struct.pack(">d", value)
+    if kind == _FLOAT:
+        return control_bytes(_FLOAT, 4) + struct.pack(">f", value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"an integer type holds integers, not {value!r}")
+    if kind == _INT32:
+        if not -(1 << 31) <= value < 1 << 31:
+            raise ValueError(f"{value} does not fit an int32")
+        # Shorter than 4 bytes is always positive (the spec): a negative takes all four.
+        size = 4 if value < 0 else (value.bit_length() + 7) // 8
+        return control_bytes(_INT32, size) + value.to_bytes(size, "big", signed=value < 0)
+    limit = _UNSIGNED_BYTES[kind]
+    if not 0 <= value < 1 << (8 * limit):
+        raise ValueError(f"{value} does not fit a uint{8 * limit}")
     size = (value.bit_length() + 7) // 8
-    for kind, limit in ((_UINT16, 2), (_UINT32, 4), (_UINT64, 8), (_UINT128, 16)):
-        if size <= limit:
-            return control_bytes(kind, size) + value.to_bytes(size, "big")
-    raise ValueError(f"{value} is above the largest integer a MaxMind DB holds (uint128)")
+    return control_bytes(kind, size) + value.to_bytes(size, "big")
+
+
+def _encode_integer(value: int) -> bytes:
+    """The smallest unsigned type that holds ``value``; int32 for negatives; else the double that spells it.
+
+    No signed type is wider than 32 bits and none wider than 128: a whole
+    number beyond them (a whole double, once stored as a Number) is written as
+    the double whose shortest decimal is that number, and refused otherwise.
+    """
+    size = (value.bit_length() + 7) // 8
+    if -(1 << 31) <= value < 0:
+        return encode_typed(_INT32, value)
+    kind = (
+        next((kind for kind, limit in _UNSIGNED_BYTES.items() if size <= limit), None) if value >= 0 else None
+    )
+    if kind is not None:
+        return encode_typed(kind, value)
+    double = float(value)
+    if Decimal(repr(double)) == value:
+        return encode_typed(_DOUBLE, double)
+    raise ValueError(f"{value} is beyond the integers a MaxMind DB holds (int32 to uint128), and no double")
 
 
 def control_bytes(kind: int, size: int) -> bytes:

@@ -33,6 +33,8 @@ from loader.formats.column_types import (
     ColumnEvidence,
     NativeValues,
     parse_declared_types,
+    staged_bytes,
+    stored_bytes,
     stored_data,
     typed_value,
 )
@@ -64,6 +66,8 @@ __all__ = [
     "open_rows",
     "parse_declared_types",
     "parse_field_map",
+    "staged_bytes",
+    "stored_bytes",
     "stored_data",
     "typed_value",
 ]

@@ -4,11 +4,15 @@ Rules, in the order they apply:
 
 - a declared type wins: ``int``, ``float`` (aliases ``number``, ``decimal``) or
   ``str`` (alias ``string``), from ``--types lat=float,postcode=str``;
-- values read from a MaxMind DB keep their own type (``native``): integers,
-  doubles (stored as ``Decimal(repr(value))``), booleans, strings and arrays;
-- a text column is a Number when every non-empty value is a plain decimal
-  number: ``13335``, ``-27.4767``, ``0.5``; a leading zero (``007``), an
-  exponent or a ``+`` sign make it a String, as does any other text.
+- values read from a MaxMind DB keep their own type (``native``): integers of
+  any size (uint128 included), doubles and floats (stored as
+  ``Decimal(repr(value))``), booleans, strings, bytes and arrays;
+- a text column is a Number when every non-empty value is a decimal number,
+  plain or in exponent notation: ``13335``, ``-27.4767``, ``0.5``, ``1E+3``,
+  ``9.999999747378752e-05`` (how Python writes a float); a leading zero
+  (``007``) or a leading ``+`` make it a String, as does any other text. A
+  column of numbers and words is *mixed*: a String, and ``ColumnEvidence.mixed``
+  names the first row that made it one.
 
 A Number is stored exactly: ``Decimal`` from the text, never through a float.
 DynamoDB cannot hold NaN, Infinity, more than 38 significant digits, or a
@@ -21,13 +25,15 @@ merely contains the word ``NaN`` stays a String.
 
 from __future__ import annotations
 
-import json
+import base64
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Final
+
+from ipmeta import exact_json
 
 #: Stored column types: DynamoDB Number, String, or the value's own type (mmdb).
 NUMBER: Final = "N"
@@ -52,17 +58,30 @@ MAX_ADJUSTED_EXPONENT: Final = 125
 _LIMITS: Final = "38 significant digits, magnitude 1E-130 to 9.99E+125"
 #: A plain decimal number: no leading zeros (but ``0`` and ``0.x``), no exponent, no ``+``.
 PLAIN_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+#: A number as a text column may hold it: a plain decimal, or one with an exponent (``1E+3``).
+NUMBER_TEXT: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+#: What a number's text starts with: anything else is text, without a regular expression.
+_NUMBER_STARTS: Final = frozenset("-0123456789")
+#: How much of a value a message quotes.
+_QUOTED_CHARACTERS: Final = 40
 _INTEGER_TEXT: Final = re.compile(r"-?[0-9]+")
 _NOT_A_NUMBER: Final = frozenset(
     {"nan", "-nan", "+nan", "snan", "-snan", "inf", "-inf", "+inf", "infinity", "-infinity", "+infinity"}
 )
 #: Exact arithmetic for normalizing: no rounding ever.
 _EXACT: Final = Context(prec=1000)
-#: Magnitudes of doubles that always fit, and integers that always fit (38 digits).
+#: Magnitudes of doubles that always fit.
 _SAFE_MAGNITUDE: Final = (1e-129, 9e125)
-_SAFE_INTEGER: Final = 10**MAX_SIGNIFICANT_DIGITS
 #: A plain number this short always fits: at most 38 digits and 1E-36 ≤ |x| < 1E38.
 _ALWAYS_FITS: Final = 38
+#: Staged JSON has no bytes: a byte string travels as ``{"$bytes": "<base64>"}``. No column
+#: value is a map (a reader flattens them), so the one-key map cannot be anything else.
+BYTES_KEY: Final = "$bytes"
+
+
+def staged_bytes(value: bytes | bytearray) -> dict[str, str]:
+    """A byte string as staged JSON carries it (``BYTES_KEY``)."""
+    return {BYTES_KEY: base64.b64encode(value).decode("ascii")}
 
 
 def stored_type_of(declared: str) -> str:
@@ -118,11 +137,13 @@ def number_problem(text: str, declared: str) -> str | None:
 
 
 def native_problem(value: Any) -> str | None:
-    """Why DynamoDB cannot hold a value read from a MaxMind DB, or None."""
+    """Why DynamoDB cannot hold a value read from a MaxMind DB, or None.
+
+    Every integer of the format fits: one past 38 digits (a uint128) is kept
+    exactly in another form by the data access (``ipmeta.store``).
+    """
     if isinstance(value, float):
         return _double_problem(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return None if -_SAFE_INTEGER < value < _SAFE_INTEGER else decimal_problem(Decimal(value))
     if isinstance(value, list):
         return next((problem for problem in map(native_problem, value) if problem), None)
     return None
@@ -141,10 +162,12 @@ def _double_problem(value: float) -> str | None:
 class _Seen:
     """What one column held, as far as its type is concerned (bounded: first sightings only)."""
 
-    numbers: bool = False  #: a plain decimal number
+    numbers: bool = False  #: a decimal number
     native: bool = False  #: a value with its own type (mmdb)
     text: str | None = None  #: origin of the first other text
     unholdable: tuple[str, str, str] | None = None  #: (origin, value, reason) of the first bad number
+    number_at: str | None = None  #: origin of the first number
+    text_value: str | None = None  #: the first other text, quoted (at most 40 characters)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +175,8 @@ class _Seen:
             "native": self.native,
             "text": self.text,
             "unholdable": list(self.unholdable) if self.unholdable else None,
+            "number_at": self.number_at,
+            "text_value": self.text_value,
         }
 
     @classmethod
@@ -162,12 +187,17 @@ class _Seen:
             native=bool(data.get("native")),
             text=data.get("text"),
             unholdable=(str(unholdable[0]), str(unholdable[1]), str(unholdable[2])) if unholdable else None,
+            number_at=data.get("number_at"),
+            text_value=data.get("text_value"),
         )
 
     def merge(self, other: _Seen) -> None:
+        """``other`` saw later rows (the next file, or the next part of one): first sightings stay."""
         self.numbers = self.numbers or other.numbers
         self.native = self.native or other.native
-        self.text = self.text or other.text
+        if self.text is None:
+            self.text, self.text_value = other.text, other.text_value
+        self.number_at = self.number_at or other.number_at
         self.unholdable = self.unholdable or other.unholdable
 
 
@@ -202,8 +232,11 @@ class ColumnEvidence:
             if native or not isinstance(value, str):
                 _observe_native(seen, value, origin)
             elif seen.text is None:
-                # A column with text is a String whatever else it holds: no need to look further.
                 _observe_text(seen, value, origin)
+            elif not seen.numbers and value[0] in _NUMBER_STARTS and NUMBER_TEXT.fullmatch(value):
+                # A column with text is a String whatever else it holds: past its first text,
+                # only a first number is looked for (whether the column is mixed), cheaply.
+                seen.numbers, seen.number_at = True, origin
 
     def merge(self, other: ColumnEvidence) -> None:
         self.columns = self.columns or list(other.columns)
@@ -241,6 +274,20 @@ class ColumnEvidence:
                 )
         return messages
 
+    def mixed(self, declared: Mapping[str, str]) -> dict[str, str]:
+        """Column -> why it is text though it holds numbers: the first row of text that decided it."""
+        mixed = {}
+        for column in self.columns:
+            seen = self._seen.get(column)
+            if column in declared or seen is None or seen.native or not (seen.numbers and seen.text):
+                continue
+            mixed[column] = (
+                f"{seen.text}: column {column!r} holds numbers (the first at {seen.number_at}) and text "
+                f"({seen.text_value}): stored as text; declare --types {column}=str to keep it so, "
+                "or fix the row"
+            )
+        return mixed
+
     def _type_of(self, column: str, declared: Mapping[str, str]) -> str:
         if column in declared:
             return stored_type_of(declared[column])
@@ -255,9 +302,11 @@ class ColumnEvidence:
 
 
 def _observe_text(seen: _Seen, text: str, origin: str) -> None:
-    if PLAIN_NUMBER.fullmatch(text):
-        seen.numbers = True
-        if len(text) > _ALWAYS_FITS and seen.unholdable is None:
+    if text[0] in _NUMBER_STARTS and NUMBER_TEXT.fullmatch(text):
+        if not seen.numbers:
+            seen.numbers, seen.number_at = True, origin
+        # A short plain number always fits; an exponent may not (1e999).
+        if seen.unholdable is None and (len(text) > _ALWAYS_FITS or not PLAIN_NUMBER.fullmatch(text)):
             problem = decimal_problem(Decimal(text))
             if problem:
                 seen.unholdable = (origin, text, problem)
@@ -265,7 +314,7 @@ def _observe_text(seen: _Seen, text: str, origin: str) -> None:
         if seen.unholdable is None:
             seen.unholdable = (origin, text, "DynamoDB numbers cannot be NaN or Infinity")
     else:
-        seen.text = origin
+        seen.text, seen.text_value = origin, repr(text[:_QUOTED_CHARACTERS])
 
 
 def _observe_native(seen: _Seen, value: Any, origin: str) -> None:
@@ -283,6 +332,8 @@ def typed_value(value: Any, column_type: str) -> Any:
     """
     if value is None:
         return None
+    if type(value) is dict and BYTES_KEY in value:
+        value = base64.b64decode(value[BYTES_KEY])
     if column_type == NUMBER:
         return _number(value)
     if column_type == STRING:
@@ -328,6 +379,8 @@ def _native(value: Any) -> Any:
     if isinstance(value, list):
         return [_native(inner) for inner in value]
     if isinstance(value, dict):
+        if BYTES_KEY in value:
+            return base64.b64decode(value[BYTES_KEY])
         return {key: _native(inner) for key, inner in value.items()}
     return value
 
@@ -340,7 +393,32 @@ def _as_text(value: Any) -> str:
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, list | dict):
-        return json.dumps(_native(value), default=str, separators=(",", ":"))
+        return exact_json.dumps(_native(value))
     if isinstance(value, bytes):
         return value.hex()
     return str(value)
+
+
+def stored_bytes(value: Any) -> int:
+    """What a stored value counts toward a DynamoDB item's size (DynamoDB's published rules).
+
+    Strings are their UTF-8 bytes and binary its bytes; a Number about one byte
+    per two significant digits, plus one; a boolean or null one byte; a list or
+    map 3 bytes, plus one per element and its names.
+    """
+    if isinstance(value, dict):
+        return 3 + sum(len(str(key).encode()) + stored_bytes(inner) + 1 for key, inner in value.items())
+    if isinstance(value, list | tuple):
+        return 3 + sum(stored_bytes(inner) + 1 for inner in value)
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return _number_bytes(value)
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    return 1 if isinstance(value, bool) or value is None else len(str(value).encode())
+
+
+def _number_bytes(value: int | Decimal) -> int:
+    digits = len(Decimal(value).normalize(_EXACT).as_tuple().digits) if value else 1
+    if isinstance(value, int) and digits > MAX_SIGNIFICANT_DIGITS:
+        return len(str(value))  # the store keeps it as a one-element String Set (ipmeta.store)
+    return (digits + 1) // 2 + 1

@@ -4,11 +4,14 @@ Records are nested maps; a column is a dotted path to a value: ``country.iso_cod
 ``location.latitude``, ``subdivisions.0.names.en`` (a number indexes an array).
 A column holds a scalar or an array of scalars; maps are always flattened.
 
-Without ``--mmdb-fields``, the database type picks the columns:
+``--mmdb-fields all`` keeps every leaf path of every record (every locale's
+name, every trait), found by a first pass. Without ``--mmdb-fields``, the
+database type picks the columns:
 
 - MaxMind's and DB-IP's GeoIP2 layouts (``GeoLite2-City``, ``GeoIP2-Country``,
   ``DBIP-City-Lite``, ``GeoLite2-ASN``...): the fields those editions define,
-  names in English;
+  names in English; the Enterprise and Precision layouts (``GeoIP2-Enterprise``,
+  ``GeoIP2-Precision-Enterprise``) add their confidences and traits;
 - ip-location-db's flat layouts (``country ipvAll``, ``city ipv4``, ``asn``...): their fields;
 - anything else, or a database whose first record has none of the expected
   fields: every leaf path found in the database, discovered by a first pass.
@@ -50,6 +53,31 @@ GEOIP2_CITY: Final = (
     "location.time_zone",
     "location.metro_code",
 )
+#: GeoIP2 Enterprise (and Precision): the City fields, each place's confidence, and the traits.
+GEOIP2_ENTERPRISE: Final = (
+    *GEOIP2_CITY,
+    "country.confidence",
+    "city.confidence",
+    "subdivisions.0.confidence",
+    "subdivisions.1.confidence",
+    "postal.confidence",
+    *(
+        f"traits.{trait}"
+        for trait in (
+            "autonomous_system_number",
+            "autonomous_system_organization",
+            "connection_type",
+            "domain",
+            "isp",
+            "organization",
+            "mobile_country_code",
+            "mobile_network_code",
+            "user_type",
+            "static_ip_score",
+            "is_legitimate_proxy",
+        )
+    ),
+)
 GEOIP2_ASN: Final = ("autonomous_system_number", "autonomous_system_organization")
 GEOIP2_ISP: Final = (*GEOIP2_ASN, "isp", "organization", "mobile_country_code", "mobile_network_code")
 #: ip-location-db's mmdb layouts (npm @ip-location-db/*-mmdb).
@@ -67,7 +95,8 @@ FLAT_CITY: Final = (
 _VENDOR: Final = r"(?:geolite2|geoip2|geoip|dbip)-.*"
 #: database_type (whole, any case) -> default paths; the first match wins.
 DEFAULT_LAYOUTS: Final[tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]] = (
-    (re.compile(_VENDOR + r"(?:city|location|enterprise).*", re.IGNORECASE), GEOIP2_CITY),
+    (re.compile(_VENDOR + r"(?:enterprise|precision).*", re.IGNORECASE), GEOIP2_ENTERPRISE),
+    (re.compile(_VENDOR + r"(?:city|location).*", re.IGNORECASE), GEOIP2_CITY),
     (re.compile(_VENDOR + r"country.*", re.IGNORECASE), GEOIP2_COUNTRY),
     (re.compile(_VENDOR + r"isp.*", re.IGNORECASE), GEOIP2_ISP),
     (re.compile(_VENDOR + r"asn.*", re.IGNORECASE), GEOIP2_ASN),
@@ -80,6 +109,8 @@ DEFAULT_LAYOUTS: Final[tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]] = (
 WHOLE_RECORD: Final = "value"
 #: More leaf paths than this means the records are not a table: choose with --mmdb-fields.
 MAX_DISCOVERED_COLUMNS: Final = 200
+#: ``--mmdb-fields all`` (or ``*``) as the options carry it: every leaf path, without that limit.
+ALL_FIELDS: Final = {"*": "*"}
 
 FieldPath = tuple[str, ...]
 
@@ -124,7 +155,12 @@ def leaf_paths(record: Any, prefix: str = "") -> Iterable[str]:
 
 
 def parse_field_map(text: str) -> dict[str, str]:
-    """``--mmdb-fields``: ``country=country.iso_code,lat=location.latitude``; a bare path names itself."""
+    """``--mmdb-fields``: ``country=country.iso_code,lat=location.latitude``; a bare path names itself.
+
+    ``all`` (or ``*``) is ``ALL_FIELDS``: every field of every record.
+    """
+    if text.strip().lower() in ("all", "*"):
+        return dict(ALL_FIELDS)
     fields: dict[str, str] = {}
     for entry in (part.strip() for part in text.split(",")):
         if not entry:
@@ -139,6 +175,20 @@ def parse_field_map(text: str) -> dict[str, str]:
     if not fields:
         raise ValueError("--mmdb-fields names no fields")
     return fields
+
+
+def flatten(record: Any, prefix: str = "", into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every leaf path of ``record`` and its value, in one walk (``leaf_paths`` with the values)."""
+    flat: dict[str, Any] = {} if into is None else into
+    if isinstance(record, dict):
+        for key, value in record.items():
+            flatten(value, f"{prefix}.{key}" if prefix else str(key), flat)
+    elif isinstance(record, list) and holds_a_map(record):
+        for index, value in enumerate(record):
+            flatten(value, f"{prefix}.{index}" if prefix else str(index), flat)
+    else:
+        flat[prefix or WHOLE_RECORD] = record
+    return flat
 
 
 def columns_of(fields: Mapping[str, str] | Sequence[str]) -> dict[str, FieldPath]:

@@ -33,10 +33,12 @@ from loader.errors import SourceError
 from loader.formats.column_types import NativeValues, number_problem
 from loader.formats.csv_rows import ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES, declared_numbers
 from loader.formats.mmdb_fields import (
+    ALL_FIELDS,
     MAX_DISCOVERED_COLUMNS,
     FieldPath,
     columns_of,
     default_paths,
+    flatten,
     holds_a_map,
     leaf_paths,
     pick,
@@ -54,7 +56,7 @@ def open_mmdb_rows(path: Path, name: str, options: FormatOptions) -> Iterator[He
             columns = _choose_columns(reader, name, options.mmdb_fields)
             numbers = declared_numbers(options.declared_types, list(columns), f"{name}: --types")
             yield Header(list(columns))
-            yield from _rows(reader, name, columns, numbers)
+            yield from _rows(reader, name, columns, numbers, every=options.mmdb_fields == ALL_FIELDS)
         finally:
             reader.close()
 
@@ -85,6 +87,8 @@ def _open(path: Path, name: str) -> maxminddb.Reader:
 def _choose_columns(
     reader: maxminddb.Reader, name: str, mmdb_fields: Mapping[str, str] | None
 ) -> dict[str, FieldPath]:
+    if mmdb_fields == ALL_FIELDS:
+        return columns_of(_discover(reader, name, limit=None))
     if mmdb_fields is not None:
         return columns_of(mmdb_fields)
     defaults = default_paths(reader.metadata().database_type)
@@ -98,17 +102,22 @@ def _choose_columns(
     return columns_of(_discover(reader, name))
 
 
-def _discover(reader: maxminddb.Reader, name: str) -> list[str]:
+def _discover(reader: maxminddb.Reader, name: str, limit: int | None = MAX_DISCOVERED_COLUMNS) -> list[str]:
     """Every leaf path of every record, in the order first seen: a whole pass over the database."""
     found: dict[str, None] = {}
+    previous = None
     for _, record in _networks(reader, name):
+        # Neighbouring networks often hold the same record: comparing costs less than walking it.
+        if record == previous:
+            continue
+        previous = record
         for path in leaf_paths(record):
             if path not in found:
                 found[path] = None
-                if len(found) > MAX_DISCOVERED_COLUMNS:
+                if limit is not None and len(found) > limit:
                     raise SourceError(
-                        f"{name}: records hold more than {MAX_DISCOVERED_COLUMNS} fields; "
-                        "choose the columns with --mmdb-fields column=dotted.path,..."
+                        f"{name}: records hold more than {limit} fields; choose the columns with "
+                        "--mmdb-fields column=dotted.path,... (or keep them all: --mmdb-fields all)"
                     )
     if not found:
         raise SourceError(f"{name}: the database holds no networks")
@@ -132,9 +141,14 @@ def _networks(reader: maxminddb.Reader, name: str) -> Iterator[tuple[Any, Any]]:
 
 
 def _rows(
-    reader: maxminddb.Reader, name: str, columns: Mapping[str, FieldPath], numbers: Mapping[str, str]
+    reader: maxminddb.Reader,
+    name: str,
+    columns: Mapping[str, FieldPath],
+    numbers: Mapping[str, str],
+    *,
+    every: bool,
 ) -> Iterator[SourceRow | RowError]:
-    to_row = _RowBuilder(list(columns.items()), numbers)
+    to_row = _RowBuilder(list(columns.items()), numbers, every=every)
     holds_ipv6 = reader.metadata().ip_version == 6
     for network, record in _networks(reader, name):
         start, prefix = int(network.network_address), network.prefixlen
@@ -156,28 +170,77 @@ def _copies_ipv4_record(reader: maxminddb.Reader, start: int, prefix: int, recor
     return ipv4_record == record and ipv4_prefix <= prefix
 
 
-class _RowBuilder:
-    """A record's chosen fields as a row, checked against declared types and the item size."""
+def _utf8_bytes(values: Mapping[str, Any]) -> int:
+    """An item's size as the 400 KB check counts it, text in UTF-8 bytes."""
+    size = ITEM_OVERHEAD_BYTES
+    for column, value in values.items():
+        entries = value if isinstance(value, list) else [value]
+        size += len(column.encode()) + sum(
+            len(entry.encode()) if isinstance(entry, str) else len(entry) if isinstance(entry, bytes) else 8
+            for entry in entries
+        )
+    return size
 
-    def __init__(self, paths: list[tuple[str, FieldPath]], numbers: Mapping[str, str]) -> None:
+
+def _immutable(value: Any) -> Any:
+    """``bytearray`` as ``bytes``, inside arrays too."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list):
+        return [_immutable(inner) for inner in value]
+    return value
+
+
+class _RowBuilder:
+    """A record's chosen fields as a row, checked against declared types and the item size.
+
+    With every field (``--mmdb-fields all``) a record is flattened once, not
+    walked once per column. A record equal to the previous network's (common:
+    neighbours share a place) reuses its row's values, which nothing changes.
+    """
+
+    def __init__(
+        self, paths: list[tuple[str, FieldPath]], numbers: Mapping[str, str], *, every: bool
+    ) -> None:
         self.paths = paths
         self.numbers = numbers
+        self.every = every
+        self._last: tuple[Any, NativeValues] | None = None
 
     def __call__(
         self, record: Any, *, origin: str, family: Family, start: int, end: int
     ) -> SourceRow | RowError:
+        if self._last is not None and record == self._last[0]:
+            return SourceRow(origin=origin, family=family, start=start, end=end, values=self._last[1])
+        values = self._values(record, origin)
+        if isinstance(values, str):
+            return RowError(values)
+        self._last = (record, values)
+        return SourceRow(origin=origin, family=family, start=start, end=end, values=values)
+
+    def _values(self, record: Any, origin: str) -> NativeValues | str:
+        """The row's values, or why the record cannot be one."""
         values = NativeValues()
         size = ITEM_OVERHEAD_BYTES
+        flat = flatten(record) if self.every else None
         is_map = type(record) is dict
         for column, path in self.paths:
-            # Most paths are one key deep (flat layouts): no walk for those.
-            value = record.get(path[0]) if is_map and len(path) == 1 else pick(record, path)
+            value: Any
+            if flat is not None:
+                value = flat.get(column)
+            else:
+                # Most paths are one key deep (flat layouts): no walk for those.
+                value = record.get(path[0]) if is_map and len(path) == 1 else pick(record, path)
             kind = type(value)
+            if kind is bytearray or kind is list:
+                # The C reader answers bytes as bytearray, the pure-Python one as bytes: one type.
+                value = _immutable(value)
+                kind = type(value)
             if kind is str:
                 size += len(column) + len(value)
             elif kind is dict or (kind is list and holds_a_map(value)):
                 dotted = ".".join(path) or "the record"
-                return RowError(f"{origin}: column {column!r} ({dotted}) holds a map; name one of its fields")
+                return f"{origin}: column {column!r} ({dotted}) holds a map; name one of its fields"
             elif kind is list:
                 size += len(column) + sum(
                     len(entry) if isinstance(entry, str | bytes) else 8 for entry in value
@@ -187,10 +250,11 @@ class _RowBuilder:
             values[column] = value
         problem = self._declared_problem(values) if self.numbers else None
         if problem:
-            return RowError(f"{origin}: {problem}")
-        if size > MAX_ITEM_BYTES:
-            return RowError(f"{origin}: the item would take about {size} bytes; DynamoDB allows 400 KB")
-        return SourceRow(origin=origin, family=family, start=start, end=end, values=values)
+            return f"{origin}: {problem}"
+        # Characters first (a character is at most 4 bytes), UTF-8 bytes only near the limit.
+        if size * 4 > MAX_ITEM_BYTES and (size := _utf8_bytes(values)) > MAX_ITEM_BYTES:
+            return f"{origin}: the item would take about {size} bytes; DynamoDB allows 400 KB"
+        return values
 
     def _declared_problem(self, values: Mapping[str, Any]) -> str | None:
         for column, declared in self.numbers.items():

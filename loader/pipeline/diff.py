@@ -35,8 +35,9 @@ from ipmeta import keys
 from ipmeta.covers import CoverIndex
 from ipmeta.ips import Family, address_value
 from ipmeta.records import Cover
+from ipmeta.store import deserialize_item
 from loader.formats import stored_data
-from loader.store.table import LoaderTable, canonical_data, exact_item
+from loader.store.table import LoaderTable, canonical_data
 
 #: A delta line's ``next`` when its item is the bucket's last, and a marker's start and end.
 NONE: int = -1
@@ -258,7 +259,7 @@ class StagedBase:
     def __init__(self, items: Iterable[Mapping[str, Any]], covers: Sequence[Cover]) -> None:
         self._by_bucket: dict[tuple[int, int], list[dict[str, Any]]] = {}
         for raw in items:
-            item = exact_item(raw)
+            item = deserialize_item(raw)
             partition = str(item[keys.PARTITION_KEY])
             family, label = partition.rsplit("#", 2)[-2:]
             bucket = (int(family), int(label, 10 if family == "4" else 16))

@@ -78,6 +78,8 @@ class PartitionPlan:
     splits: int = 0
     pieces: int = 0
     scan_seconds: float = 0.0
+    #: column -> why it is text though it holds numbers (``ColumnEvidence.mixed``)
+    mixed_columns: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -108,7 +110,7 @@ def _plan(descriptor: LoadDescriptor, scans: Sequence[ScanSummary], max_rows: in
     options = descriptor.options
     columns = _common_columns(scans)
     _check_rejections(scans, options.max_errors)
-    column_types = _column_types(scans, _declared_types(descriptor, scans), columns)
+    column_types, mixed = _column_types(scans, _declared_types(descriptor, scans), columns)
     for flag, column in (("--index-field", options.index_field), ("--flag-column", options.flag_column)):
         if column is not None and column not in columns:
             message = f"{flag} {column!r} is not a metadata column (columns: {', '.join(columns)})"
@@ -137,6 +139,7 @@ def _plan(descriptor: LoadDescriptor, scans: Sequence[ScanSummary], max_rows: in
         splits=sum(scan.splits for scan in scans),
         pieces=pieces,
         scan_seconds=round(max((scan.seconds for scan in scans), default=0.0), 3),
+        mixed_columns=mixed,
     )
 
 
@@ -175,7 +178,8 @@ def _declared_types(descriptor: LoadDescriptor, scans: Sequence[ScanSummary]) ->
 
 def _column_types(
     scans: Sequence[ScanSummary], declared: Mapping[str, str], columns: list[str]
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each column's stored type, and the columns of numbers and text (with the row that made them text)."""
     evidence = ColumnEvidence()
     for scan in scans:
         evidence.merge(ColumnEvidence.from_json(scan.evidence))
@@ -183,7 +187,7 @@ def _column_types(
     if problems:
         raise LoadRejected(problems[0], problems)
     types = evidence.column_types(declared)
-    return {column: types.get(column, "S") for column in columns}
+    return {column: types.get(column, "S") for column in columns}, evidence.mixed(declared)
 
 
 def _group(scans: Sequence[ScanSummary], max_rows: int) -> list[PartitionSpec]:

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipmeta import keys
-from ipmeta.ips import Family
+from ipmeta.ips import Family, format_address
 from ipmeta.settings import Settings
-from loader.formats import typed_value
+from loader.formats import stored_bytes, stored_data, typed_value
 from loader.options import LoadOptions
 from loader.pipeline import normalize, staged
 from loader.pipeline.descriptor import LoadDescriptor, PerLoad, read_descriptor
@@ -43,6 +43,8 @@ from loader.store.table import LoaderTable
 #: Edge flags of an item's segment: it starts at its bucket run's first address, ends at its last.
 LOW_EDGE: Final = 1
 HIGH_EDGE: Final = 2
+#: A write unit covers an item of up to 1 KB; a larger item takes one per KB begun.
+WRITE_UNIT_BYTES: Final = 1024
 
 
 @dataclass
@@ -67,6 +69,10 @@ class PartitionSummary:
     #: ``[run, first_address, last_address, low, high]``; low/high: ``[start, end, key]`` or None
     edges: list[list[Any]] = field(default_factory=list)
     seconds: float = 0.0
+    #: DynamoDB's size of the items (index attributes aside), and the write units they take
+    item_bytes: int = 0
+    write_units: int = 0
+    max_item_bytes: int = 0
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -133,7 +139,9 @@ def resolve_partition(
     rows = _read_rows(load_id, spec, staging, keep_origin=descriptor.options.overlaps == "reject")
     summary = PartitionSummary(partition)
     segments = _segments(rows, spec, plan, descriptor.options, summary)
-    items = _items(segments, spec, rows, summary, coalesce=descriptor.options.coalesce)
+    space = keys.key_space(descriptor.options.dataset)
+    sizes = _ItemSizes(plan, space.partition_key(descriptor.version, spec.family, 0), rows.texts)
+    items = _items(segments, spec, rows, summary, sizes, coalesce=descriptor.options.coalesce)
     _count_index_values(segments, rows, plan, descriptor.options, summary)
     with tempfile.TemporaryDirectory(prefix="ipmeta-resolve-", dir=workdir) as folder:
         path = Path(folder) / "items"
@@ -277,6 +285,7 @@ def _items(
     spec: PartitionSpec,
     rows: _Rows,
     summary: PartitionSummary,
+    sizes: _ItemSizes,
     *,
     coalesce: bool,
 ) -> list[_Item]:
@@ -295,15 +304,51 @@ def _items(
         if flags:
             key = edge_key(rows, segment.row, coalesce=coalesce)
             _note_edge(edges, (run, run_first, run_last), segment, flags, key)
-        text = rows.texts[rows.data[segment.row]]
+        identity = rows.data[segment.row]
+        text = rows.texts[identity]
+        bounds = sizes.bounds(segment.start, segment.end)
         for bucket in range(segment.start >> bits, (segment.end >> bits) + 1):
             first = max(segment.start, bucket << bits)
             items.append((bucket, f"[{run},{flags},{bucket},{first},{segment.start},{segment.end},{text}]"))
+            sizes.add(summary, identity, bucket, first, bounds)
             label = format(bucket, "x")
             summary.items_per_bucket[label] = summary.items_per_bucket.get(label, 0) + 1
     summary.items = len(items)
     summary.edges = [edges[run] for run in sorted(edges)]
     return items
+
+
+class _ItemSizes:
+    """Each item's size as DynamoDB counts it: what ``ipmeta plan`` costs a load's writes and storage by.
+
+    A distinct record's data is typed and measured once; the key and the bounds per item.
+    """
+
+    def __init__(self, plan: PartitionPlan, sample_key: str, texts: Sequence[str]) -> None:
+        """``sample_key``: the partition key of the partition's first bucket, whose length a
+        bucket's own key differs from by the bucket's digits only."""
+        self.columns = plan.columns
+        self.types = [plan.column_types[column] for column in plan.columns]
+        self.family = 4 if sample_key.rsplit("#", 2)[-2] == "4" else 6
+        self.key_head = len(sample_key.rsplit("#", 1)[0]) + 1
+        self.texts = texts
+        self._data: dict[int, int] = {}
+
+    def bounds(self, start: int, end: int) -> int:
+        ends = (format_address(self.family, start), format_address(self.family, end))
+        return len(keys.ATTR_START) + len(keys.ATTR_END) + sum(map(len, ends))
+
+    def add(self, summary: PartitionSummary, identity: int, bucket: int, first: int, bounds: int) -> None:
+        data = self._data.get(identity)
+        if data is None:
+            values = stored_data(self.columns, json.loads(self.texts[identity]), self.types)
+            data = self._data[identity] = len(keys.ATTR_DATA) + stored_bytes(values)
+        key = len(keys.PARTITION_KEY) + self.key_head + len(keys.bucket_label(self.family, bucket))
+        key += len(keys.SORT_KEY) + stored_bytes(keys.encode_sort_key_value(self.family, first))
+        size = key + bounds + data
+        summary.item_bytes += size
+        summary.write_units += -(-size // WRITE_UNIT_BYTES)
+        summary.max_item_bytes = max(summary.max_item_bytes, size)
 
 
 def _note_edge(

@@ -26,7 +26,15 @@ from typing import Any, Final
 
 from ipmeta import keys
 from loader.errors import LoadRejected
-from loader.formats import ColumnEvidence, FormatOptions, Header, RowError, SourceRow, open_rows
+from loader.formats import (
+    ColumnEvidence,
+    FormatOptions,
+    Header,
+    RowError,
+    SourceRow,
+    open_rows,
+    staged_bytes,
+)
 from loader.pipeline import staged
 from loader.pipeline.descriptor import LoadDescriptor, Source, read_descriptor
 from loader.store.source import is_s3_uri, materialize
@@ -179,9 +187,9 @@ def _stage_row(
 
 
 def _as_json(value: Any) -> Any:
-    """A MaxMind DB may hold bytes, which JSON cannot: they are staged, and stored, as hex text."""
-    if isinstance(value, bytes):
-        return value.hex()
+    """A MaxMind DB may hold bytes, which JSON cannot: staged tagged, typed back to bytes when stored."""
+    if isinstance(value, bytes | bytearray):
+        return staged_bytes(value)
     raise TypeError(f"cannot stage a {type(value).__name__}")
 
 

@@ -37,10 +37,19 @@ class ApiFront(StrEnum):
 
 
 def load_costs(
-    items: int, item_bytes: float, index_entries: int = 0, index_entry_bytes: float = 0
+    items: int,
+    item_bytes: float,
+    index_entries: int = 0,
+    index_entry_bytes: float = 0,
+    *,
+    write_units: int | None = None,
 ) -> dict[str, Any]:
-    """What writing a load costs on demand, and what storing it costs a month."""
-    write_units = items * write_units_per_item(item_bytes)
+    """What writing a load costs on demand, and what storing it costs a month.
+
+    ``item_bytes`` is the mean item size; ``write_units`` the items' own count when measured
+    (items of a mean size under 1 KB may still take two units each when some are larger).
+    """
+    write_units = write_units if write_units is not None else items * write_units_per_item(item_bytes)
     stored_bytes = items * (item_bytes + ITEM_OVERHEAD_BYTES)
     if index_entries:
         write_units += index_entries * write_units_per_item(index_entry_bytes)

@@ -52,8 +52,13 @@ def plan_load(
     index_entry_bytes: float = 0,
     frequent_values: Mapping[str, int] | None = None,
     window: int = 1_000,
+    write_units: int | None = None,
 ) -> dict[str, Any]:
-    """Everything ``ipmeta plan`` reports about a load, JSON-ready."""
+    """Everything ``ipmeta plan`` reports about a load, JSON-ready.
+
+    ``item_bytes`` is the mean item size, and ``write_units`` the load's own
+    count (an item takes one per KB begun), when the dry run measured them.
+    """
     per_bucket = order.items_per_bucket()
     items = order.items
     hottest = max(per_bucket, key=per_bucket.__getitem__) if per_bucket else None
@@ -88,7 +93,8 @@ def plan_load(
         "warm_throughput_for_target": write_model.warm_throughput_for(
             order, target_seconds, client, split, item_bytes
         ),
-        "cost": load_costs(items, item_bytes, index_entries, index_entry_bytes),
+        "item_bytes": round(item_bytes, 1),
+        "cost": load_costs(items, item_bytes, index_entries, index_entry_bytes, write_units=write_units),
         # The fastest load is the hottest the index's keys get.
         "reverse_index": index_shards(frequent_values, items, fastest) if frequent_values else None,
         "chart": {"window": window, "hottest_bucket_share": series},

@@ -16,14 +16,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from boto3.dynamodb.types import Binary, TypeDeserializer
 from botocore.exceptions import ClientError
 
 from ipmeta import keys
 from ipmeta.ips import format_address
 from ipmeta.records import Cover, VersionMeta, VersionStatus
 from ipmeta.settings import Settings
-from ipmeta.store import Store, item_key, make_client, serialize_item, serialize_value
+from ipmeta.store import (
+    Store,
+    deserialize_item,
+    item_key,
+    make_client,
+    serialize_item,
+    serialize_value,
+    stored_value,
+)
 from loader.batching import batched
 from loader.errors import ActivationConflict, LoadInProgress, WritesThrottled
 from loader.records import LoadItem, LoadReport, LoadStatus, LockItem, Manifest, dataset_of
@@ -37,7 +44,6 @@ if TYPE_CHECKING:
         WriteRequestTypeDef,
     )
 
-_deserializer = TypeDeserializer()
 #: DynamoDB's limit on the requests of one BatchWriteItem call.
 BATCH_WRITE_LIMIT: Final = 25
 #: Attempts of one batch before the error goes up to the caller (Step Functions retries the task).
@@ -535,32 +541,17 @@ class LoaderTable(Store):
     def iter_partition(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.
 
-        Numbers stay exact ``Decimal`` (an export writes them back out), binary as ``bytes``.
+        Numbers stay exact (``deserialize_item``: an export writes them back out), binary as ``bytes``.
         """
         for page in self._partition_pages(partition_key, ConsistentRead=consistent):
             for raw in page.get("Items", []):
-                yield exact_item(raw)
-
-
-def exact_item(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """An item in DynamoDB's attribute-value form, Numbers exact (``Decimal``), binary as ``bytes``."""
-    return {name: _exact(_deserializer.deserialize(value)) for name, value in raw.items()}
+                yield deserialize_item(raw)
 
 
 def canonical_data(data: Mapping[str, Any]) -> Any:
     """``data`` as a read of the item holding it gives it back (``iter_partition``): what two
     versions compare, so that ``1.5`` and ``Decimal("1.50")``, written alike, compare equal."""
-    return _exact(_deserializer.deserialize(serialize_value(dict(data))))
-
-
-def _exact(value: Any) -> Any:
-    if isinstance(value, Binary):
-        return value.value  # type: ignore[attr-defined]  # the stubs omit it
-    if isinstance(value, dict):
-        return {name: _exact(inner) for name, inner in value.items()}
-    if isinstance(value, list):
-        return [_exact(inner) for inner in value]
-    return value
+    return stored_value(serialize_value(dict(data)))
 
 
 def _index_attribute_definitions() -> list[AttributeDefinitionTypeDef]:

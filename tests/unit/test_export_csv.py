@@ -100,3 +100,13 @@ def test_unsorted_ranges_are_refused_and_no_file_is_left(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="ranges must be sorted"):
         write_csv([RANGES[1], RANGES[0]], out, COLUMNS)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_arrays_are_json_text_with_exact_numbers(tmp_path: Path) -> None:
+    # A Decimal of 38 digits inside an array keeps them all; bytes inside JSON are base64, as answered
+    digits = Decimal("0.12345678901234567890123456789012345678")
+    out = tmp_path / "arrays.csv"
+    write_csv([ExportRange(4, 1, 1, {"tags": [digits, 2**128 - 1, b"\x01"]})], out, ["tags"])
+    assert out.read_text().splitlines()[1] == (
+        '0.0.0.1,0.0.0.1,"[0.12345678901234567890123456789012345678,340282366920938463463374607431768211455,""AQ==""]"'
+    )

@@ -19,8 +19,17 @@ import pytest
 
 from loader.errors import SourceError
 from loader.export.mmdb_writer import METADATA_MARKER, DatabaseMetadata, write_database
-from loader.formats import ColumnEvidence, FormatOptions, Header, RowError, SourceRow, open_rows
-from loader.formats.mmdb_fields import pick, split_path
+from loader.formats import (
+    ColumnEvidence,
+    FormatOptions,
+    Header,
+    RowError,
+    SourceRow,
+    open_rows,
+    parse_field_map,
+)
+from loader.formats.mmdb_fields import MAX_DISCOVERED_COLUMNS, pick, split_path
+from tests.unit.test_formats_real_mmdb import flatten
 
 V4 = 4
 V6 = 6
@@ -269,3 +278,69 @@ def test_a_record_too_big_for_one_item_is_a_row_error_lists_included(tmp_path: P
     assert [row.values["tags"] for row in rows] == [["small"]]
     assert len(errors) == 1
     assert "400 KB" in errors[0]
+
+
+def test_all_fields_keep_every_locale_and_trait_of_every_record(tmp_path: Path) -> None:
+    # Given a GeoIP2 City database with names in two languages and traits in one record
+    path = make_db(tmp_path / "GeoLite2-City.mmdb", CITY_NETWORKS, "GeoLite2-City")
+    # When it is read with --mmdb-fields all
+    columns, rows, errors = read(path, mmdb_fields=parse_field_map("all"))
+    # Then every leaf path of every record is a column, German names and the anycast trait included
+    assert {"city.names.de", "city.names.en", "traits.is_anycast", "subdivisions.0.names.en"} <= set(columns)
+    assert errors == []
+    # And each row holds exactly the reader's record, flattened; a field it lacks is None
+    with maxminddb.open_database(str(path)) as reader:
+        for row in rows:
+            address = (
+                ipaddress.ip_address(row.start) if row.family == V6 else ipaddress.IPv4Address(row.start)
+            )
+            record = flatten(reader.get(address))
+            assert {key: value for key, value in row.values.items() if value is not None} == record
+    assert rows[0].values["city.names.de"] == "AU Stadt"
+
+
+def test_all_fields_have_no_column_limit_but_the_item_limit_holds(tmp_path: Path) -> None:
+    wide = {f"field{index}": index for index in range(MAX_DISCOVERED_COLUMNS + 50)}
+    path = make_db(tmp_path / "wide.mmdb", [("1.0.0.0/24", wide)], "Acme-Wide")
+    with pytest.raises(SourceError, match="--mmdb-fields all"):
+        read(path)
+    columns, rows, _ = read(path, mmdb_fields=parse_field_map("*"))
+    assert len(columns) == MAX_DISCOVERED_COLUMNS + 50
+    assert rows[0].values["field249"] == 249
+    # A record of Japanese names past 400 KB in UTF-8 (not in characters) is a row error
+    huge = {"names": {f"n{index}": "東" * 1000 for index in range(150)}}
+    _, rows, errors = read(
+        make_db(tmp_path / "huge.mmdb", [("1.0.0.0/24", huge)], "Acme"), mmdb_fields={"*": "*"}
+    )
+    assert rows == []
+    assert errors[0].startswith("huge.mmdb: network 1.0.0.0/24: the item would take about 4")
+
+
+ENTERPRISE_RECORD = {
+    "city": {"confidence": 50, "geoname_id": 2655045, "names": {"en": "Boxford"}},
+    "country": {
+        "confidence": 95,
+        "iso_code": "GB",
+        "names": {"en": "United Kingdom", "de": "Großbritannien"},
+    },
+    "location": {"latitude": 51.75, "longitude": -1.25},
+    "traits": {"static_ip_score": 0.27, "user_type": "residential", "is_legitimate_proxy": True, "isp": "B"},
+}
+
+
+@pytest.mark.parametrize("database_type", ["GeoIP2-Enterprise", "GeoIP2-Precision-Enterprise"])
+def test_enterprise_and_precision_defaults_keep_their_confidences_and_traits(
+    tmp_path: Path, database_type: str
+) -> None:
+    path = make_db(tmp_path / "e.mmdb", [("2.125.160.216/29", ENTERPRISE_RECORD)], database_type)
+    columns, rows, _ = read(path)
+    assert {
+        "traits.user_type",
+        "traits.static_ip_score",
+        "traits.is_legitimate_proxy",
+        "country.confidence",
+    } <= set(columns)
+    values = rows[0].values
+    assert (values["traits.user_type"], values["traits.static_ip_score"]) == ("residential", 0.27)
+    assert (values["city.confidence"], values["traits.isp"], values["city.names.en"]) == (50, "B", "Boxford")
+    assert "country.names.de" not in columns  # the defaults keep English names; `all` keeps every one

@@ -39,7 +39,10 @@ def evidence_of(*rows: dict[str, str], origin: str = "f.csv") -> ColumnEvidence:
         (["13335", "-27.4767", "0", "0.5", "-0.25", ""], "N"),
         (["153.017", "007"], "S"),  # a leading zero means text, as it always did
         (["1", "00.5"], "S"),
-        (["1", "1e5"], "S"),  # no exponents: "1e5" is more likely a code than a number
+        (["1", "1e5", "1E+3", "9.999999747378752e-05", "-2.5E-7"], "N"),  # exponents are numbers too
+        (["1", "1e"], "S"),
+        (["1", "1e+"], "S"),
+        (["1", "e5"], "S"),
         (["1", "+5"], "S"),
         (["1", ".5"], "S"),
         (["1", "5."], "S"),
@@ -48,7 +51,7 @@ def evidence_of(*rows: dict[str, str], origin: str = "f.csv") -> ColumnEvidence:
         (["", ""], "S"),  # nothing to go on: text
     ],
 )
-def test_a_column_is_a_number_only_when_every_value_is_a_plain_decimal(
+def test_a_column_is_a_number_only_when_every_value_is_a_decimal_number(
     values: list[str], expected: str
 ) -> None:
     evidence = evidence_of(*({"c": value} for value in values))
@@ -201,3 +204,56 @@ def test_the_types_and_fields_options_parse_or_say_why_not() -> None:
         parse_field_map("a=x,a=y")
     with pytest.raises(ValueError, match=r"column=dotted\.path"):
         parse_field_map("a=")
+
+
+def test_exponent_notation_is_stored_as_the_exact_number_it_spells() -> None:
+    # Given a longitude column as Python writes floats (repr), and a count written 1E+3
+    evidence = evidence_of(
+        {"lon": "-0.7617999911308289", "n": "7"}, {"lon": "9.999999747378752e-05", "n": "1E+3"}
+    )
+    assert evidence.column_types({}) == {"lon": "N", "n": "N"}
+    # Then each value is the exact number its text spells, stored as a DynamoDB Number
+    assert typed_value("9.999999747378752e-05", "N") == Decimal("0.00009999999747378752")
+    assert TypeSerializer().serialize(typed_value("9.999999747378752e-05", "N")) == {
+        "N": "0.00009999999747378752"
+    }
+    assert typed_value("1E+3", "N") == 1000
+    assert typed_value("-0.7617999911308289", "N") == Decimal("-0.7617999911308289")
+
+
+def test_an_exponent_dynamodb_cannot_hold_names_its_line_however_short() -> None:
+    evidence = evidence_of({"x": "1.5"}, {"x": "1e200"}, origin="e.csv")
+    [problem] = evidence.problems({})
+    assert problem.startswith("e.csv: line 3: column 'x' holds numbers, but also '1e200': ")
+
+
+def test_a_column_of_numbers_and_words_is_text_and_named_with_the_row_that_decided_it() -> None:
+    # Given numbers on lines 2 and 3 and a word on line 4 in "lat"; text first, then a number, in "code"
+    evidence = evidence_of(
+        {"lat": "1.5", "code": "AB", "name": "x"},
+        {"lat": "2.5", "code": "12", "name": "y"},
+        {"lat": "north", "code": "CD", "name": "z"},
+        origin="geo.csv",
+    )
+    # Then both are text, and each is reported with its first text row and first number row
+    assert evidence.column_types({}) == {"lat": "S", "code": "S", "name": "S"}
+    mixed = evidence.mixed({})
+    assert set(mixed) == {"lat", "code"}  # "name" holds words only: not mixed
+    assert mixed["lat"].startswith(
+        "geo.csv: line 4: column 'lat' holds numbers (the first at geo.csv: line 2) and text ('north')"
+    )
+    assert mixed["code"].startswith(
+        "geo.csv: line 2: column 'code' holds numbers (the first at geo.csv: line 3)"
+    )
+    # A declared type is no surprise: not reported
+    assert "lat" not in evidence.mixed({"lat": "str"})
+
+
+def test_the_first_text_across_files_decides_and_travels_as_json() -> None:
+    first = evidence_of({"lat": "1.5"}, {"lat": "2.5"}, origin="a.csv")
+    second = evidence_of({"lat": "x"}, {"lat": "y"}, origin="b.csv")
+    merged = ColumnEvidence.from_json(json.loads(json.dumps(first.to_json())))
+    merged.merge(ColumnEvidence.from_json(json.loads(json.dumps(second.to_json()))))
+    assert merged.mixed({})["lat"].startswith(
+        "b.csv: line 2: column 'lat' holds numbers (the first at a.csv: line 2) and text ('x')"
+    )

@@ -45,7 +45,7 @@ BOTO3_MODULES = frozenset(
 )
 MAX_FUNCTION_LINES = 60
 #: The loader's packages, by role; its top-level modules are the vocabulary they share.
-LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store")
+LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds")
 #: What each part of the loader may import from the loader besides itself. ``errors``
 #: stands apart from the other shared modules because ``formats`` may import it alone.
 LOADER_IMPORTS_ALLOWED = {
@@ -55,7 +55,10 @@ LOADER_IMPORTS_ALLOWED = {
     "store": {"errors", "shared"},
     "planning": {"errors", "shared"},
     "export": {"errors", "shared", "formats", "store"},
-    "pipeline": {"errors", "shared", "formats", "store", "export"},
+    # The vendor feeds reach the network through their own HTTP module and hand
+    # files to the pipeline (which may import them), never the other way.
+    "feeds": {"errors", "shared"},
+    "pipeline": {"errors", "shared", "formats", "store", "export", "feeds"},
 }
 #: The export modules that write files: pure over sorted ranges, so no table access.
 FILE_WRITERS = ("loader/export/files.py", "loader/export/mmdb_writer.py")
@@ -210,3 +213,17 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert long == []
+
+
+#: The feeds' one module that opens connections, and what counts as opening one.
+FEEDS_HTTP_MODULE = "loader/feeds/http_client.py"
+NETWORK_MODULES = ("http.client", "urllib.request", "urllib3", "requests", "socket", "ssl")
+
+
+def test_the_feeds_reach_the_network_only_through_their_http_module() -> None:
+    importers = {
+        str(path.relative_to(ROOT))
+        for path in python_files("loader/feeds")
+        if any(name.startswith(NETWORK_MODULES) for name in imported_modules(tree_of(path)))
+    }
+    assert importers == {FEEDS_HTTP_MODULE}

@@ -59,3 +59,43 @@ def test_the_text_report_states_each_figure(capsys: pytest.CaptureFixture[str]) 
     assert "rest   $      392.17  ($3.92 per million)" in text
     assert "http   $      142.17  ($1.42 per million)" in text
     assert "{" not in text  # no raw dicts
+
+
+def test_the_plan_costs_a_load_by_its_measured_item_sizes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Given a MaxMind DB with German and English names: the defaults keep English, `all` keeps both
+    from loader.export.mmdb_writer import DatabaseMetadata, write_database
+
+    record = {
+        "city": {"names": {"en": "Sydney", "de": "Sydney " + "x" * 1200}},
+        "country": {"iso_code": "AU"},
+    }
+    path = tmp_path / "GeoLite2-City.mmdb"
+    write_database(
+        [(4, index << 8, (index << 8) + 255, record) for index in range(1, 5)],
+        path,
+        DatabaseMetadata("GeoLite2-City", {}),
+    )
+    default = run(capsys, str(path), "--workers", "1", "--no-coalesce")["load"]
+    every = run(capsys, str(path), "--workers", "1", "--no-coalesce", "--mmdb-fields", "all")["load"]
+    # Then the items of every field are larger, by the German name, and each takes two write units
+    assert default["items"] == every["items"] == 4  # type: ignore[index]
+    assert default["item_bytes"] < 200  # type: ignore[index]
+    assert 1200 < every["item_bytes"] < 1400  # type: ignore[index]
+    assert default["cost"]["write_units"] == 4  # type: ignore[index]
+    assert every["cost"]["write_units"] == 8  # type: ignore[index]
+    assert every["cost"]["storage_gb"] >= default["cost"]["storage_gb"]  # type: ignore[index]
+
+
+def test_stored_sizes_follow_dynamodb_rules() -> None:
+    from decimal import Decimal
+
+    from loader.formats import stored_bytes
+
+    assert stored_bytes("Zürich") == 7  # UTF-8 bytes
+    assert stored_bytes(b"\x00\x01") == 2
+    assert stored_bytes(True) == stored_bytes(None) == 1
+    assert stored_bytes(Decimal("-27.4767")) == 4  # 6 significant digits: 3 bytes, plus 1
+    assert stored_bytes(13335) == 4
+    assert stored_bytes({"a": "xy", "l": [1, True]}) == 3 + (1 + 2 + 1) + (1 + (3 + 2 + 1 + 1 + 1) + 1)

@@ -12,14 +12,22 @@ import base64
 import json
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta.answers import CombinedResult, lookup_datasets, lookup_datasets_many
 from ipmeta.api import dependencies
-from ipmeta.api.models import BatchResponse, LookupResponse
+from ipmeta.api.models import BatchResponse
 from ipmeta.api.observability import count_lookups
-from ipmeta.api.responses import LOOKUP_RESPONSES, NotModified, cache_headers, documented, etag_matches
+from ipmeta.api.responses import (
+    LOOKUP_RESPONSES,
+    NotModified,
+    cache_headers,
+    documented,
+    etag_matches,
+    json_answer,
+    json_model,
+)
 from ipmeta.catalog import MAX_SELECTOR_LENGTH, Targets
 from ipmeta.errors import (
     BatchBodyNotArray,
@@ -30,6 +38,7 @@ from ipmeta.errors import (
     IpmetaError,
     RequestInvalid,
 )
+from ipmeta.exact_json import plain_text
 from ipmeta.ips import Address, parse_ip
 from ipmeta.settings import ApiSettings
 
@@ -127,20 +136,15 @@ def _answer_headers(result: CombinedResult, etag: str, *, private: bool = False)
 
 def _cached_json(
     result: CombinedResult, fields: frozenset[str] | None, *, private: bool = False
-) -> Response[Any]:
+) -> Response[str]:
     etag = result.etag(",".join(sorted(fields)) if fields else "")
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.to_response(fields),
-        headers=_answer_headers(result, etag, private=private),
-    )
+    return json_answer(result.to_response(fields), _answer_headers(result, etag, private=private))
 
 
 @router.get(
     "/v1/ip/<ip>", operation_id="lookupIp", summary="Look up one IP address", responses=LOOKUP_RESPONSES
 )
-def get_ip(ip: str) -> Response[LookupResponse]:
+def get_ip(ip: str) -> Response[str]:
     return _cached_json(_lookup(parse_ip(ip)), parse_fields(query("fields")))
 
 
@@ -157,7 +161,7 @@ def get_ip_field(ip: str, field: str) -> Response[str]:
         value = result.field(field)
     except KeyError:
         raise FieldNotFound(f"the range of {result.address} has no field {field[:64]!r}") from None
-    text = json.dumps(value) if isinstance(value, bool | dict | list) or value is None else str(value)
+    text = plain_text(value)
     headers = _answer_headers(result, result.etag(f"field:{field}"))
     return Response(
         status_code=200, content_type="text/plain; charset=utf-8", body=text + "\n", headers=headers
@@ -184,7 +188,7 @@ def caller_address(source_ip: str, forwarded_for: str | None, trusted_hops: int)
     summary="Look up the caller's IP address",
     responses=LOOKUP_RESPONSES,
 )
-def get_caller() -> Response[LookupResponse]:
+def get_caller() -> Response[str]:
     event = router.current_event
     address = caller_address(
         event.request_context.identity.source_ip,
@@ -235,10 +239,12 @@ def _batch_body_schema() -> dict[str, Any]:
     summary="Look up many IP addresses at once",
     description="A JSON array of IP strings. The answer is keyed by each input string; each value is "
     'a result or `{"error": {"code", "message"}}`. Duplicates are looked up once.',
-    responses=documented("One answer per distinct input string", 400, 500, 503),
+    responses=documented(
+        "One answer per distinct input string", 400, 500, 503, ok_content=json_model(BatchResponse)
+    ),
     openapi_extensions=_batch_body_schema(),
 )
-def post_batch() -> BatchResponse:
+def post_batch() -> Response[str]:
     deps = dependencies.current()
     event = router.current_event
     texts = parse_batch_body(_raw_body(event.body, event.is_base64_encoded), deps.api.batch_max_ips)
@@ -262,4 +268,4 @@ def post_batch() -> BatchResponse:
             answers[text] = {"error": {"code": outcome.code, "message": outcome.message}}
         else:
             answers[text] = outcome.to_response(wanted)
-    return BatchResponse(answers)
+    return json_answer(answers)

@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta import keys, reverse
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetRef, FlaggedResponse, RangeEntry, RangesResponse
-from ipmeta.api.responses import documented
+from ipmeta.api.responses import documented, json_answer, json_model
 from ipmeta.catalog import parse_version
 from ipmeta.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, IpmetaError, LimitInvalid
 from ipmeta.settings import page_token_key
@@ -106,7 +107,7 @@ def _page(
     summary="The ranges whose indexed field has a value, in (family, start) order",
     description="Paginated: pass each page's `next` to get the following one; the last page has none. "
     "Pages of one listing always come from the version its first page used.",
-    responses=documented("One page of ranges", 400, 404, 500, 503),
+    responses=documented("One page of ranges", 400, 404, 500, 503, ok_content=json_model(RangesResponse)),
 )
 def get_ranges(
     *,
@@ -118,7 +119,7 @@ def get_ranges(
     next: NextToken = None,
     dataset: Dataset = None,
     version: Version = None,
-) -> RangesResponse:
+) -> Response[str]:
     listing, page, next_token = _page(
         lambda indexes, space, number: reverse.ranges_of_value(indexes, space, number, field, value),
         limit,
@@ -127,13 +128,15 @@ def get_ranges(
         version,
     )
     indexed_field, label = listing.scope.removeprefix("value:").split("=", 1)
-    return RangesResponse(
+    answer = RangesResponse(
         field=indexed_field,
         value=label,
         dataset=DatasetRef(name=listing.dataset, version=keys.format_version(listing.version)),
         ranges=[RangeEntry(**reverse.range_entry(item, listing.index.sort_key)) for item in page.items],
         next=next_token,
     )
+    # The model checks the shape; its Python form keeps the data's Decimals and bytes for exact_json.
+    return json_answer(answer.model_dump())
 
 
 @router.get(
@@ -141,7 +144,9 @@ def get_ranges(
     operation_id="listFlaggedRanges",
     summary="The ranges whose flag column is not empty, in (family, start) order",
     description="Paginated like /v1/ranges. Only flagged ranges are in the index it reads.",
-    responses=documented("One page of flagged ranges", 400, 404, 500, 503),
+    responses=documented(
+        "One page of flagged ranges", 400, 404, 500, 503, ok_content=json_model(FlaggedResponse)
+    ),
 )
 def get_flagged(
     *,
@@ -149,11 +154,12 @@ def get_flagged(
     next: NextToken = None,
     dataset: Dataset = None,
     version: Version = None,
-) -> FlaggedResponse:
+) -> Response[str]:
     listing, page, next_token = _page(reverse.flagged_ranges, limit, next, dataset, version)
-    return FlaggedResponse(
+    answer = FlaggedResponse(
         column=listing.scope.removeprefix("flag:"),
         dataset=DatasetRef(name=listing.dataset, version=keys.format_version(listing.version)),
         ranges=[RangeEntry(**reverse.range_entry(item, listing.index.sort_key)) for item in page.items],
         next=next_token,
     )
+    return json_answer(answer.model_dump())

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ipmeta.api.models import ERROR_CODES, ErrorResponse
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from ipmeta import exact_json
+from ipmeta.api.models import ERROR_CODES, ErrorResponse, LookupResponse
 
 __all__ = ["ERROR_CODES", "NotModified", "cache_headers", "etag_matches"]
 
@@ -66,6 +69,30 @@ def documented(
     return responses
 
 
+def json_model(model: Any) -> dict[str, Any]:
+    """The 200 content of a route that writes its own JSON body (``exact_json``): the model it follows."""
+    return {content_types.APPLICATION_JSON: {"model": model}}
+
+
+def json_answer(body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    """A 200 JSON answer written by ``exact_json``: numbers exact, bytes in base64.
+
+    Its text is final: powertools validates a ``str`` (nothing to convert) and sends it as it is.
+    """
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=exact_json.dumps(body),
+        headers=headers,
+    )
+
+
 LOOKUP_RESPONSES = documented(
-    "The range holding the address, its data and the answering version", 304, 400, 404, 500, 503
+    "The range holding the address, its data and the answering version",
+    304,
+    400,
+    404,
+    500,
+    503,
+    ok_content=json_model(LookupResponse),
 )
