@@ -81,6 +81,8 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             f"coalesced {report.get('coalesced', 0):,}, covers {report.get('covers', 0):,}"
         )
         lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
+        if report.get("delta"):
+            lines.append(_delta_line(report["delta"]))
         lines.extend(f"  mixed: {reason}" for reason in report.get("mixed_columns", {}).values())
         if "value_index" in report:
             index = report["value_index"]
@@ -103,6 +105,17 @@ def summarize(outcome: Mapping[str, Any]) -> str:
         )
     lines.append(f"  report: {outcome['report_path']}")
     return "\n".join(lines)
+
+
+def _delta_line(delta: Mapping[str, Any]) -> str:
+    """How a reload over a base was written, and why (docs/loader.md, "Delta versions")."""
+    if delta["written_as"] != "delta":
+        return f"  written full, not as a delta over {delta['base']}: {delta['reason']}"
+    return (
+        f"  written as a delta over {delta['base']}: {delta['items']:,} items, "
+        f"{delta['share_of_base']:.1%} of the base ({delta['unchanged']:,} unchanged, "
+        f"{delta['replaced']:,} replaced, {delta['added']:,} added, {delta['gaps']:,} gaps)"
+    )
 
 
 def _types(text: str) -> dict[str, str]:

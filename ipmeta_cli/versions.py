@@ -47,9 +47,10 @@ def command_versions(args: argparse.Namespace) -> int:
         print("no versions")
     for row in rows:
         marker = "*" if row["active"] else " "
+        over = f"  delta over {row['base']}" if row["base"] else ""
         print(
             f"{marker} {row['dataset']:>12} {row['version']:>6}  {row['status']:<8}  "
-            f"{row['items'] or 0:>9,} items  {row['sha256']}"
+            f"{row['items'] or 0:>9,} items  {row['sha256']}{over}"
         )
     return 0
 

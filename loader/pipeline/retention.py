@@ -124,6 +124,7 @@ def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
             "status": str(meta.status),
             "active": meta.version == active,
             "items": meta.items,
+            "base": format_version(meta.base) if meta.base else None,
             "sha256": meta.sha256[:12],
             "sources": list(meta.sources),
             "created_at": meta.created_at,

@@ -37,6 +37,7 @@ def dataset_info(meta: VersionMeta) -> DatasetInfo:
         checksum=f"sha256:{meta.sha256}" if meta.sha256 else None,
         rows=meta.rows,
         items=meta.items,
+        base=keys.format_version(meta.base) if meta.base else None,
     )
 
 

@@ -103,6 +103,11 @@ class DatasetInfo(BaseModel):
     checksum: str | None = Field(description="sha256 of the source files, as sha256:<hex>")
     rows: int | None = Field(description="Ranges read from the sources")
     items: int | None = Field(description="Items written (ranges split at bucket edges)")
+    base: str | None = Field(
+        default=None,
+        description="A delta version's base: the full version it answers through where it holds no "
+        "item (null for a full version)",
+    )
 
 
 class DatasetSummary(BaseModel):
