@@ -114,6 +114,8 @@ class FeedConfig:
                 raise FeedConfigInvalid(f"dataset: {error}") from None
         if self.host:
             check_url(self.host, "host")
+        if self.vendor == "url":
+            check_url(self.edition)
 
     @property
     def dataset_name(self) -> str:
