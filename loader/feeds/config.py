@@ -34,6 +34,7 @@ from dataclasses import dataclass, fields
 from datetime import date
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn, cast, get_args
+from urllib.parse import urlsplit
 
 from ipmeta import keys
 from loader.feeds.credentials import MaxMindAccount, Secret
@@ -122,7 +123,9 @@ class FeedConfig:
         if self.dataset:
             return self.dataset
         if self.vendor == "url":
-            return dataset_name_for(re.sub(r"(\.(gz|mmdb|csv|zip))+$", "", self.edition.rsplit("/", 1)[-1]))
+            # The file's name, without its query string (a version or a signature) or its extensions.
+            file_name = urlsplit(self.edition).path.rsplit("/", 1)[-1]
+            return dataset_name_for(re.sub(r"(\.(gz|mmdb|csv|zip))+$", "", file_name))
         return dataset_name_for(f"dbip-{self.edition}" if self.vendor == "dbip" else self.edition)
 
     @classmethod
