@@ -23,12 +23,13 @@ import pytest
 from moto import mock_aws
 
 from ipmeta.settings import Settings
+from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
-from loader.pipeline.fetch import TableFeedStates, decode_feeds, encode_feeds
+from loader.pipeline.fetch import DeployedFeed, TableFeedStates, decode_feeds, encode_feeds
 from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEEDS_PREFIX
 from loader.store.table import LoaderTable
 from stacks.constants import FETCH_TASK, LOADER_MODULE
-from tests.fakes.releases import maxmind_tarball, md5_of, mmdb_bytes
+from tests.fakes.releases import maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
 from tests.fakes.vendors import Edition, FakeMaxMind, Reply
 from tests.infra.cfn import function_by_handler, state_machine_definition
 from tests.infra.conftest import FEEDS, Synthesized
@@ -39,6 +40,7 @@ ACCOUNT, KEY = 42, "state-machine-licence-key"
 SECRET = "ipmeta/maxmind"
 DATASET = "geolite2-asn"
 EDITION = "GeoLite2-ASN"
+CSV_DATASET, CSV_EDITION = "city-csv", "GeoLite2-City-CSV"
 
 
 def edition(date: str, md5: str | None = None) -> Edition:
@@ -98,15 +100,16 @@ def published_failures(printed: str) -> list[tuple[str, float]]:
 
 
 def _deployed_feeds_at(template: dict[str, Any], host: str) -> str:
-    """The template's IPMETA_FEEDS, MaxMind's feeds pointed at ``host``."""
+    """The template's IPMETA_FEEDS, MaxMind's feeds pointed at ``host``; and a CSV edition beside them."""
     _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_TASK}")
-    feeds = decode_feeds(function["Properties"]["Environment"]["Variables"][ENV_FEEDS])
-    return encode_feeds(
+    feeds = [
         dataclasses.replace(feed, config=dataclasses.replace(feed.config, host=host))
         if feed.config.vendor == "maxmind"
         else feed
-        for feed in feeds.values()
-    )
+        for feed in decode_feeds(function["Properties"]["Environment"]["Variables"][ENV_FEEDS]).values()
+    ]
+    csv = FeedConfig("maxmind", CSV_EDITION, "csv", dataset=CSV_DATASET, host=host, secret=SECRET)
+    return encode_feeds([*feeds, DeployedFeed(csv)])
 
 
 @pytest.fixture
@@ -123,7 +126,9 @@ def feed_machine(
     monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
     # The vendor's retries within one invocation, without waiting; the state machine's own come after
     monkeypatch.setattr(handlers, "HttpClient", lambda: quick_http(Sleeps(), attempts=1))
-    with FakeMaxMind(ACCOUNT, KEY, {EDITION: edition("2026-11-24")}) as maxmind, mock_aws():
+    csv = Edition("2026-11-24", maxmind_city_csv_zip("2026-11-24"), md5_of(b"csv release"))
+    editions = {EDITION: edition("2026-11-24"), CSV_EDITION: csv}
+    with FakeMaxMind(ACCOUNT, KEY, editions) as maxmind, mock_aws():
         monkeypatch.setenv(ENV_FEEDS, _deployed_feeds_at(template, maxmind.api.url))
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
@@ -249,3 +254,21 @@ def test_start_finding_the_release_already_active_records_it(feed_machine: FeedM
     feed_machine.maxmind.api.forget()
     assert feed_machine.run()["output"]["status"] == "unchanged"
     assert feed_machine.maxmind.api.paths() == ["/geoip/updates/metadata"]
+
+
+def test_a_csv_edition_loads_its_blocks_with_its_locations_from_the_bucket(feed_machine: FeedMachine) -> None:
+    result = feed_machine.run(CSV_DATASET)
+    assert result["status"] == "SUCCEEDED", result
+    city = feed_machine.table.for_dataset(CSV_DATASET)
+    assert city.read_active_version(consistent=True) == 1
+    [load] = city.list_loads()
+    prefix = f"s3://{BUCKET}/{FEEDS_PREFIX}/{CSV_DATASET}"
+    assert list(load.sources) == [
+        f"{prefix}/GeoLite2-City-Blocks-IPv4.csv",
+        f"{prefix}/GeoLite2-City-Blocks-IPv6.csv",
+    ]
+    assert (load.options.format, load.options.locations) == (
+        "geoip2-csv",
+        f"{prefix}/GeoLite2-City-Locations-en.csv",
+    )
+    assert load.items_written > 0

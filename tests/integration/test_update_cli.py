@@ -20,7 +20,7 @@ from ipmeta_cli.main import main
 from loader.feeds.dbip import month_of, utc_today
 from loader.pipeline.fetch import TableFeedStates
 from loader.store.table import LoaderTable
-from tests.fakes.releases import gzipped, maxmind_tarball, md5_of, mmdb_bytes
+from tests.fakes.releases import gzipped, maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
 from tests.fakes.vendors import Edition, FakeMaxMind, FakeServer, dbip_route, ipinfo_route, serving
 from tests.integration.conftest import get_json, running_api_server
 
@@ -259,3 +259,21 @@ def test_feeds_are_refused_before_anything_runs_when_two_share_a_dataset_or_a_cr
     assert cli.update("--feed", "ipinfo:ipinfo_lite") == 2
     assert "set the environment variable IPINFO_TOKEN" in cli.printed()[1]
     assert cli.active("city") is None
+
+
+def test_a_csv_edition_loads_its_blocks_and_locations_as_one_version(tmp_path: Path, cli: Cli) -> None:
+    published = Edition(DATE, maxmind_city_csv_zip(DATE), md5_of(b"csv release"))
+    with FakeMaxMind(ACCOUNT, KEY, {"GeoLite2-City-CSV": published}) as maxmind:
+        conf = geoip_conf(tmp_path, maxmind.api.url, "GeoLite2-City-CSV")
+        assert cli.update("--config", str(conf)) == 0
+    # Both Blocks files and the English Locations file, one version
+    assert cli.active("geolite2-city-csv") == 1
+    [load] = cli.store.for_dataset("geolite2-city-csv").list_loads()
+    assert [Path(source).name for source in load.sources] == [
+        "GeoLite2-City-Blocks-IPv4.csv",
+        "GeoLite2-City-Blocks-IPv6.csv",
+    ]
+    assert load.options.format == "geoip2-csv"
+    assert Path(str(load.options.locations)).name == "GeoLite2-City-Locations-en.csv"
+    assert answer(cli.store, "1.0.0.1")["data"]["country_iso_code"] == "AU"
+    assert answer(cli.store, "2001:200::1")["data"]["country_iso_code"] == "JP"
