@@ -2,8 +2,8 @@
 
 ``LoaderTable`` extends the lookup's read-only ``ipmeta.store.Store`` with the
 range writes (batched, with retries the loader counts), the loader's
-bookkeeping items (load, lock, manifest), the version pointer switch, and the
-table's creation for local runs. It speaks the records of ``ipmeta.records``
+bookkeeping items (load, lock, manifest, a dataset's feed state), the version
+pointer switch, and the table's creation for local runs. It speaks the records of ``ipmeta.records``
 and ``loader.records``; no other module builds DynamoDB requests.
 """
 
