@@ -8,7 +8,7 @@ server; DB-IP and IPinfo by ``--feed`` and ``--host``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ from ipmeta_cli.main import main
 from loader.feeds.dbip import month_of, utc_today
 from loader.pipeline.fetch import TableFeedStates
 from loader.store.table import LoaderTable
-from tests.fakes.releases import gzipped, maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
-from tests.fakes.vendors import Edition, FakeMaxMind, FakeServer, dbip_route, ipinfo_route, serving
+from tests.fakes.releases import Entry, gzipped, maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
+from tests.fakes.vendors import Edition, FakeMaxMind, FakeServer, Reply, dbip_route, ipinfo_route, serving
 from tests.integration.conftest import get_json, running_api_server
 
 ACCOUNT, KEY = 42, "fake-licence-key-0123"
@@ -131,23 +131,56 @@ def test_a_new_release_is_loaded_as_the_next_version(maxmind: FakeMaxMind, cli: 
     assert state.release_id == "2026-11-27"
 
 
+NEXT = "2026-11-27"
+NEXT_FOLDER = f"GeoLite2-Country_{NEXT.replace('-', '')}"
+
+
+def bad_archive(*extra: Entry) -> Edition:
+    """The next country release, its .mmdb as the metadata names it, with ``extra`` members."""
+    mmdb = mmdb_bytes("GeoLite2-Country", NEXT)
+    return Edition(NEXT, maxmind_tarball("GeoLite2-Country", NEXT, mmdb, *extra), md5_of(mmdb))
+
+
+#: A bad next release of the country edition, and the code it is refused with.
+BAD_RELEASES: dict[str, tuple[Callable[[], Edition], str]] = {
+    "md5 mismatch": (lambda: edition("GeoLite2-Country", NEXT, md5="0" * 32), "FEED_CHECKSUM_MISMATCH"),
+    "../ in a member's name": (
+        lambda: bad_archive(Entry(f"{NEXT_FOLDER}/../../evil.mmdb", b"x")),
+        "FEED_ARCHIVE_REJECTED",
+    ),
+    "a symlink member": (
+        lambda: bad_archive(Entry(f"{NEXT_FOLDER}/GeoIP.conf", kind="symlink", target="/etc/passwd")),
+        "FEED_ARCHIVE_REJECTED",
+    ),
+    "a member the edition does not publish": (
+        lambda: bad_archive(Entry(f"{NEXT_FOLDER}/run.sh", b"#!/bin/sh\n")),
+        "FEED_ARCHIVE_REJECTED",
+    ),
+    "truncated body": (lambda: edition("GeoLite2-Country", NEXT), "FEED_DOWNLOAD_TRUNCATED"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_RELEASES)
 def test_a_bad_release_loads_nothing_and_the_previous_version_keeps_serving(
-    maxmind: FakeMaxMind, cli: Cli, tmp_path: Path
+    case: str, maxmind: FakeMaxMind, cli: Cli, tmp_path: Path
 ) -> None:
-    # Given both editions loaded, and then a country release whose .mmdb is not the one its md5 names
+    # Given both editions loaded, and then a bad country release
     conf = geoip_conf(tmp_path, maxmind.api.url)
     assert cli.update("--config", str(conf)) == 0
     folder = cli.data / "feeds" / "geolite2-country"
     before = {path.name: path.read_bytes() for path in folder.iterdir()}
-    maxmind.editions["GeoLite2-Country"] = edition("GeoLite2-Country", "2026-11-27", md5="0" * 32)
+    published, code = BAD_RELEASES[case]
+    maxmind.editions["GeoLite2-Country"] = published()
+    if case == "truncated body":
+        maxmind.storage.inject(Reply(200, maxmind.editions["GeoLite2-Country"].archive, cut_after=200))
     cli.printed()
     # When update runs
-    code = cli.update("--config", str(conf))
+    status = cli.update("--config", str(conf))
     out, err = cli.printed()
     # Then that feed fails with a clear error, and the other one still runs
-    assert code == 1
+    assert status == 1
     assert "maxmind:GeoLite2-Country" in err
-    assert "(FEED_CHECKSUM_MISMATCH)" in err
+    assert f"({code})" in err
     assert "1 of 2 feeds failed: geolite2-country" in err
     assert out.splitlines() == ["maxmind:GeoLite2-ASN: unchanged (release 2026-11-24)"]
     # And nothing was loaded or remembered: version 1 serves, from the files it was loaded from
