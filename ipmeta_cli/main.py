@@ -1,7 +1,7 @@
 """`ipmeta`: the local service, and a client for any ipmeta table.
 
 Commands register themselves from one module each (serving here, loading in
-``loading``, exports in ``exporting``, lookups in ``lookups``).
+``loading``, exports in ``exporting``, lookups in ``lookups``, vendor feeds in ``updating``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipmeta_cli import exporting, loading, lookups, planning, reverse, versions
+from ipmeta_cli import exporting, loading, lookups, planning, reverse, updating, versions
 from ipmeta_cli.arguments import positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
@@ -94,6 +94,7 @@ def parser() -> argparse.ArgumentParser:
     lookups.register(commands)
     versions.register(commands)
     reverse.register(commands)
+    updating.register(commands)
     return root
 
 

@@ -18,10 +18,11 @@ ENV_CHUNK_PREFIX: Final = "IPMETA_CHUNK_PREFIX"
 DEFAULT_CHUNK_PREFIX: Final = "chunks"
 #: Names the EventBridge bus the loader announces activations on; unset locally (a log line instead).
 ENV_EVENT_BUS_NAME: Final = "IPMETA_EVENT_BUS_NAME"
-#: The URL ``fetch_source`` downloads into the source bucket.
-ENV_SOURCE_URL: Final = "IPMETA_SOURCE_URL"
-#: The key ``fetch_source`` writes the download to (default ``sources/latest.csv``, or ``.csv.gz``).
-ENV_SOURCE_KEY: Final = "IPMETA_SOURCE_KEY"
+#: The feeds the ``fetch`` function may run, by dataset (``loader.pipeline.fetch.encode_feeds``):
+#: their settings and load options, and the *names* of their secrets.
+ENV_FEEDS: Final = "IPMETA_FEEDS"
+#: Where the Fetch state puts each feed's files: ``feeds/<dataset>/<file>`` in the source bucket.
+FEEDS_PREFIX: Final = "feeds"
 
 #: Set (``true``) on the cleanup function when the stack exports a .mmdb per version
 #: (``exportMmdb``): deleting a version then deletes its ``exports/<version>.mmdb`` too.
@@ -34,6 +35,10 @@ LOADER_SERVICE_NAME: Final = "ipmeta-loader"
 METRIC_DATASET_ACTIVATED: Final = "DatasetActivated"
 #: The dimension that names the dataset of each loader metric (and of its alarms).
 METRIC_DATASET_DIMENSION: Final = "dataset"
+#: Published by every run of a feed that ends: its failed runs in a row (0 after a success),
+#: with the feed (its dataset) as the dimension. The feed's alarm fires at the stack's threshold.
+METRIC_FEED_FAILURES: Final = "FeedFailuresInARow"
+METRIC_FEED_DIMENSION: Final = "feed"
 
 #: Retired versions kept for rollback (and ``?version=`` lookups) beyond the active one.
 DEFAULT_RETENTION: Final = 1

@@ -8,10 +8,11 @@ turns ``"12"`` and ``"false"`` into their types and refuses ``"lots"``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from aws_cdk import aws_logs as logs
 from constructs import Node
@@ -21,6 +22,9 @@ from pydantic.alias_generators import to_camel
 from ipmeta import keys
 from ipmeta.keys import DEFAULT_DATASET
 from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
+
+if TYPE_CHECKING:
+    from loader.feeds.config import FeedConfig
 
 BILLING_ON_DEMAND: Final = "onDemand"
 BILLING_PROVISIONED: Final = "provisioned"
@@ -34,6 +38,8 @@ _QUOTA_PERIODS: Final = ("DAY", "WEEK", "MONTH")
 _MAX_MAP_CONCURRENCY: Final = 1000
 #: CloudWatch evaluates at most 7 days of hourly periods.
 _MAX_DATA_AGE_HOURS: Final = 7 * 24
+#: A feed's alarm fires after at most this many failed runs in a row.
+_MAX_FEED_FAILURES_TO_ALARM: Final = 100
 #: API Gateway caches an HTTP API authorizer's answer for at most an hour.
 _MAX_API_KEY_CACHE_SECONDS: Final = 3600
 #: What the warm lookup function holds besides its range cache, rounded up: the
@@ -117,16 +123,66 @@ class DatasetSource:
 
     @property
     def construct_suffix(self) -> str:
-        """``""`` for ``default`` (its constructs keep the ids they had before datasets), else ``City``."""
-        if self.name == DEFAULT_DATASET:
-            return ""
-        return "".join(part.capitalize() for part in self.name.split("-"))
+        return construct_suffix(self.name)
+
+
+def construct_suffix(dataset: str) -> str:
+    """``""`` for ``default`` (its constructs keep the ids they had before datasets), else ``City``."""
+    if dataset == DEFAULT_DATASET:
+        return ""
+    return "".join(part.capitalize() for part in dataset.split("-"))
+
+
+def _checked_feed(value: Any, index: int) -> None:
+    """One entry of ``feeds``, checked by the feeds' own parser (``FeedConfig.from_dict``).
+
+    An unknown key is refused, so a licence key or a token can never be put in
+    ``cdk.json``; the errors name keys, never values.
+    """
+    from loader.errors import LoadError
+    from loader.feeds.config import FeedConfig
+
+    if not isinstance(value, dict):
+        raise ValueError(f"feeds[{index}]: expected an object such as {{'vendor': 'maxmind', ...}}")
+    if not isinstance(value.get("cron", ""), str):
+        raise ValueError(f"feeds[{index}]: cron is a schedule expression such as cron(0 6 ? * WED,SAT *)")
+    try:
+        FeedConfig.from_dict(value)
+    except LoadError as error:
+        raise ValueError(f"feeds[{index}]: {error}") from None
+
+
+@dataclass(frozen=True)
+class FeedSource:
+    """A feed as the stack builds it: its settings, its schedule, and its dataset's load options."""
+
+    config: FeedConfig
+    cron: str
+    schedule_enabled: bool
+    #: The ``sourceOptions`` of its dataset, if ``datasets`` declares it (``sourceUrl``: the default's).
+    options: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        """Its dataset: what a run's input names (``{"feed": "city"}``) and its constructs end with."""
+        return self.config.dataset_name
+
+    @property
+    def construct_suffix(self) -> str:
+        return construct_suffix(self.name)
 
 
 class IpmetaConfig(BaseModel):
     """The documented knobs of the stack; each field's alias is its context key (``billingMode``)."""
 
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    # A refused value is not repeated in the error: a ``feeds`` entry could hold a key by mistake.
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        hide_input_in_errors=True,
+    )
 
     billing_mode: Literal["onDemand", "provisioned"] = BILLING_ON_DEMAND
     provisioned_read_capacity: int = 5
@@ -169,6 +225,11 @@ class IpmetaConfig(BaseModel):
     #: The datasets a lookup reads without ``?datasets=``, in precedence order (the merged
     #: view's fields come from the first that has them). Empty: every dataset, by name.
     lookup_datasets: list[str] = []
+    #: Vendor feeds, each kept current in its own dataset (``FeedConfig.from_dict`` plus ``cron``):
+    #: ``[{"name": "city", "vendor": "maxmind", "edition": "GeoLite2-City", "secret": "ipmeta/maxmind"}]``.
+    feeds: list[dict[str, Any]] = []
+    #: A feed's alarm fires when this many of its runs failed in a row.
+    feed_failures_to_alarm: int = 2
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -218,10 +279,51 @@ class IpmetaConfig(BaseModel):
             value = [keys.check_dataset_name(str(name).strip()) for name in value if str(name).strip()]
         return value
 
+    @field_validator("feeds", mode="before")
+    @classmethod
+    def _feed_list(cls, value: Any) -> Any:
+        """``-c feeds='[...]'`` arrives as JSON text; each feed is checked as the fetch function reads it."""
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else []
+        if isinstance(value, list):
+            for index, feed in enumerate(value):
+                _checked_feed(feed, index)
+        return value
+
+    @property
+    def feed_sources(self) -> list[FeedSource]:
+        """Every feed: ``feeds``, and ``sourceUrl`` as a ``url`` feed into the ``default`` dataset."""
+        from loader.feeds.config import FeedConfig
+
+        configs = [(FeedConfig.from_dict(feed), str(feed.get("cron") or "")) for feed in self.feeds]
+        default = self._default_source()
+        if self.source_url:
+            url = FeedConfig("url", self.source_url, dataset=DEFAULT_DATASET)
+            configs.append((url, default.schedule_cron if default else ""))
+        sources = []
+        for config, cron in configs:
+            declared = next(
+                (source for source in self.dataset_sources if source.name == config.dataset_name), None
+            )
+            sources.append(
+                FeedSource(
+                    dataclasses.replace(config, dataset=config.dataset_name),
+                    cron or self.schedule_cron,
+                    declared.schedule_enabled if declared else self.schedule_enabled,
+                    declared.source_options if declared else {},
+                )
+            )
+        return sources
+
+    @property
+    def fed_datasets(self) -> set[str]:
+        """The datasets a feed loads: their source keys are not scheduled (the feed's schedule is)."""
+        return {feed.name for feed in self.feed_sources}
+
     @property
     def dataset_sources(self) -> list[DatasetSource]:
-        """The deployment's datasets, resolved: ``datasets``, or ``default`` from the top-level keys."""
-        if not self.datasets:
+        """The datasets: ``datasets``; with neither it nor ``feeds``, ``default`` from the top-level keys."""
+        if not self.datasets and not self.feeds:
             return [
                 DatasetSource(
                     DEFAULT_DATASET,
@@ -275,6 +377,25 @@ class IpmetaConfig(BaseModel):
             raise ValueError("; ".join(problems))
         return self
 
+    def _feed_rules(self) -> list[tuple[bool, str]]:
+        names = [feed.name for feed in self.feed_sources]
+        triggered = {source.name for source in self.dataset_sources if source.upload_trigger}
+        return [
+            *(
+                (names.count(name) > 1, f"two feeds load dataset {name}: name each feed's dataset")
+                for name in sorted(set(names))
+            ),
+            # Two loaders of one dataset would replace each other's versions.
+            *(
+                (name in triggered, f"uploadTrigger and a feed (or sourceUrl) both load dataset {name}")
+                for name in sorted(set(names))
+            ),
+            (
+                not 1 <= self.feed_failures_to_alarm <= _MAX_FEED_FAILURES_TO_ALARM,
+                f"feedFailuresToAlarm must be 1..{_MAX_FEED_FAILURES_TO_ALARM}",
+            ),
+        ]
+
     def _rules(self) -> list[tuple[bool, str]]:
         return [
             (
@@ -295,19 +416,16 @@ class IpmetaConfig(BaseModel):
                 self.activation_grace_seconds <= self.pointer_cache_seconds,
                 "activationGraceSeconds must exceed pointerCacheSeconds",
             ),
-            # FetchSource writes the default dataset's source key, and that write would start the next load.
             (
                 bool(self.source_url) and self._default_source() is None,
-                "sourceUrl downloads the default dataset's source: declare 'default' in datasets",
+                "sourceUrl keeps the default dataset current: declare 'default' in datasets, "
+                "or name the URL in feeds as a url feed",
             ),
-            (
-                bool(self.source_url) and (self._default_source() or _NO_TRIGGER).upload_trigger,
-                "uploadTrigger and sourceUrl cannot both be set",
-            ),
+            *self._feed_rules(),
             *(
                 (
                     not source.source_key or source.source_key.startswith(f"{CHUNK_PREFIX}/"),
-                    f"the source key of {source.name} must name an object outside the chunk prefix",
+                    f"sourceKey of {source.name} must name an object outside the chunk prefix",
                 )
                 for source in self.dataset_sources
             ),
@@ -328,9 +446,6 @@ class IpmetaConfig(BaseModel):
                 f"lookupCacheMb must be 0..lookupMemoryMb - {LOOKUP_BASELINE_MB}",
             ),
         ]
-
-
-_NO_TRIGGER: Final = DatasetSource(DEFAULT_DATASET, "", {}, "", False, False, 1)
 
 
 #: Context key -> default: the documented knobs, as ``cdk.json`` lists them.

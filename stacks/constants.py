@@ -28,12 +28,14 @@ from loader.settings import (
     ENV_CHUNK_PREFIX,
     ENV_EVENT_BUS_NAME,
     ENV_EXPORTS_ENABLED,
+    ENV_FEEDS,
     ENV_SOURCE_BUCKET,
-    ENV_SOURCE_KEY,
-    ENV_SOURCE_URL,
+    FEEDS_PREFIX,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRIC_DATASET_DIMENSION,
+    METRIC_FEED_DIMENSION,
+    METRIC_FEED_FAILURES,
 )
 
 __all__ = [
@@ -45,18 +47,20 @@ __all__ = [
     "ENV_DATASET_MAX_AGE_SECONDS",
     "ENV_EVENT_BUS_NAME",
     "ENV_EXPORTS_ENABLED",
+    "ENV_FEEDS",
     "ENV_HEALTH_MAX_DATASET_AGE_SECONDS",
     "ENV_PAGE_TOKEN_SECRET_ARN",
     "ENV_POINTER_CACHE_SECONDS",
     "ENV_RANGE_CACHE_BYTES",
     "ENV_SOURCE_BUCKET",
-    "ENV_SOURCE_KEY",
-    "ENV_SOURCE_URL",
     "ENV_TABLE_NAME",
+    "FEEDS_PREFIX",
     "LOADER_SERVICE_NAME",
     "METRICS_NAMESPACE",
     "METRIC_DATASET_ACTIVATED",
     "METRIC_DATASET_DIMENSION",
+    "METRIC_FEED_DIMENSION",
+    "METRIC_FEED_FAILURES",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -98,7 +102,11 @@ LOADER_TASKS: Final = (
     "cleanup",
     "abort",
 )
-FETCH_SOURCE_TASK: Final = "fetch_source"
+#: With feeds (context ``feeds``, or ``sourceUrl``): the Fetch state's task, and the one that
+#: remembers a feed's release once its load is active (``loader.pipeline.fetch``).
+FETCH_TASK: Final = "fetch"
+RECORD_RELEASE_TASK: Final = "record_release"
+FEED_TASKS: Final = (FETCH_TASK, RECORD_RELEASE_TASK)
 
 #: Powertools for AWS Lambda (Python): the pip pin in requirements.txt and the
 #: public layer built from that release must stay the same version (a test

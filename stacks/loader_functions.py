@@ -17,26 +17,30 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from loader.pipeline.export_task import EXPORT_PREFIX
+from loader.pipeline.fetch import DeployedFeed, encode_feeds
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
     ENV_EVENT_BUS_NAME,
     ENV_EXPORTS_ENABLED,
+    ENV_FEEDS,
     ENV_SOURCE_BUCKET,
-    ENV_SOURCE_KEY,
-    ENV_SOURCE_URL,
     ENV_TABLE_NAME,
-    FETCH_SOURCE_TASK,
+    FEED_TASKS,
+    FEEDS_PREFIX,
+    FETCH_TASK,
     LOADER_MODULE,
     LOADER_SERVICE_NAME,
     LOADER_TASKS,
     METRICS_NAMESPACE,
     POWERTOOLS_METRICS_NAMESPACE_ENV,
     POWERTOOLS_SERVICE_NAME_ENV,
+    RECORD_RELEASE_TASK,
 )
 from stacks.function import PythonFunction, loader_code
 from stacks.nag import acknowledge, arn_ref
@@ -78,8 +82,11 @@ TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # Deletes whole versions: partitions (Query + BatchWriteItem) and manifests.
     "cleanup": (*_READ_BOOKKEEPING, "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
     # Marks the load failed and frees the lock; cleanup deletes its items later.
+    # Also counts a feed's failed run (UpdateItem).
     "abort": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
-    FETCH_SOURCE_TASK: (),
+    # Reads the feed's state (GetItem); an unchanged release resets its failures (UpdateItem).
+    FETCH_TASK: ("dynamodb:GetItem", "dynamodb:UpdateItem"),
+    RECORD_RELEASE_TASK: ("dynamodb:UpdateItem",),
     # Verifies like activate (GetItem, Query), reads the version (Query) and renews the lock (PutItem).
     EXPORT_TASK: (*_READ_BOOKKEEPING, "dynamodb:PutItem"),
 }
@@ -97,7 +104,9 @@ STAGING_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "activate": ("s3:GetObject", "s3:PutObject"),
     "cleanup": ("s3:DeleteObject", "s3:ListBucket"),
     "abort": (),
-    FETCH_SOURCE_TASK: (),
+    # Writes only under FEEDS_PREFIX (``_grant_feeds``).
+    FETCH_TASK: (),
+    RECORD_RELEASE_TASK: (),
     # Writes only under EXPORT_PREFIX (``_grant_export``).
     EXPORT_TASK: (),
 }
@@ -127,7 +136,9 @@ def sizing(task: str, config: IpmetaConfig) -> Sizing:
         "activate": Sizing(512, Duration.minutes(10)),
         "cleanup": Sizing(512, Duration.minutes(15)),
         "abort": Sizing(256, Duration.minutes(2)),
-        FETCH_SOURCE_TASK: Sizing(512, Duration.minutes(15), ephemeral_storage_mb=10_240),
+        # Streams a release to S3 a part at a time; an archive waits in /tmp (capped at 4 GiB) to be unpacked.
+        FETCH_TASK: Sizing(512, Duration.minutes(15), ephemeral_storage_mb=10_240),
+        RECORD_RELEASE_TASK: Sizing(256, Duration.minutes(1)),
         # CPU-bound Python (Query pages in, the tree out) with memory bounded by the writer;
         # /tmp holds the database plus the writer's data and spool files (about 3x the file).
         EXPORT_TASK: Sizing(heavy, Duration.minutes(15), ephemeral_storage_mb=4096),
@@ -177,8 +188,8 @@ class LoaderFunctions(Construct):
             POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
         }
         names = list(LOADER_TASKS)
-        if self._config.source_url:
-            names.insert(0, FETCH_SOURCE_TASK)
+        if self._config.feed_sources:
+            names[names.index("activate") + 1 : names.index("activate") + 1] = FEED_TASKS
         if self._config.export_mmdb:
             names.insert(names.index("activate"), EXPORT_TASK)
         functions = {}
@@ -203,10 +214,11 @@ class LoaderFunctions(Construct):
             return {ENV_EVENT_BUS_NAME: self._change_events.event_bus_name}
         if task == "cleanup" and self._config.export_mmdb:
             return {ENV_EXPORTS_ENABLED: "true"}
-        if task != FETCH_SOURCE_TASK:
+        if task != FETCH_TASK:
             return {}
-        # The download lands on the key the schedule loads, so both name one object.
-        return {ENV_SOURCE_URL: self._config.source_url, ENV_SOURCE_KEY: self._config.source_key}
+        # Settings, load options and the *names* of secrets: the values are read at run time.
+        feeds = [DeployedFeed(feed.config, feed.options) for feed in self._config.feed_sources]
+        return {ENV_FEEDS: encode_feeds(feeds)}
 
     def _grant_table(self, table: dynamodb.ITableV2) -> None:
         for task, function in self.functions.items():
@@ -250,17 +262,33 @@ class LoaderFunctions(Construct):
                 "The source object is named by the execution input at run time; this task may "
                 "read any object of the loader's own bucket and no other bucket.",
             )
-        if FETCH_SOURCE_TASK in self.functions:
-            self.functions[FETCH_SOURCE_TASK].role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:PutObject"],
-                    resources=[self._bucket.arn_for_objects(self._config.source_key)],
-                )
-            )
+        if FETCH_TASK in self.functions:
+            self._grant_feeds(self.functions[FETCH_TASK].role)
         if EXPORT_TASK in self.functions:
             self._grant_export(self.functions[EXPORT_TASK].role, "s3:PutObject")
             # Cleanup deletes a deleted version's export (``ENV_EXPORTS_ENABLED``).
             self._grant_export(self.functions["cleanup"].role, "s3:DeleteObject")
+
+    def _grant_feeds(self, role: iam.IRole) -> None:
+        """The fetch function alone: its feeds' secrets, by name, and multipart uploads under ``feeds/``."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[self._bucket.arn_for_objects(f"{FEEDS_PREFIX}/*")],
+            )
+        )
+        acknowledge(
+            role,
+            f"IAM5[Resource::{arn_ref(self._bucket)}/{FEEDS_PREFIX}/*]",
+            "Each feed's files are named by its dataset and its vendor's release, known at run time; the "
+            "task may only write (and abort its own uploads) under the feeds prefix of the loader's bucket.",
+        )
+        secrets = sorted({feed.config.secret for feed in self._config.feed_sources if feed.config.secret})
+        for index, name in enumerate(secrets):
+            # GetSecretValue and DescribeSecret on this name's ARN (with the six characters
+            # Secrets Manager appends), and on no other secret.
+            secret = secretsmanager.Secret.from_secret_name_v2(self, f"FeedSecret{index}", name)
+            secret.grant_read(role)
 
     def _grant_export(self, role: iam.IRole, action: str) -> None:
         """``action`` (write or delete) under the export prefix, and nothing else there."""

@@ -10,6 +10,17 @@ activation that runs Abort (the failed-load cleanup) and then Fail.
 Export comes before Activate (``loader/pipeline/export_task.py`` says why): a failed
 export is a failed load, and the previous version keeps serving.
 
+With feeds (context ``feeds``, or ``sourceUrl``), a run whose input names one
+(``{"feed": "city"}``) starts with Fetch: an unchanged release ends the run as
+FeedUnchanged; a new one is streamed into the bucket and becomes Start's input.
+Once the load is active (Activate, or Start finding those bytes already active),
+RecordRelease remembers the release for the feed's next run. Any other input
+goes straight to Start, as without feeds::
+
+    Feed? ── Fetch ── Fetched? ── FeedUnchanged
+      │                  └─ Start ... Activate ── FromAFeed? ── RecordRelease ── Grace ...
+      └─ Start
+
 Distributed Map runs each partition and each batch of chunks as a child
 execution, so the parent's history holds a few dozen events whatever the
 dataset's size (an execution may hold 25,000), and every payload between
@@ -31,7 +42,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.constants import CHUNK_PREFIX, DEFAULT_EVENT_BUS, FETCH_SOURCE_TASK
+from stacks.constants import CHUNK_PREFIX, DEFAULT_EVENT_BUS, FETCH_TASK, RECORD_RELEASE_TASK
 from stacks.loader_functions import EXPORT_TASK, LoaderFunctions, sizing
 from stacks.nag import acknowledge, arn_ref
 
@@ -49,6 +60,11 @@ THROTTLING_ERRORS: Final = (
     "ThrottlingException",
     "WritesThrottled",
 )
+#: A vendor that stayed unavailable through the fetch function's own retries (seconds apart) may
+#: answer minutes later; anything else (a refused key, a bad checksum) fails at once.
+FEED_RETRY_ERRORS: Final = ("FeedUnavailable", "FeedTimeout", "DownloadTruncated")
+FEED_RETRY_INTERVAL: Final = Duration.minutes(5)
+FEED_RETRY_MAX_ATTEMPTS: Final = 2
 THROTTLE_RETRY_MAX_ATTEMPTS: Final = 8
 THROTTLE_RETRY_BACKOFF_RATE: Final = 2.0
 THROTTLE_RETRY_INTERVAL: Final = Duration.seconds(2)
@@ -248,8 +264,8 @@ class LoaderWorkflow(Construct):
         return self._distributed_map("WriteChunks", "$.writes.items.key", write_chunk, batch=CHUNKS_PER_CHILD)
 
     def _after_activation(self, activate: sfn.TaskStateBase, load_id: sfn.TaskInput) -> None:
-        """Grace, then Cleanup. The load has succeeded by now: a failed Cleanup must not mark
-        it failed, and the next cleanup run deletes what this one left."""
+        """[RecordRelease,] Grace, then Cleanup. The load has succeeded by now: a failed Cleanup must
+        not mark it failed, and the next cleanup run deletes what this one left."""
         grace = sfn.Wait(
             self,
             "Grace",
@@ -262,7 +278,44 @@ class LoaderWorkflow(Construct):
             errors=["States.ALL"],
             result_path="$.error",
         )
-        activate.next(grace).next(cleanup).next(sfn.Succeed(self, "Loaded"))
+        grace.next(cleanup).next(sfn.Succeed(self, "Loaded"))
+        activate.next(self._record_release("FromAFeed?", "RecordRelease", grace))
+
+    def _record_release(self, choice: str, state_name: str, then: sfn.State) -> sfn.IChainable:
+        """With feeds: a feed's run remembers its release, then goes on to ``then``; any other load goes on.
+
+        The version is live by now, so a failure to record must not fail the load: the
+        next run fetches the release again, Start finds it active, and records it then.
+        """
+        if RECORD_RELEASE_TASK not in self.functions:
+            return then
+        release = sfn.TaskInput.from_object(
+            {"feed": sfn.JsonPath.object_at("$.feed"), "load_id": sfn.JsonPath.string_at("$.load_id")}
+        )
+        record = self._invoke(RECORD_RELEASE_TASK, state_name, release, sfn.JsonPath.DISCARD)
+        record.add_catch(then, errors=["States.ALL"], result_path="$.recordError")
+        record.next(then)
+        return sfn.Choice(self, choice).when(sfn.Condition.is_present("$.feed"), record).otherwise(then)
+
+    def _fetch(self, start: sfn.TaskStateBase) -> sfn.TaskStateBase:
+        """A feed's run: its latest release unchanged (the run ends), or streamed to S3 for Start."""
+        fetch = self._invoke(FETCH_TASK, "Fetch", None, None)
+        fetch.add_retry(
+            errors=list(FEED_RETRY_ERRORS),
+            interval=FEED_RETRY_INTERVAL,
+            backoff_rate=2.0,
+            max_attempts=FEED_RETRY_MAX_ATTEMPTS,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        fetch.next(
+            sfn.Choice(self, "Fetched?")
+            .when(
+                sfn.Condition.string_equals("$.status", "unchanged"),
+                sfn.Succeed(self, "FeedUnchanged", comment="The vendor's latest release is the one loaded"),
+            )
+            .otherwise(start)
+        )
+        return fetch
 
     def _activation(self, load_id: sfn.TaskInput) -> list[sfn.TaskStateBase]:
         """Activate, preceded by Export with ``exportMmdb``: the states after WriteChunks, chained."""
@@ -303,19 +356,18 @@ class LoaderWorkflow(Construct):
         steps: list[sfn.TaskStateBase | sfn.Map | sfn.DistributedMap]
         steps = [start, scan_sources, plan_partitions, resolve, plan_writes, write_chunks, *activation]
         first: sfn.IChainable = start
-        if FETCH_SOURCE_TASK in self.functions:
-            # The download's {"source", "options"} is Start's input.
-            fetch = self._invoke(FETCH_SOURCE_TASK, "FetchSource", None, None)
-            fetch.next(start)
+        if FETCH_TASK in self.functions:
+            fetch = self._fetch(start)
             steps.insert(0, fetch)
-            first = fetch
+            first = sfn.Choice(self, "Feed?").when(sfn.Condition.is_present("$.feed"), fetch).otherwise(start)
         for step in steps:
             step.add_catch(abort, errors=["States.ALL"], result_path="$.error")
+        nothing_to_write = sfn.Succeed(self, "NothingToWrite", comment="The sources match the active version")
         start.next(
             sfn.Choice(self, "Started?")
             .when(
                 sfn.Condition.string_equals("$.status", "unchanged"),
-                sfn.Succeed(self, "NothingToWrite", comment="The sources match the active version"),
+                self._record_release("UnchangedFromAFeed?", "RecordUnchangedRelease", nothing_to_write),
             )
             .when(sfn.Condition.boolean_equals("$.prepared", True), write_chunks)
             .otherwise(scan_sources)

@@ -21,6 +21,8 @@ from stacks.constants import (
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRIC_DATASET_DIMENSION,
+    METRIC_FEED_DIMENSION,
+    METRIC_FEED_FAILURES,
     METRICS_NAMESPACE,
 )
 
@@ -42,16 +44,25 @@ _WRITE_OPERATIONS: Final = (
 )
 
 
-def dataset_activated_metric(dataset: str) -> cloudwatch.Metric:
-    """What the loader publishes (value 1) each time it activates a version of ``dataset``."""
+def loader_metric(name: str, dimension: str, value: str, statistic: str) -> cloudwatch.Metric:
+    """A metric the loader publishes, hourly: powertools adds the service name as a dimension."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
-        metric_name=METRIC_DATASET_ACTIVATED,
-        # Powertools Metrics adds the service name as a default dimension; the loader adds the dataset.
-        dimensions_map={"service": LOADER_SERVICE_NAME, METRIC_DATASET_DIMENSION: dataset},
-        statistic=cloudwatch.Stats.SUM,
+        metric_name=name,
+        dimensions_map={"service": LOADER_SERVICE_NAME, dimension: value},
+        statistic=statistic,
         period=Duration.hours(1),
     )
+
+
+def dataset_activated_metric(dataset: str) -> cloudwatch.Metric:
+    """What the loader publishes (value 1) each time it activates a version of ``dataset``."""
+    return loader_metric(METRIC_DATASET_ACTIVATED, METRIC_DATASET_DIMENSION, dataset, cloudwatch.Stats.SUM)
+
+
+def feed_failures_metric(feed: str) -> cloudwatch.Metric:
+    """What every run of ``feed`` that ends publishes: its failed runs in a row (0 after a success)."""
+    return loader_metric(METRIC_FEED_FAILURES, METRIC_FEED_DIMENSION, feed, cloudwatch.Stats.MAXIMUM)
 
 
 class Monitoring(Construct):
@@ -78,6 +89,7 @@ class Monitoring(Construct):
         self._alarm_on_table(table)
         self._alarm_on_state_machine(state_machine)
         self._alarm_on_data_age()
+        self._alarm_on_feeds()
         for alarm in self.alarms:
             alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
             alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
@@ -177,4 +189,18 @@ class Monitoring(Construct):
                 comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 evaluation_periods=hours,
                 missing=cloudwatch.TreatMissingData.BREACHING,
+            )
+
+    def _alarm_on_feeds(self) -> None:
+        threshold = self._config.feed_failures_to_alarm
+        for feed in self._config.feed_sources:
+            # The count lives in the feed's item (loader.pipeline.fetch): it does not depend on
+            # how often the feed runs. Between runs no datapoint arrives, and IGNORE keeps the
+            # alarm where the last run left it, until a run succeeds (0) or fails again.
+            self._add(
+                f"FeedFailing{feed.construct_suffix}",
+                f"The feed of dataset {feed.name} failed {threshold} or more runs in a row",
+                feed_failures_metric(feed.name),
+                threshold,
+                missing=cloudwatch.TreatMissingData.IGNORE,
             )

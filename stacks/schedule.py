@@ -1,4 +1,4 @@
-"""What starts a load: each dataset's EventBridge schedule and, optionally, an upload of its source."""
+"""What starts a load: each dataset's schedule, maybe an upload of its source, and each feed's schedule."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ipmeta.keys import DEFAULT_DATASET
-from stacks.config import DatasetSource, IpmetaConfig
+from loader.feeds.http_client import display_url
+from stacks.config import DatasetSource, FeedSource, IpmetaConfig
 
 
 def load_input(
@@ -25,9 +26,16 @@ def load_input(
     return {"dataset": dataset, "source": f"s3://{bucket.bucket_name}/{key}", "options": dict(options or {})}
 
 
+def feed_input(feed: FeedSource) -> dict[str, Any]:
+    """The execution input of a feed's run: its name, nothing more (no credential, no URL)."""
+    return {"feed": feed.name}
+
+
 class ScheduledReloads(Construct):
-    """One schedule per dataset (``Schedule`` for ``default``, ``ScheduleCity`` for ``city``), and a
-    rule per dataset whose source upload starts its load."""
+    """One schedule per dataset (``Schedule`` for ``default``, ``ScheduleCity`` for ``city``), a
+    rule per dataset whose source upload starts its load, and one schedule per feed (``FeedCity``).
+
+    A dataset a feed loads has no schedule of its source key: the feed's schedule loads it."""
 
     def __init__(
         self,
@@ -42,24 +50,43 @@ class ScheduledReloads(Construct):
         self._state_machine = state_machine
         self.schedules: dict[str, scheduler.Schedule] = {}
         self.upload_rules: dict[str, events.Rule] = {}
+        self.feed_schedules: dict[str, scheduler.Schedule] = {}
+        fed = config.fed_datasets
         for source in config.dataset_sources:
             start = load_input(bucket, source.source_key, source.source_options, source.name)
-            if source.schedule_enabled:
-                self.schedules[source.name] = self._build_schedule(source, start)
+            if source.schedule_enabled and source.name not in fed:
+                self.schedules[source.name] = self._build_schedule(
+                    f"Schedule{source.construct_suffix}",
+                    f"Reload dataset {source.name} from the source bucket",
+                    source.schedule_cron,
+                    start,
+                )
             if source.upload_trigger:
                 self.upload_rules[source.name] = self._build_upload_trigger(bucket, source, start)
+        for feed in config.feed_sources:
+            if feed.schedule_enabled:
+                settings = feed.config
+                edition = display_url(settings.edition) if settings.vendor == "url" else settings.edition
+                self.feed_schedules[feed.name] = self._build_schedule(
+                    f"Feed{feed.construct_suffix}",
+                    f"Fetch {settings.vendor}:{edition} into dataset {feed.name} when it changed",
+                    feed.cron,
+                    feed_input(feed),
+                )
 
     @property
     def schedule(self) -> scheduler.Schedule | None:
         """The default dataset's schedule, if it has one."""
         return self.schedules.get(DEFAULT_DATASET)
 
-    def _build_schedule(self, source: DatasetSource, start: dict[str, Any]) -> scheduler.Schedule:
+    def _build_schedule(
+        self, construct_id: str, description: str, cron: str, start: dict[str, Any]
+    ) -> scheduler.Schedule:
         return scheduler.Schedule(
             self,
-            f"Schedule{source.construct_suffix}",
-            description=f"Reload dataset {source.name} from the source bucket",
-            schedule=scheduler.ScheduleExpression.expression(source.schedule_cron),
+            construct_id,
+            description=description,
+            schedule=scheduler.ScheduleExpression.expression(cron),
             target=scheduler_targets.StepFunctionsStartExecution(
                 self._state_machine,
                 input=scheduler.ScheduleTargetInput.from_object(start),

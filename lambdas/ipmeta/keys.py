@@ -15,6 +15,7 @@ version metadata            ``{d}meta#versions``                version number
 version counter             ``{d}meta#version-counter``         0
 cover list of a version     ``{d}meta#covers#v{version}``       page number
 loader bookkeeping          ``{d}meta#loads``, ...              (``loader.store.table``)
+the dataset's vendor feed   ``{d}meta#feed``                    0
 the datasets' names         ``meta#datasets``                   0 (one item for the table)
 ==========================  ==================================  ===========================
 
@@ -382,6 +383,16 @@ class KeySpace:
     def meta(self, name: str) -> str:
         """A bookkeeping partition of this dataset (the loader's ``loads``, ``lock``, ...)."""
         return f"{self.prefix}meta#{name}"
+
+    @property
+    def feed_state(self) -> str:
+        """The vendor feed that keeps this dataset current (``loader.feeds``): one item, sk 0.
+
+        Keyed by the dataset, not by the feed's name: each feed loads into a dataset
+        of its own, and a feed name (``url:https://…``) is no key material. The item
+        holds the release loaded last and the feed's failed runs in a row.
+        """
+        return self.meta("feed")
 
     def version_key(self, version: int) -> str:
         """What leads every key of one version of this dataset: unique across the table."""

@@ -18,8 +18,12 @@ wrong line must not be printed).
 ``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``.
 
 **Datasets:** each feed loads into its own dataset, named in its settings,
-by default its edition's name in the dataset charset ``[a-z][a-z0-9-]{0,31}``
-(``GeoLite2-City`` -> ``geolite2-city``).
+by default its edition's name in the dataset charset (``ipmeta.keys.check_dataset_name``:
+``GeoLite2-City`` -> ``geolite2-city``).
+
+**Secrets** (the stack's feeds): ``credentials_from_secret`` reads a Secrets
+Manager value as each vendor needs it; an error names the secret and the
+missing field, never a value.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import date
 from pathlib import Path
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, NoReturn, cast, get_args
+from urllib.parse import urlsplit
 
+from ipmeta import keys
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.dbip import DbipFeed, utc_today
 from loader.feeds.errors import FeedConfigInvalid
@@ -42,8 +48,6 @@ from loader.feeds.url import UrlFeed, check_url
 
 #: Where geoipupdate looks for its configuration (``internal/vars/defaults_notwin.go``).
 DEFAULT_GEOIP_CONF: Final = Path("/usr/local/etc/GeoIP.conf")
-#: The named datasets' charset: a letter, then letters, digits and dashes, 32 at most.
-DATASET_NAME: Final = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 Vendor = Literal["maxmind", "dbip", "ipinfo", "url"]
 FileFormat = Literal["mmdb", "csv"]
@@ -69,10 +73,13 @@ _DEPRECATED: Final = frozenset({"Protocol", "SkipPeerVerification", "SkipHostnam
 def dataset_name_for(text: str) -> str:
     """``text`` in the dataset charset: lower case, other characters as dashes, a letter first, 32 at most."""
     name = re.sub(r"[^a-z0-9]+", "-", text.lower())
-    name = re.sub(r"^[^a-z]+", "", name)[:32].strip("-")
-    if not DATASET_NAME.fullmatch(name):
-        raise FeedConfigInvalid(f"{text!r} gives no dataset name; name the feed's dataset ([a-z][a-z0-9-]*)")
-    return name
+    name = re.sub(r"^[^a-z]+", "", name)[: keys.MAX_DATASET_NAME_LENGTH].strip("-")
+    try:
+        return keys.check_dataset_name(name)
+    except keys.DatasetNameInvalid:
+        raise FeedConfigInvalid(
+            f"{text!r} gives no dataset name; name the feed's dataset ([a-z][a-z0-9-]*)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -101,19 +108,24 @@ class FeedConfig:
             )
         if self.format not in get_args(FileFormat):
             raise FeedConfigInvalid(f"{self.vendor}: format {self.format!r} is neither mmdb nor csv")
-        if self.dataset and not DATASET_NAME.fullmatch(self.dataset):
-            raise FeedConfigInvalid(
-                f"dataset {self.dataset!r} is not a dataset name ([a-z][a-z0-9-]{{0,31}})"
-            )
+        if self.dataset:
+            try:
+                keys.check_dataset_name(self.dataset)
+            except keys.DatasetNameInvalid as error:
+                raise FeedConfigInvalid(f"dataset: {error}") from None
         if self.host:
             check_url(self.host, "host")
+        if self.vendor == "url":
+            check_url(self.edition)
 
     @property
     def dataset_name(self) -> str:
         if self.dataset:
             return self.dataset
         if self.vendor == "url":
-            return dataset_name_for(re.sub(r"(\.(gz|mmdb|csv|zip))+$", "", self.edition.rsplit("/", 1)[-1]))
+            # The file's name, without its query string (a version or a signature) or its extensions.
+            file_name = urlsplit(self.edition).path.rsplit("/", 1)[-1]
+            return dataset_name_for(re.sub(r"(\.(gz|mmdb|csv|zip))+$", "", file_name))
         return dataset_name_for(f"dbip-{self.edition}" if self.vendor == "dbip" else self.edition)
 
     @classmethod
@@ -251,3 +263,40 @@ def build_feed(
         return IpinfoFeed(config.edition, credentials, http, file_format=config.format, **extra)
     headers = credentials if isinstance(credentials, Mapping) else None
     return UrlFeed(config.edition, http, checksum_url=config.checksum_url or None, headers=headers)
+
+
+def credentials_from_secret(config: FeedConfig, value: Any) -> Credentials:
+    """What ``config``'s vendor sends, from its secret's value (a parsed JSON object, or text).
+
+    - ``maxmind``: ``{"account_id": 42, "license_key": "…"}``;
+    - ``ipinfo``: ``{"token": "…"}``, or the token as the whole text;
+    - ``url``: an object of header name to value (``{"Authorization": "Bearer …"}``);
+    - ``dbip``: none (its Lite files are public).
+    """
+    where = f"{config.vendor}:{config.edition}: secret {config.secret or '(none)'}"
+    if config.vendor == "dbip":
+        return None
+    if config.vendor == "ipinfo" and isinstance(value, str):
+        return Secret(value.strip()) if value.strip() else _missing(where, "token")
+    if not isinstance(value, Mapping):
+        raise FeedConfigInvalid(f"{where}: expected a JSON object")
+    if config.vendor == "ipinfo":
+        return Secret(_text(value, "token", where))
+    if config.vendor == "url":
+        return {str(name): Secret(_text(value, str(name), where)) for name in value}
+    account = str(value.get("account_id", "")).strip()
+    if not account.isdigit() or int(account) <= 0:
+        raise FeedConfigInvalid(f"{where}: account_id is missing or not a positive number")
+    return MaxMindAccount(int(account), Secret(_text(value, "license_key", where)))
+
+
+def _text(value: Mapping[str, Any], name: str, where: str) -> str:
+    text = value.get(name)
+    if not isinstance(text, str) or not text.strip():
+        _missing(where, name)
+    return str(text).strip()
+
+
+def _missing(where: str, name: str) -> NoReturn:
+    # Only the field's name: the value of a neighbouring field may be the key itself.
+    raise FeedConfigInvalid(f"{where}: {name} is missing or empty")

@@ -1,10 +1,10 @@
 """Where the release loaded last of each feed is remembered, between scheduled runs.
 
 ``FeedStateStore`` (``loader.feeds.feed``) is two calls, ``get`` and ``put``.
-Here are the two the library needs itself: in memory (tests, a dry run) and a
-JSON file (``ipmeta update`` with a local table). The table-backed store comes
-with the integration: ``loader.store`` may not import the feeds, so it keeps
-``FeedState.to_dict()`` as a plain item and the pipeline adapts it.
+Here are the two the library needs itself: in memory (tests) and a JSON file.
+``ipmeta update`` and the Fetch state keep the state in the table instead
+(``loader.pipeline.fetch.TableFeedStates``): ``loader.store`` may not import the
+feeds, so it keeps ``FeedState.to_dict()`` as plain strings and the pipeline adapts it.
 """
 
 from __future__ import annotations

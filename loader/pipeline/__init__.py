@@ -1,9 +1,10 @@
 """The load state machine's states, one module each, and what runs them.
 
 States, in the order a load runs them (the Lambda task of ``handlers`` in
-brackets when its name differs; with ``sourceUrl``, ``handlers.fetch_source``
-downloads the source before ``start``):
+brackets when its name differs):
 
+- ``fetch`` (a feed's run, ``fetch`` and ``record_release``): the vendor's latest
+  release, unchanged or streamed into the bucket for ``start``; remembered once active;
 - ``start``: unchanged, resumed, or a new version under the load lock;
 - ``scan``: one streaming pass over one source file, rows staged by bucket;
 - ``partitions`` (``plan_partitions``): the partitions the resolve tasks work on;
@@ -22,6 +23,6 @@ and ``normalize`` (overlap resolution and coalescing, pure). The runners:
 ``driver`` runs the states locally over a process pool, ``handlers`` are the
 Lambda entry points (``loader.pipeline.handlers.<task>``).
 
-May import ``loader.store``, ``loader.export``, ``loader.formats`` and the
-shared modules of ``loader``; never ``loader.planning``.
+May import ``loader.store``, ``loader.export``, ``loader.formats``,
+``loader.feeds`` and the shared modules of ``loader``; never ``loader.planning``.
 """

@@ -5,9 +5,12 @@ Execution input: ``{"dataset": "city", "source": "s3://bucket/key", "options": {
 ``default`` one). The dataset travels on in the load id (``city.v7``), so every
 later state knows whose keys it writes.
 
-- ``fetch_source``: downloads ``IPMETA_SOURCE_URL`` into the source bucket;
+- ``fetch`` (with feeds): ``{"feed": "city"}`` -> ``{"status": "unchanged", ...}``, or the
+  new release streamed into the bucket and ``start``'s input: ``{"dataset", "sources",
+  "options", "feed": <the release>}`` (``loader.pipeline.fetch``);
 - ``start``: unchanged, resumed or new; ``{"status", "load_id", "version",
-  "prepared", "scans": [{"load_id", "source"}, ...]}`` (the scan Map's items);
+  "prepared", "scans": [{"load_id", "source"}, ...]}`` (the scan Map's items), and
+  a feed's release passed on;
 - ``scan``: one source (``{"load_id", "source"}``);
 - ``plan_partitions``: ``{"load_id", "partitions", "items": {"bucket", "key"}}``:
   the staged list the resolve Distributed Map reads;
@@ -18,10 +21,13 @@ later state knows whose keys it writes.
   "format", "bytes", "ranges", "ipv6_left_out", "seconds"}``: the version as
   ``exports/<load id>.mmdb`` (``loader.pipeline.export_task``);
 - ``activate``: ``{"load_id", "export"?}``; the change event names the export;
+- ``record_release`` (with feeds): ``{"feed": <the release>, "load_id"}`` after activation
+  (or when ``start`` found the release's bytes active): the feed's state;
 - ``cleanup``: ``{}`` on a schedule (every dataset), or ``{"load_id"}`` after an
   activation (that load's dataset);
 - ``abort``: ``{"load_id"?, "error"}`` from every Catch: marks the load failed
-  and frees the lock; ``cleanup`` deletes its partial version later.
+  and frees the lock; ``cleanup`` deletes its partial version later. A feed's
+  run (``"feed"`` in the state) counts one more failure in a row.
 
 Each handler is one call into the task of its state. Every payload is a few
 ids: whatever the dataset's size, the state stays far below 256 KB.
@@ -32,23 +38,23 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import tempfile
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.keys import DEFAULT_DATASET
 from ipmeta.settings import METRICS_NAMESPACE, Settings
+from loader.feeds.http_client import HttpClient
 from loader.options import LoadOptions
 from loader.pipeline import abort as abort_task
 from loader.pipeline import activate as activate_task
 from loader.pipeline import export_task, retention, staged
+from loader.pipeline import fetch as fetch_task
 from loader.pipeline import partitions as partitions_task
 from loader.pipeline import plan_writes as plan_writes_task
 from loader.pipeline import start as start_task
@@ -58,12 +64,13 @@ from loader.pipeline.scan import scan_source
 from loader.records import dataset_of
 from loader.settings import (
     ENV_EXPORTS_ENABLED,
+    ENV_FEEDS,
     ENV_SOURCE_BUCKET,
-    ENV_SOURCE_KEY,
-    ENV_SOURCE_URL,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRIC_DATASET_DIMENSION,
+    METRIC_FEED_DIMENSION,
+    METRIC_FEED_FAILURES,
 )
 from loader.store import s3
 from loader.store.table import LoaderTable, WriteStats
@@ -86,24 +93,71 @@ def reset() -> None:
     """Forget the cached clients (tests change the environment between cases)."""
     _table.cache_clear()
     _staging.cache_clear()
+    _feeds.cache_clear()
     s3.client.cache_clear()
 
 
+@functools.cache
+def _feeds() -> dict[str, fetch_task.DeployedFeed]:
+    return fetch_task.decode_feeds(os.environ.get(ENV_FEEDS, ""))
+
+
+def _read_secret(name: str) -> Any:
+    """A feed's credentials: the stack grants its feeds' secrets to the fetch function's role alone."""
+    value = parameters.get_secret(name)
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value  # an IPinfo token may be the secret's whole text
+    return parsed if isinstance(parsed, dict) else value
+
+
+def _publish_feed_failures(feed: str, failures_in_a_row: int) -> None:
+    """Every run of a feed that ends says how many of its runs failed in a row: its alarm's metric.
+
+    One metric of its own, flushed at once: the handlers that publish it publish nothing
+    else, and a plain load's abort publishes nothing at all.
+    """
+    dimensions = {"service": LOADER_SERVICE_NAME, METRIC_FEED_DIMENSION: feed}
+    with single_metric(
+        name=METRIC_FEED_FAILURES,
+        unit=MetricUnit.Count,
+        value=failures_in_a_row,
+        namespace=METRICS_NAMESPACE,
+        default_dimensions=dimensions,
+    ):
+        pass
+
+
 @logger.inject_lambda_context
-def fetch_source(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """``sourceUrl`` is the default dataset's source: a load of another dataset passes through."""
-    if execution_options(event).get("dataset", DEFAULT_DATASET) != DEFAULT_DATASET:
-        return event
-    url = os.environ[ENV_SOURCE_URL]
+def fetch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """A feed's run, ``{"feed": "city"}``: unchanged, or the new release in the bucket, ``start``'s input."""
     bucket = os.environ[ENV_SOURCE_BUCKET]
-    key = os.environ.get(ENV_SOURCE_KEY) or f"sources/{url.rstrip('/').rsplit('/', 1)[-1]}"
-    with tempfile.TemporaryDirectory() as folder:
-        download = Path(folder) / "source"
-        with urllib.request.urlopen(url, timeout=60) as response, download.open("wb") as target:
-            shutil.copyfileobj(response, target, 1 << 20)
-        s3.upload(download, bucket, key)
-    logger.info("source fetched", extra={"url": url, "key": key})
-    return {"source": f"s3://{bucket}/{key}", "options": execution_options(event)}
+    outcome = fetch_task.fetch_feed(
+        str(event["feed"]),
+        _feeds(),
+        _table(),
+        lambda prefix: s3.S3Sinks(s3.client(), bucket, prefix),
+        read_secret=_read_secret,
+        http=HttpClient(),
+        workdir=Path(tempfile.gettempdir()),
+    )
+    if outcome["status"] == fetch_task.UNCHANGED:
+        _publish_feed_failures(outcome["dataset"], outcome["failures_in_a_row"])
+    logger.info("feed checked", extra={"feed": event["feed"], "status": outcome["status"]})
+    return outcome
+
+
+@logger.inject_lambda_context
+def record_release(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """``{"feed": <the release>, "load_id"}``, once the load is active: what the feed's next run compares."""
+    state = fetch_task.record_release(event["feed"], _table())
+    _publish_feed_failures(event["feed"]["dataset"], 0)
+    logger.info(
+        "feed release recorded",
+        extra={"feed": state.feed, "release": state.release_id, "load_id": event.get("load_id")},
+    )
+    return {"feed": state.feed, "release": state.release_id}
 
 
 def execution_options(event: dict[str, Any]) -> dict[str, Any]:
@@ -120,10 +174,13 @@ def start(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     sources = event.get("sources") or [event["source"]]
     started = start_task.start(sources, options, _table(), _staging())
     logger.info("started", extra={"status": started.status, "load_id": started.load_id})
+    # A feed's release rides along to RecordRelease, which remembers it once the load is active.
+    release = {"feed": event["feed"]} if isinstance(event.get("feed"), dict) else {}
     # A resumed load that was prepared goes straight to WriteChunks, which reads this list.
     return {
         **started.to_event(),
         "writes": {"items": _staging().location(started.load_id, staged.CHUNK_LIST)},
+        **release,
     }
 
 
@@ -228,6 +285,15 @@ def _export_deleter(dataset: str) -> Callable[[int], None] | None:
 
 @logger.inject_lambda_context
 def abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    outcome = _abort_load(event)
+    # A feed's failed run counts towards its alarm, whether the fetch or the load failed.
+    failure = fetch_task.count_failure(event, _table())
+    if failure is not None:
+        _publish_feed_failures(*failure)
+    return outcome
+
+
+def _abort_load(event: dict[str, Any]) -> dict[str, Any]:
     error = event.get("error")
     message = error if isinstance(error, str) else json.dumps(error)
     load_id = event.get("load_id")

@@ -1,7 +1,8 @@
-"""The loader's S3 access: staging in the source bucket, and source downloads and uploads.
+"""The loader's S3 access: staging in the source bucket, source downloads and uploads, feed files.
 
 With ``loader.store.table`` (DynamoDB) and ``loader.store.events`` (EventBridge), the only
-loader code that calls boto3.
+loader code that calls boto3. ``S3Sinks`` is where the Fetch state streams a vendor's
+release: each file a multipart upload that exists only once it is complete.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Final
 
 import boto3
 
@@ -18,6 +19,12 @@ from loader.settings import DEFAULT_CHUNK_PREFIX, ENV_CHUNK_PREFIX, ENV_SOURCE_B
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
+
+#: S3 takes parts of 5 MiB at least (the last one aside) and 10,000 parts at most: 8 MiB
+#: parts hold a file of 78 GiB, far above the feeds' caps, in 8 MiB of memory.
+MULTIPART_PART_BYTES: Final = 8 << 20
+MIN_PART_BYTES: Final = 5 << 20
 
 
 @functools.cache
@@ -108,3 +115,86 @@ class S3Staging:
             objects = [{"Key": entry["Key"]} for entry in page.get("Contents", [])]
             if objects:
                 self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects})  # type: ignore[typeddict-item]
+
+
+class S3MultipartSink:
+    """One object, written as it streams: each full part is uploaded, and only ``close`` makes it exist.
+
+    Memory holds one part, whatever the file's size. ``abort`` (or a failed
+    ``close``) aborts the multipart upload, so a refused release leaves no
+    object and no stored parts; the object a previous release wrote stays as it was.
+    A file smaller than one part is one PutObject on ``close``.
+    """
+
+    def __init__(self, s3: S3Client, bucket: str, key: str, part_bytes: int = MULTIPART_PART_BYTES) -> None:
+        if part_bytes < MIN_PART_BYTES:
+            raise ValueError(f"S3 parts are at least {MIN_PART_BYTES} bytes, not {part_bytes}")
+        self.client, self.bucket, self.key = s3, bucket, key
+        self._part_bytes = part_bytes
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[CompletedPartTypeDef] = []
+
+    def write(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= self._part_bytes:
+            part = bytes(self._buffer[: self._part_bytes])
+            del self._buffer[: self._part_bytes]
+            self._upload_part(part)
+
+    def close(self) -> None:
+        try:
+            if self._upload_id is None:
+                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer))
+            else:
+                if self._buffer:
+                    self._upload_part(bytes(self._buffer))
+                self.client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=self.key,
+                    UploadId=self._upload_id,
+                    MultipartUpload={"Parts": self._parts},
+                )
+        except BaseException:
+            self.abort()
+            raise
+        self._buffer.clear()
+        self._upload_id = None
+
+    def abort(self) -> None:
+        self._buffer.clear()
+        if self._upload_id is not None:
+            upload, self._upload_id = self._upload_id, None
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=upload)
+
+    def _upload_part(self, part: bytes) -> None:
+        if self._upload_id is None:
+            created = self.client.create_multipart_upload(Bucket=self.bucket, Key=self.key)
+            self._upload_id = created["UploadId"]
+        number = len(self._parts) + 1
+        uploaded = self.client.upload_part(
+            Bucket=self.bucket, Key=self.key, UploadId=self._upload_id, PartNumber=number, Body=part
+        )
+        self._parts.append({"ETag": uploaded["ETag"], "PartNumber": number})
+
+
+class S3Sinks:
+    """A release's files under ``s3://bucket/prefix/``, one multipart sink each: a feed's ``SinkFactory``."""
+
+    def __init__(
+        self, s3: S3Client, bucket: str, prefix: str, part_bytes: int = MULTIPART_PART_BYTES
+    ) -> None:
+        self.client, self.bucket, self.prefix = s3, bucket, prefix.strip("/")
+        self._part_bytes = part_bytes
+
+    def open(self, name: str) -> S3MultipartSink:
+        if not name or PurePosixPath(name).name != name or name in (".", ".."):
+            raise ValueError(f"a sink is named by a plain file name, not {name!r}")
+        return S3MultipartSink(self.client, self.bucket, self.key(name), self._part_bytes)
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    def uri(self, name: str) -> str:
+        """What a load's ``sources`` name: ``s3://bucket/prefix/name``."""
+        return f"s3://{self.bucket}/{self.key(name)}"

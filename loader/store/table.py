@@ -2,8 +2,8 @@
 
 ``LoaderTable`` extends the lookup's read-only ``ipmeta.store.Store`` with the
 range writes (batched, with retries the loader counts), the loader's
-bookkeeping items (load, lock, manifest), the version pointer switch, and the
-table's creation for local runs. It speaks the records of ``ipmeta.records``
+bookkeeping items (load, lock, manifest, a dataset's feed state), the version
+pointer switch, and the table's creation for local runs. It speaks the records of ``ipmeta.records``
 and ``loader.records``; no other module builds DynamoDB requests.
 """
 
@@ -60,6 +60,10 @@ LOADS: Final = "loads"
 LOCK: Final = "lock"
 #: Per-version manifest (sk = version): expected items per partition, for verify and cleanup.
 MANIFESTS: Final = "manifests"
+#: Attributes of the feed item: the release loaded last (a map of strings), and the
+#: feed's failed runs in a row (what its alarm watches).
+FEED_RELEASE: Final = "release"
+FEED_FAILURES: Final = "failures_in_a_row"
 #: Covers per item of a version's cover list: far below 400 KB with the data of a city database.
 COVERS_PER_PAGE: Final = 200
 #: The attribute that records when a version entered each status.
@@ -482,6 +486,42 @@ class LoaderTable(Store):
 
     def delete_manifest(self, version: int) -> None:
         self.client.delete_item(TableName=self.table_name, Key=item_key(self.space.meta(MANIFESTS), version))
+
+    # -- the dataset's vendor feed (``keys.KeySpace.feed_state``) ------------------------
+    # The store keeps the feed's state as plain strings: ``loader.store`` may not import
+    # ``loader.feeds``, whose ``FeedState`` the pipeline's adapter builds from them.
+
+    def read_feed_state(self) -> dict[str, str] | None:
+        """The release of this dataset's feed loaded last, read consistently; None before the first."""
+        item = self._get(self.space.feed_state, keys.META_SORT_KEY, consistent=True) or {}
+        state = item.get(FEED_RELEASE)
+        return {str(name): str(value) for name, value in state.items()} if state else None
+
+    def put_feed_state(self, state: Mapping[str, str]) -> None:
+        """The release just loaded (or found active): the next run compares with it. A success: 0 failures."""
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=item_key(self.space.feed_state, keys.META_SORT_KEY),
+            UpdateExpression="SET #release = :release, #failures = :zero",
+            ExpressionAttributeNames={"#release": FEED_RELEASE, "#failures": FEED_FAILURES},
+            ExpressionAttributeValues={
+                ":release": serialize_value(dict(state)),
+                ":zero": {"N": "0"},
+            },
+        )
+
+    def count_feed_run(self, *, failed: bool) -> int:
+        """Count a run of this dataset's feed; returns its failed runs in a row (0 after a success)."""
+        update = "ADD #failures :one" if failed else "SET #failures = :zero"
+        response = self.client.update_item(
+            TableName=self.table_name,
+            Key=item_key(self.space.feed_state, keys.META_SORT_KEY),
+            UpdateExpression=update,
+            ExpressionAttributeNames={"#failures": FEED_FAILURES},
+            ExpressionAttributeValues={":one": {"N": "1"}} if failed else {":zero": {"N": "0"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(response["Attributes"][FEED_FAILURES]["N"])
 
     # -- internals --------------------------------------------------------------------
 

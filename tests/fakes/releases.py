@@ -26,12 +26,32 @@ COUNTRY_RANGES = (
     (4, 0x08080800, 0x080808FF, {"country": {"iso_code": "US", "names": {"en": "United States"}}}),
 )
 
+#: 1.0.0.0/24 -> AS13335 and 8.8.8.0/24 -> AS15169, in the GeoLite2-ASN layout.
+ASN_RANGES = (
+    (
+        4,
+        0x01000000,
+        0x010000FF,
+        {"autonomous_system_number": 13335, "autonomous_system_organization": "Cloudflare"},
+    ),
+    (
+        4,
+        0x08080800,
+        0x080808FF,
+        {"autonomous_system_number": 15169, "autonomous_system_organization": "Google"},
+    ),
+)
+
 
 def mmdb_bytes(database_type: str = "GeoLite2-Country", label: str = "test") -> bytes:
-    """A small MaxMind DB; ``label`` goes into its description, so two releases differ."""
+    """A small MaxMind DB; ``label`` goes into its description, so two releases differ.
+
+    An ``…-ASN`` database type holds ``ASN_RANGES``, any other ``COUNTRY_RANGES``.
+    """
+    ranges = ASN_RANGES if database_type.endswith("-ASN") else COUNTRY_RANGES
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "db.mmdb"
-        write_database(COUNTRY_RANGES, path, DatabaseMetadata(database_type, {"en": label}))
+        write_database(ranges, path, DatabaseMetadata(database_type, {"en": label}))
         return path.read_bytes()
 
 

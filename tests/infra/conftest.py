@@ -36,6 +36,7 @@ UPLOAD_TRIGGER = "upload_trigger"
 HTTP_API = "http_api"
 EXPORT_MMDB = "export_mmdb"
 DATASETS = "datasets"
+FEEDS = "feeds"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
 EXAMPLE_ORIGIN = "https://app.example.com"
@@ -60,6 +61,22 @@ EXAMPLE_DATASETS: Mapping[str, Mapping[str, Any]] = {
         "sourceOptions": {"flag_column": "rule"},
     },
 }
+
+#: Four vendor feeds: two MaxMind editions sharing one secret, DB-IP (no secret), IPinfo.
+EXAMPLE_FEEDS: tuple[Mapping[str, Any], ...] = (
+    {
+        "name": "city",
+        "vendor": "maxmind",
+        "edition": "GeoLite2-City",
+        "secret": "ipmeta/maxmind",
+        "cron": "cron(0 6 ? * WED,SAT *)",
+    },
+    {"vendor": "maxmind", "edition": "GeoLite2-ASN", "secret": "ipmeta/maxmind"},
+    {"vendor": "dbip", "edition": "country-lite", "cron": "cron(0 7 2 * ? *)"},
+    {"vendor": "ipinfo", "edition": "ipinfo_lite", "secret": "ipmeta/ipinfo"},
+)
+#: The feeds' secrets, as Secrets Manager names them: the only ones the fetch function may read.
+EXAMPLE_FEED_SECRETS = ("ipmeta/ipinfo", "ipmeta/maxmind")
 
 #: Context overrides of each variant, on top of cdk.json.
 VARIANTS: Mapping[str, Mapping[str, Any]] = {
@@ -95,6 +112,12 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
     DATASETS: {
         "datasets": EXAMPLE_DATASETS,
         "lookupDatasets": ["blocklist", "city", "asn"],
+    },
+    FEEDS: {
+        "feeds": list(EXAMPLE_FEEDS),
+        # A fed dataset may be declared for its maximum age (and load options); its feed loads it.
+        "datasets": {"city": {"maxAgeHours": 120, "sourceOptions": {"max_errors": 10}}},
+        "feedFailuresToAlarm": 3,
     },
 }
 #: Every synthesized variant, the default first.

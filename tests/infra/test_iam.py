@@ -18,7 +18,7 @@ from tests.infra.cfn import (
     policy_statements_of_role,
     resources_of_type,
 )
-from tests.infra.conftest import ALL_VARIANTS, DEFAULT, HTTP_API, SOURCE_URL, Synthesized, cdk_json
+from tests.infra.conftest import ALL_VARIANTS, DEFAULT, HTTP_API, Synthesized
 
 #: Services whose actions read or change customer data.
 DATA_SERVICES = ("dynamodb", "s3", "kms", "sqs", "sns", "lambda", "states", "secretsmanager", "ssm")
@@ -128,16 +128,3 @@ def test_each_loader_task_gets_exactly_its_bucket_actions(synthesized: Synthesiz
             assert f"/{CHUNK_PREFIX}/*" in str(statement["Resource"]), statement
         if "s3:ListBucket" in as_list(statement["Action"]):
             assert statement["Condition"] == {"StringLike": {"s3:prefix": [f"{CHUNK_PREFIX}/*"]}}
-
-
-def test_fetch_source_may_only_write_the_source_object(synthesized: Synthesized) -> None:
-    template = synthesized.templates[SOURCE_URL]
-    statements = policy_statements_of_role(template, _role_of(template, f"{LOADER_MODULE}.fetch_source"))
-
-    assert _actions_by_service(statements, "s3") == {"s3:PutObject"}
-    assert _actions_by_service(statements, "dynamodb") == set()
-    bucket_id, _ = only(template, "AWS::S3::Bucket")
-    [put] = [s for s in statements if _actions_by_service([s], "s3")]
-    assert put["Resource"] == {
-        "Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, f"/{cdk_json()['context']['sourceKey']}"]]
-    }

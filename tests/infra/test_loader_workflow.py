@@ -17,10 +17,7 @@ from stacks.constants import (
     ENV_CHUNK_PREFIX,
     ENV_EVENT_BUS_NAME,
     ENV_SOURCE_BUCKET,
-    ENV_SOURCE_KEY,
-    ENV_SOURCE_URL,
     ENV_TABLE_NAME,
-    FETCH_SOURCE_TASK,
     LOADER_MODULE,
     LOADER_TASKS,
     REPO_ROOT,
@@ -41,7 +38,7 @@ from tests.infra.cfn import (
     policy_statements_of_role,
     state_machine_definition,
 )
-from tests.infra.conftest import DEFAULT, EXAMPLE_SOURCE_URL, SOURCE_URL, Synthesized, cdk_json
+from tests.infra.conftest import DEFAULT, FEEDS, SOURCE_URL, Synthesized, cdk_json
 
 ASL_VALIDATOR = REPO_ROOT / "node_modules" / ".bin" / "asl-validator"
 
@@ -283,28 +280,7 @@ def test_state_machine_logs_everything_and_traces(synthesized: Synthesized) -> N
     )
 
 
-def test_source_url_adds_a_download_step_before_prepare(synthesized: Synthesized) -> None:
-    template = synthesized.templates[SOURCE_URL]
-    definition = state_machine_definition(template)
-    fetch = definition["States"]["FetchSource"]
-
-    assert definition["StartAt"] == "FetchSource"
-    # Its result, {"source", "options"} of the downloaded object, is Start's input.
-    assert "Parameters" not in fetch
-    assert "ResultPath" not in fetch
-    assert fetch["Next"] == "Start"
-    assert fetch["Catch"][0]["Next"] == "Abort"
-    _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
-    variables = function["Properties"]["Environment"]["Variables"]
-    assert variables[ENV_SOURCE_URL] == EXAMPLE_SOURCE_URL
-    assert variables[ENV_SOURCE_KEY] == cdk_json()["context"]["sourceKey"]
-    assert definition["States"]["WriteChunks"]["MaxConcurrency"] == 3
-    default = synthesized.templates[DEFAULT]
-    with pytest.raises(AssertionError):
-        function_by_handler(default, f"{LOADER_MODULE}.{FETCH_SOURCE_TASK}")
-
-
-@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL])
+@pytest.mark.parametrize("variant", [DEFAULT, SOURCE_URL, FEEDS])
 def test_definition_passes_asl_validator(synthesized: Synthesized, variant: str, tmp_path: Path) -> None:
     definition = state_machine_definition(synthesized.templates[variant])
     every_state = dict(iter_states(definition["States"]))

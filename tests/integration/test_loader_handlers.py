@@ -17,7 +17,7 @@ from loader.errors import LoadRejected
 from loader.options import LoadOptions
 from loader.pipeline import handlers
 from loader.records import LoadStatus
-from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET, ENV_SOURCE_KEY, ENV_SOURCE_URL
+from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
 from loader.store.table import LoaderTable
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
@@ -117,16 +117,6 @@ def test_refused_sources_are_discarded_not_failed(aws: Any, store: LoaderTable) 
     assert outcome["discarded"] is True
     assert store.list_loads() == []
     assert store.read_lock() is None
-
-
-def test_fetch_source_puts_the_download_in_the_bucket(
-    aws: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(ENV_SOURCE_URL, FIXTURE.resolve().as_uri())
-    monkeypatch.setenv(ENV_SOURCE_KEY, "sources/asn.csv")
-    outcome = handlers.fetch_source({"options": {"overlaps": "reject"}}, Context())  # type: ignore[arg-type]
-    assert outcome == {"source": f"s3://{BUCKET}/sources/asn.csv", "options": {"overlaps": "reject"}}
-    assert aws.get_object(Bucket=BUCKET, Key="sources/asn.csv")["Body"].read() == FIXTURE.read_bytes()
 
 
 def test_unknown_options_are_refused() -> None:

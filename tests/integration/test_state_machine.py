@@ -194,16 +194,20 @@ class Machine:
         return result
 
 
-@pytest.fixture(scope="module")
-def asl(synthesized: Synthesized) -> tuple[dict[str, Any], dict[str, str]]:
-    template = synthesized.templates[DEFAULT]
-    tasks = {
+def loader_tasks(template: dict[str, Any]) -> dict[str, str]:
+    """Each loader function of the template (logical id) and the handler task it runs."""
+    return {
         logical_id: resource["Properties"]["Handler"].removeprefix(f"{LOADER_MODULE}.")
         for logical_id, resource in template["Resources"].items()
         if resource["Type"] == "AWS::Lambda::Function"
         and resource["Properties"].get("Handler", "").startswith(LOADER_MODULE)
     }
-    return state_machine_definition(template), tasks
+
+
+@pytest.fixture(scope="module")
+def asl(synthesized: Synthesized) -> tuple[dict[str, Any], dict[str, str]]:
+    template = synthesized.templates[DEFAULT]
+    return state_machine_definition(template), loader_tasks(template)
 
 
 @pytest.fixture

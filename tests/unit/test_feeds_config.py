@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from loader.feeds.config import (
     DEFAULT_GEOIP_CONF,
     FeedConfig,
     build_feed,
+    credentials_from_secret,
     dataset_name_for,
     parse_feed_spec,
     parse_geoip_conf,
@@ -188,3 +190,52 @@ def test_a_secret_never_prints_or_travels() -> None:
     assert account.describe() == "MaxMind account 5"
     with pytest.raises(TypeError, match="not serialized"):
         pickle.dumps(account)
+
+
+def test_a_dataset_name_is_the_tables_own_charset() -> None:
+    # The table's rules, not a copy: "current" is a route of its own, so no feed may load into it
+    with pytest.raises(FeedConfigInvalid, match="reserved"):
+        FeedConfig("dbip", "city-lite", dataset="current")
+    assert dataset_name_for("x" * 40) == "x" * 32
+
+
+MAXMIND = FeedConfig("maxmind", "GeoLite2-City", secret="ipmeta/maxmind")
+IPINFO = FeedConfig("ipinfo", "ipinfo_lite", secret="ipmeta/ipinfo")
+URL = FeedConfig("url", "https://data.example.com/ranges.csv", secret="ipmeta/ranges")
+
+
+def test_a_secret_gives_each_vendor_its_credentials() -> None:
+    account = credentials_from_secret(MAXMIND, {"account_id": "42", "license_key": " k3y "})
+    assert isinstance(account, MaxMindAccount)
+    assert (account.account_id, account.license_key.reveal()) == (42, "k3y")
+    token = credentials_from_secret(IPINFO, {"token": "t0ken"})
+    assert isinstance(token, Secret)
+    assert token.reveal() == "t0ken"
+    whole = credentials_from_secret(IPINFO, "t0ken\n")
+    assert isinstance(whole, Secret)
+    assert whole.reveal() == "t0ken"
+    headers = credentials_from_secret(URL, {"Authorization": "Bearer b3arer"})
+    assert isinstance(headers, Mapping)
+    assert {name: value.reveal() for name, value in headers.items()} == {"Authorization": "Bearer b3arer"}
+    assert credentials_from_secret(FeedConfig("dbip", "city-lite"), {"anything": "x"}) is None
+
+
+@pytest.mark.parametrize(
+    ("config", "value", "says"),
+    [
+        (MAXMIND, {"license_key": "s3cret-value"}, "account_id is missing"),
+        (MAXMIND, {"account_id": "s3cret-value", "license_key": "k"}, "account_id is missing"),
+        (MAXMIND, {"account_id": 42, "licence": "s3cret-value"}, "license_key is missing"),
+        (IPINFO, {"tok": "s3cret-value"}, "token is missing"),
+        (IPINFO, "   ", "token is missing"),
+        (URL, "s3cret-value", "expected a JSON object"),
+        (URL, {"Authorization": ""}, "Authorization is missing"),
+    ],
+)
+def test_a_secret_without_what_its_vendor_needs_names_the_field_and_never_a_value(
+    config: FeedConfig, value: object, says: str
+) -> None:
+    with pytest.raises(FeedConfigInvalid, match=says) as refused:
+        credentials_from_secret(config, value)
+    assert config.secret in str(refused.value)
+    assert "s3cret-value" not in str(refused.value)

@@ -151,7 +151,7 @@ def test_each_loader_package_says_what_it_holds_and_may_import(package: str) -> 
 
 
 def test_the_pipeline_docstring_names_every_lambda_task_the_stack_runs() -> None:
-    from stacks.constants import FETCH_SOURCE_TASK, LOADER_MODULE, LOADER_TASKS
+    from stacks.constants import FEED_TASKS, LOADER_MODULE, LOADER_TASKS
 
     assert LOADER_MODULE == "loader.pipeline.handlers"
     docstring = ast.get_docstring(tree_of(ROOT / "loader" / "pipeline" / "__init__.py")) or ""
@@ -160,7 +160,7 @@ def test_the_pipeline_docstring_names_every_lambda_task_the_stack_runs() -> None
         for node in tree_of(ROOT / "loader" / "pipeline" / "handlers.py").body
         if isinstance(node, ast.FunctionDef)
     }
-    for task in (*LOADER_TASKS, "export", FETCH_SOURCE_TASK):
+    for task in (*LOADER_TASKS, "export", *FEED_TASKS):
         assert task in handlers
         assert f"``{task}``" in docstring or f"``handlers.{task}``" in docstring, task
 

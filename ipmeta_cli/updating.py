@@ -1,0 +1,315 @@
+"""`ipmeta update`: keep vendor databases current, as geoipupdate does, each in a dataset of its own.
+
+The feeds are a ``GeoIP.conf``'s EditionIDs (``--config``, geoipupdate's default
+path), or ``--feed [DATASET=]VENDOR:EDITION`` (repeatable). For each feed:
+its vendor's latest release is checked against the release loaded last (the
+table's feed state, so ``--table`` works as for every command). Unchanged: one
+small request, a line saying so, nothing written. Changed: the release is
+fetched into ``<data-dir>/feeds/<dataset>/`` and verified, loaded into its
+dataset as one version, and remembered once that version is active. A feed
+that fails does not stop the others; the exit status is 1 if any failed.
+
+Credentials: MaxMind's from the ``GeoIP.conf``, else ``GEOIPUPDATE_ACCOUNT_ID``
+and ``GEOIPUPDATE_LICENSE_KEY``; IPinfo's token from ``IPINFO_TOKEN``; a URL's
+headers from the environment variables ``--header NAME=VARIABLE`` names. None is
+ever printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, NoReturn, TextIO
+
+from ipmeta.errors import IpmetaError
+from ipmeta.settings import Settings
+from ipmeta_cli.backend import add_backend_arguments, backend
+from ipmeta_cli.loading import load_files
+from loader.errors import LoadError
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from loader.feeds.config import Credentials, FeedConfig, GeoIPConf
+    from loader.feeds.credentials import MaxMindAccount
+    from loader.feeds.http_client import HttpClient
+    from loader.store.table import LoaderTable
+
+ACCOUNT_ID_VARIABLE: Final = "GEOIPUPDATE_ACCOUNT_ID"
+LICENSE_KEY_VARIABLE: Final = "GEOIPUPDATE_LICENSE_KEY"
+IPINFO_TOKEN_VARIABLE: Final = "IPINFO_TOKEN"
+#: Each feed's files, under the data directory: ``feeds/<dataset>/``.
+FEEDS_DIR: Final = "feeds"
+
+
+@dataclass(frozen=True)
+class PlannedFeed:
+    """A feed to update and the credentials its vendor is sent."""
+
+    config: FeedConfig
+    credentials: Credentials = None
+
+
+def feed_argument(text: str) -> FeedConfig:
+    """``[DATASET=]VENDOR:EDITION``: ``city=maxmind:GeoLite2-City``, ``dbip:city-lite``, ``url:https://…``."""
+    from loader.feeds.config import parse_feed_spec
+    from loader.feeds.errors import FeedConfigInvalid
+
+    head, equals, rest = text.partition("=")
+    dataset, spec = (head, rest) if equals and ":" not in head else ("", text)
+    try:
+        return parse_feed_spec(spec.strip(), dataset.strip())
+    except FeedConfigInvalid as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def header_argument(text: str) -> tuple[str, str]:
+    """``NAME=VARIABLE``: the header's value is read from the environment, never from the command line."""
+    name, equals, variable = text.partition("=")
+    if not equals or not name.strip() or not variable.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=ENVIRONMENT_VARIABLE")
+    return name.strip(), variable.strip()
+
+
+def planned_feeds(
+    feeds: Sequence[FeedConfig],
+    config_path: Path | None,
+    headers: Sequence[tuple[str, str]] = (),
+    environment: Mapping[str, str] = os.environ,
+    *,
+    host: str = "",
+) -> list[PlannedFeed]:
+    """The ``--feed``s (``host`` their vendor's base URL), or the GeoIP.conf's editions, with credentials.
+
+    One dataset each: two feeds into one dataset would replace each other's versions.
+    """
+    from loader.feeds.errors import FeedConfigInvalid
+
+    conf = _geoip_conf(feeds, config_path)
+    if feeds:
+        configs = [dataclasses.replace(feed, host=host) if host else feed for feed in feeds]
+    else:
+        configs = conf.feeds() if conf is not None else []
+    planned = [PlannedFeed(*_with_credentials(config, conf, headers, environment)) for config in configs]
+    datasets = [feed.config.dataset_name for feed in planned]
+    twice = sorted({name for name in datasets if datasets.count(name) > 1})
+    if twice:
+        raise FeedConfigInvalid(
+            f"two feeds load into dataset {twice[0]}; name each feed's dataset (--feed NAME=vendor:edition)"
+        )
+    return planned
+
+
+def _geoip_conf(feeds: Sequence[FeedConfig], config_path: Path | None) -> GeoIPConf | None:
+    """The GeoIP.conf named, or geoipupdate's: the feeds without ``--feed``, MaxMind's account with it."""
+    from loader.feeds.config import DEFAULT_GEOIP_CONF, read_geoip_conf
+
+    if config_path is not None or not feeds:
+        return read_geoip_conf(config_path or DEFAULT_GEOIP_CONF)
+    wants_account = any(feed.vendor == "maxmind" for feed in feeds)
+    return read_geoip_conf(DEFAULT_GEOIP_CONF) if wants_account and DEFAULT_GEOIP_CONF.exists() else None
+
+
+def _with_credentials(
+    config: FeedConfig,
+    conf: GeoIPConf | None,
+    headers: Sequence[tuple[str, str]],
+    environment: Mapping[str, str],
+) -> tuple[FeedConfig, Credentials]:
+    from loader.feeds.credentials import Secret
+
+    if config.vendor == "maxmind":
+        if conf is not None:
+            return dataclasses.replace(config, host=config.host or conf.host), conf.account
+        return config, _account_from(environment)
+    if config.vendor == "ipinfo":
+        return config, Secret(_variable(environment, IPINFO_TOKEN_VARIABLE, f"ipinfo:{config.edition}"))
+    if config.vendor == "url" and headers:
+        what = f"url feed {config.edition}"
+        return config, {name: Secret(_variable(environment, variable, what)) for name, variable in headers}
+    return config, None
+
+
+def _account_from(environment: Mapping[str, str]) -> MaxMindAccount:
+    from loader.feeds.credentials import MaxMindAccount, Secret
+    from loader.feeds.errors import FeedConfigInvalid
+
+    account = environment.get(ACCOUNT_ID_VARIABLE, "").strip()
+    key = environment.get(LICENSE_KEY_VARIABLE, "").strip()
+    if not account.isdigit() or int(account) <= 0 or not key:
+        raise FeedConfigInvalid(
+            f"maxmind feeds need an account: --config GeoIP.conf, or {ACCOUNT_ID_VARIABLE} and "
+            f"{LICENSE_KEY_VARIABLE} in the environment"
+        )
+    return MaxMindAccount(int(account), Secret(key))
+
+
+def _variable(environment: Mapping[str, str], name: str, what: str) -> str:
+    from loader.feeds.errors import FeedConfigInvalid
+
+    value = environment.get(name, "").strip()
+    if not value:
+        raise FeedConfigInvalid(f"{what}: set the environment variable {name}")
+    return value
+
+
+class DownloadBar:
+    """The feeds' ``Progress`` as a tqdm bar of bytes, one per download (on stderr: off when no terminal)."""
+
+    def __init__(self, file: TextIO | None = None) -> None:
+        self.bar: tqdm[NoReturn] | None = None
+        self._file = file
+
+    def begin(self, feed: str, total_bytes: int | None) -> None:
+        from tqdm import tqdm
+
+        self.close()
+        self.bar = tqdm(
+            total=total_bytes,
+            desc=f"fetching {feed}",
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            file=self._file,
+            disable=None if self._file is None else False,
+        )
+
+    def advance(self, size: int) -> None:
+        if self.bar is not None:
+            self.bar.update(size)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> DownloadBar:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class UpdateRun:
+    """What every feed of one ``ipmeta update`` shares."""
+
+    settings: Settings
+    table: LoaderTable
+    http: HttpClient
+    data_dir: Path
+    dry_run: bool = False
+
+
+def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
+    """Check one feed; fetch, load and record what changed. Returns the line to print."""
+    from loader.feeds.config import build_feed
+    from loader.feeds.fetch import check_feed, fetch_release, record_loaded
+    from loader.feeds.verify import DirectorySinks
+    from loader.options import LoadOptions
+    from loader.pipeline.fetch import TableFeedStates
+
+    built = build_feed(feed.config, run.http, feed.credentials)
+    dataset = feed.config.dataset_name
+    states = TableFeedStates(run.table.for_dataset(dataset))
+    check = check_feed(built, states)
+    if check.unchanged:
+        return check.describe()
+    if run.dry_run:
+        return f"{check.describe()}; into dataset {dataset}"
+    folder = run.data_dir / FEEDS_DIR / dataset
+    with DownloadBar() as bar:
+        fetched = fetch_release(
+            built, check.release, DirectorySinks(folder), dataset=dataset, workdir=run.data_dir, progress=bar
+        )
+    locations = str(folder / fetched.locations) if fetched.locations else None
+    options = LoadOptions(dataset=dataset, format=fetched.load_format, locations=locations)
+    sources = [folder / name for name in fetched.sources]
+    outcome = load_files(run.settings, sources, None, run.data_dir, options=options)
+    # load_files returns once the version is active (or the same bytes already were); a failure raises.
+    record_loaded(states, fetched)
+    return (
+        f"{built.name}: loaded {check.release.describe()} into dataset {dataset}: "
+        f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items)"
+    )
+
+
+def _one_line(feed: PlannedFeed, error: Exception) -> str:
+    """The error as one line that names the feed (a feed's own errors already do)."""
+    message = str(error)
+    name = f"{feed.config.vendor}:"
+    return message if message.startswith(name) else f"{feed.config.vendor}:{feed.config.edition}: {message}"
+
+
+def command_update(args: argparse.Namespace) -> int:
+    from loader.feeds.http_client import HttpClient
+    from loader.store.table import LoaderTable
+
+    feeds = planned_feeds(args.feed, args.config, args.header, host=args.host)
+    failed = []
+    with backend(args) as settings:
+        run = UpdateRun(
+            settings, LoaderTable.from_settings(settings), HttpClient(), Path(args.data_dir), args.dry_run
+        )
+        for feed in feeds:
+            try:
+                print(update_feed(feed, run), flush=True)
+            except (LoadError, IpmetaError, OSError) as error:
+                code = f" ({error.code})" if isinstance(error, LoadError | IpmetaError) else ""
+                print(f"ipmeta update: {_one_line(feed, error)}{code}", file=sys.stderr, flush=True)
+                failed.append(feed.config.dataset_name)
+    if failed:
+        summary = f"{len(failed)} of {len(feeds)} feeds failed: {', '.join(failed)}"
+        print(f"ipmeta update: {summary}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from loader.feeds.config import DEFAULT_GEOIP_CONF
+
+    update = commands.add_parser(
+        "update",
+        help="fetch each vendor feed's new release (MaxMind, DB-IP, IPinfo, a URL) into its dataset",
+    )
+    add_backend_arguments(update)
+    update.add_argument(
+        "--config",
+        type=Path,
+        help=f"a geoipupdate GeoIP.conf: its EditionIDs are the feeds (default {DEFAULT_GEOIP_CONF})",
+    )
+    update.add_argument(
+        "--feed",
+        type=feed_argument,
+        action="append",
+        default=[],
+        metavar="[DATASET=]VENDOR:EDITION",
+        help="a feed instead of the GeoIP.conf's editions, e.g. maxmind:GeoLite2-City, city=dbip:city-lite, "
+        "ipinfo:ipinfo_lite, url:https://host/file.mmdb (repeatable; dataset: the edition's name)",
+    )
+    update.add_argument(
+        "--host",
+        default="",
+        metavar="URL",
+        help="the --feed vendors' base URL: a mirror or a test server (default: each vendor's own; "
+        "a GeoIP.conf's feeds use its Host)",
+    )
+    update.add_argument(
+        "--header",
+        type=header_argument,
+        action="append",
+        default=[],
+        metavar="NAME=VARIABLE",
+        help="url feeds: send header NAME with the value of environment variable VARIABLE (repeatable)",
+    )
+    update.add_argument(
+        "--dry-run", action="store_true", help="say what would be fetched; fetch and load nothing"
+    )
+    update.set_defaults(run=command_update)

@@ -1,0 +1,274 @@
+"""The ``feeds`` state machine, executed: Fetch against a fake MaxMind, then the load, then RecordRelease.
+
+The same offline interpreter and Lambda endpoint as ``test_state_machine.py``,
+over the definition synthesized with context ``feeds``. The fetch function's
+``IPMETA_FEEDS`` is the template's, with MaxMind's host pointed at the fake
+server; its secret is in moto's Secrets Manager, read through powertools
+parameters; its files go to moto's S3 as multipart uploads; the table is dynalite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from ipmeta.settings import Settings
+from loader.feeds.config import FeedConfig
+from loader.pipeline import handlers
+from loader.pipeline.fetch import DeployedFeed, TableFeedStates, decode_feeds, encode_feeds
+from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEEDS_PREFIX
+from loader.store.table import LoaderTable
+from stacks.constants import FETCH_TASK, LOADER_MODULE
+from tests.fakes.releases import maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
+from tests.fakes.vendors import Edition, FakeMaxMind, Reply
+from tests.infra.cfn import function_by_handler, state_machine_definition
+from tests.infra.conftest import FEEDS, Synthesized
+from tests.integration.feeds import Sleeps, quick_http
+from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine, loader_tasks, localize
+
+ACCOUNT, KEY = 42, "state-machine-licence-key"
+SECRET = "ipmeta/maxmind"
+DATASET = "geolite2-asn"
+EDITION = "GeoLite2-ASN"
+CSV_DATASET, CSV_EDITION = "city-csv", "GeoLite2-City-CSV"
+
+
+def edition(date: str, md5: str | None = None) -> Edition:
+    mmdb = mmdb_bytes(EDITION, date)
+    return Edition(date, maxmind_tarball(EDITION, date, mmdb), md5 or md5_of(mmdb))
+
+
+class RecordingEndpoint(LambdaEndpoint):
+    """The Lambda endpoint, keeping every payload a task received and returned: the execution's history."""
+
+    def __init__(self, tasks_by_function: dict[str, str], s3: Any) -> None:
+        super().__init__(tasks_by_function, s3)
+        self.history: list[Any] = []
+
+    def invoke(self, function: str, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        result = super().invoke(function, event)
+        self.history.extend([event, result[0]])
+        return result
+
+
+@dataclass
+class FeedMachine:
+    machine: Machine
+    maxmind: FakeMaxMind
+    table: LoaderTable
+
+    @property
+    def endpoint(self) -> RecordingEndpoint:
+        endpoint = self.machine.endpoint
+        assert isinstance(endpoint, RecordingEndpoint)
+        return endpoint
+
+    def run(self, feed: str = DATASET) -> dict[str, Any]:
+        return self.machine.run(localize(self.machine.definition), {"feed": feed})
+
+    @property
+    def dataset(self) -> LoaderTable:
+        return self.table.for_dataset(DATASET)
+
+    def feed_files(self) -> dict[str, bytes]:
+        s3 = self.endpoint.s3
+        listing = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{FEEDS_PREFIX}/{DATASET}/")
+        return {
+            entry["Key"]: s3.get_object(Bucket=BUCKET, Key=entry["Key"])["Body"].read()
+            for entry in listing.get("Contents", [])
+        }
+
+
+def published_failures(printed: str) -> list[tuple[str, float]]:
+    """The ``FeedFailuresInARow`` metrics the handlers printed (CloudWatch's embedded metric format)."""
+    metrics = [json.loads(line) for line in printed.splitlines() if line.startswith('{"_aws"')]
+    return [
+        (metric["feed"], metric["FeedFailuresInARow"][0])
+        for metric in metrics
+        if "FeedFailuresInARow" in metric
+    ]
+
+
+def _deployed_feeds_at(template: dict[str, Any], host: str) -> str:
+    """The template's IPMETA_FEEDS, MaxMind's feeds pointed at ``host``; and a CSV edition beside them."""
+    _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_TASK}")
+    feeds = [
+        dataclasses.replace(feed, config=dataclasses.replace(feed.config, host=host))
+        if feed.config.vendor == "maxmind"
+        else feed
+        for feed in decode_feeds(function["Properties"]["Environment"]["Variables"][ENV_FEEDS]).values()
+    ]
+    csv = FeedConfig("maxmind", CSV_EDITION, "csv", dataset=CSV_DATASET, host=host, secret=SECRET)
+    return encode_feeds([*feeds, DeployedFeed(csv)])
+
+
+@pytest.fixture
+def feed_machine(
+    synthesized: Synthesized,
+    table_environment: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[FeedMachine]:
+    if shutil.which("node") is None:
+        pytest.fail("the state machine tests need node")
+    template = synthesized.templates[FEEDS]
+    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
+    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
+    # The vendor's retries within one invocation, without waiting; the state machine's own come after
+    monkeypatch.setattr(handlers, "HttpClient", lambda: quick_http(Sleeps(), attempts=1))
+    csv = Edition("2026-11-24", maxmind_city_csv_zip("2026-11-24"), md5_of(b"csv release"))
+    editions = {EDITION: edition("2026-11-24"), CSV_EDITION: csv}
+    with FakeMaxMind(ACCOUNT, KEY, editions) as maxmind, mock_aws():
+        monkeypatch.setenv(ENV_FEEDS, _deployed_feeds_at(template, maxmind.api.url))
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        secrets = boto3.client("secretsmanager", region_name="us-east-1")
+        secrets.create_secret(
+            Name=SECRET, SecretString=json.dumps({"account_id": ACCOUNT, "license_key": KEY})
+        )
+        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
+        endpoint = RecordingEndpoint(loader_tasks(template), s3)
+        threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+        try:
+            machine = Machine(state_machine_definition(template), endpoint, tmp_path)
+            yield FeedMachine(machine, maxmind, LoaderTable.from_settings(table_environment))
+        finally:
+            endpoint.shutdown()
+            endpoint.server_close()
+    handlers.reset()
+
+
+def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unchanged(
+    feed_machine: FeedMachine,
+) -> None:
+    # When the feed's schedule starts a run, {"feed": "geolite2-asn"}
+    first = feed_machine.run()
+    # Then the release is fetched into the bucket, loaded into the feed's dataset, and remembered
+    assert first["status"] == "SUCCEEDED", first
+    assert feed_machine.dataset.read_active_version(consistent=True) == first["output"]["version"] == 1
+    assert list(feed_machine.feed_files()) == [f"{FEEDS_PREFIX}/{DATASET}/{EDITION}.mmdb"]
+    state = TableFeedStates(feed_machine.dataset).get(f"maxmind:{EDITION}")
+    assert state is not None
+    assert state.release_id == "2026-11-24"
+    # When the next run finds the same release
+    feed_machine.maxmind.api.forget()
+    feed_machine.maxmind.storage.forget()
+    again = feed_machine.run()
+    # Then it ends as unchanged after the metadata request, and starts no load
+    assert again["status"] == "SUCCEEDED", again
+    assert again["output"]["status"] == "unchanged"
+    assert feed_machine.maxmind.api.paths() == ["/geoip/updates/metadata"]
+    assert feed_machine.maxmind.storage.paths() == []
+    assert [load.version for load in feed_machine.dataset.list_loads()] == [1]
+    # And the licence key is in no state's input or output
+    assert KEY not in json.dumps(feed_machine.endpoint.history)
+    assert KEY not in json.dumps([first, again])
+
+
+def test_a_bad_release_fails_the_run_loads_nothing_and_keeps_the_previous_version(
+    feed_machine: FeedMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the first release loaded
+    assert feed_machine.run()["status"] == "SUCCEEDED"
+    files = feed_machine.feed_files()
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 0)]
+    # When the next release's .mmdb is not the one its md5 names
+    feed_machine.maxmind.editions[EDITION] = edition("2026-11-27", md5="0" * 32)
+    failed = feed_machine.run()
+    # Then Fetch fails into Abort, and the run ends as failed with the feed's error
+    assert failed["status"] == "FAILED", failed
+    assert "ChecksumMismatch" in failed["cause"]
+    kinds = [(event["type"], event["state"]) for event in failed["events"]]
+    assert ("StateCaught", "Fetch") in kinds
+    assert ("StateFailed", "LoadFailed") in kinds
+    # And nothing changed: version 1 serves, from the files it was loaded from, no upload is left open
+    assert feed_machine.dataset.read_active_version(consistent=True) == 1
+    assert [load.version for load in feed_machine.dataset.list_loads()] == [1]
+    assert feed_machine.feed_files() == files
+    assert feed_machine.endpoint.s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+    # And the failure counts towards the feed's alarm; the release remembered is still the first
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 1)]
+    state = TableFeedStates(feed_machine.dataset).get(f"maxmind:{EDITION}")
+    assert state is not None
+    assert state.release_id == "2026-11-24"
+    # When the vendor publishes a good release, the next run loads it and the count starts again
+    feed_machine.maxmind.editions[EDITION] = edition("2026-11-28")
+    loaded = feed_machine.run()
+    assert loaded["status"] == "SUCCEEDED", loaded
+    assert feed_machine.dataset.read_active_version(consistent=True) == 2
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 0)]
+
+
+def test_a_refused_key_fails_at_once_and_counts_each_failed_run(
+    feed_machine: FeedMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    feed_machine.maxmind.license_key = "rotated-by-the-vendor"
+    for expected in (1, 2):
+        failed = feed_machine.run()
+        assert failed["status"] == "FAILED", failed
+        assert "FeedAuthRefused" in failed["cause"]
+        assert not [event for event in failed["events"] if event["type"] == "StateRetried"]
+        assert published_failures(capsys.readouterr().out) == [(DATASET, expected)]
+    assert feed_machine.dataset.read_active_version(consistent=True) is None
+    assert KEY not in json.dumps(feed_machine.endpoint.history)
+
+
+def test_a_vendor_unavailable_is_retried_by_the_state_machine(feed_machine: FeedMachine) -> None:
+    # The first invocation meets a 503 (its one attempt), Fetch's Retry runs it again
+    feed_machine.maxmind.api.inject(Reply(503))
+    result = feed_machine.run()
+    assert result["status"] == "SUCCEEDED", result
+    assert [event["state"] for event in result["events"] if event["type"] == "StateRetried"] == ["Fetch"]
+    assert feed_machine.dataset.read_active_version(consistent=True) == 1
+
+
+def test_an_unknown_feed_fails_the_run_without_touching_any_dataset(feed_machine: FeedMachine) -> None:
+    failed = feed_machine.run("no-such-feed")
+    assert failed["status"] == "FAILED", failed
+    assert "FeedConfigInvalid" in failed["cause"]
+    assert feed_machine.maxmind.api.paths() == []
+
+
+def test_start_finding_the_release_already_active_records_it(feed_machine: FeedMachine) -> None:
+    # Given the release loaded, and then its record lost (another feed's state in its place)
+    assert feed_machine.run()["status"] == "SUCCEEDED"
+    feed_machine.dataset.put_feed_state({"feed": "maxmind:another", "release_id": "x"})
+    # When the feed runs again, it fetches (no state of its own), and Start finds the bytes active
+    feed_machine.maxmind.storage.forget()
+    again = feed_machine.run()
+    assert again["status"] == "SUCCEEDED", again
+    assert len(feed_machine.maxmind.storage.paths()) == 1
+    assert again["output"]["status"] == "unchanged"
+    assert feed_machine.dataset.read_active_version(consistent=True) == 1
+    # Then the release is remembered, and the run after it costs the metadata request only
+    feed_machine.maxmind.api.forget()
+    assert feed_machine.run()["output"]["status"] == "unchanged"
+    assert feed_machine.maxmind.api.paths() == ["/geoip/updates/metadata"]
+
+
+def test_a_csv_edition_loads_its_blocks_with_its_locations_from_the_bucket(feed_machine: FeedMachine) -> None:
+    result = feed_machine.run(CSV_DATASET)
+    assert result["status"] == "SUCCEEDED", result
+    city = feed_machine.table.for_dataset(CSV_DATASET)
+    assert city.read_active_version(consistent=True) == 1
+    [load] = city.list_loads()
+    prefix = f"s3://{BUCKET}/{FEEDS_PREFIX}/{CSV_DATASET}"
+    assert list(load.sources) == [
+        f"{prefix}/GeoLite2-City-Blocks-IPv4.csv",
+        f"{prefix}/GeoLite2-City-Blocks-IPv6.csv",
+    ]
+    assert (load.options.format, load.options.locations) == (
+        "geoip2-csv",
+        f"{prefix}/GeoLite2-City-Locations-en.csv",
+    )
+    assert load.items_written > 0
