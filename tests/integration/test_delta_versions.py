@@ -11,11 +11,8 @@ from __future__ import annotations
 import csv
 import itertools
 import os
-import signal
-import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +33,12 @@ from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, get_json, running_api_server
+from tests.killing import kill_when
 
 #: The releases live in buckets 1 to 5 (IPv4 /8s): small enough to probe every edge,
 #: with room for whole buckets (covers) and for buckets one release leaves empty.
 FIRST, LAST = 1 << 24, (6 << 24) - 1
 BUCKET = 1 << 24
-PROJECT = Path(__file__).parent.parent.parent
 
 
 @dataclass(frozen=True)
@@ -371,21 +368,9 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
         "--parallel-chunks",
         "1",
     ]
-    process = subprocess.Popen([*command, str(source)], env=env, cwd=PROJECT, stderr=subprocess.PIPE)
-    try:
-        # When it is SIGKILLed inside the phase
-        deadline, killed = time.monotonic() + 120, None
-        while killed is None and time.monotonic() < deadline and process.poll() is None:
-            killed = _killed_in(phase, tmp_path / "staging", store)
-            if killed is not None:
-                process.send_signal(signal.SIGKILL)
-            time.sleep(0.005)
-        process.wait(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed is not None, (
-        f"never caught it in {phase}: {process.stderr and process.stderr.read().decode()}"
+    # When it is SIGKILLed inside the phase
+    killed, _ = kill_when(
+        [*command, str(source)], env, lambda: _killed_in(phase, tmp_path / "staging", store)
     )
     assert store.read_active_version(consistent=True) == base.version  # A keeps serving
     # Then a resume finishes the same load, writes each planned item once, and activates
