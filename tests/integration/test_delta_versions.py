@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import os
 import sys
 import threading
@@ -386,3 +387,24 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
         found = answer(store, meta.version, meta.base, row.end, None)
         assert found is not None
         assert found[0] == row.label
+
+
+def test_plan_with_the_previous_release_prints_the_items_a_delta_load_then_writes(
+    store: LoaderTable, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ipmeta_cli import main as cli
+
+    old = write(release(800, 1), tmp_path / "old.csv")
+    new = write(release(800, 2, changed=0.04, dropped=0.01), tmp_path / "new.csv")
+    # Given the plan of the new release over the previous one
+    assert cli.main(["plan", "--json", "--workers", "1", str(new), "--previous", str(old)]) == 0
+    reload = json.loads(capsys.readouterr().out)["reload"]
+    assert reload["auto_writes"] == "delta"
+    assert reload["delta"]["write_usd"] < reload["full"]["write_usd"] / 10
+    # When both are loaded, the delta writes the items the plan counted
+    load_rows(store, tmp_path, "old.csv", release(800, 1))
+    delta = load_rows(store, tmp_path, "new.csv", release(800, 2, changed=0.04, dropped=0.01))
+    assert delta.report.delta is not None
+    assert delta.report.delta["written_as"] == "delta"
+    assert reload["delta_items"] == delta.items
+    assert reload["previous_items"] == 800
