@@ -408,3 +408,48 @@ def test_plan_with_the_previous_release_prints_the_items_a_delta_load_then_write
     assert delta.report.delta["written_as"] == "delta"
     assert reload["delta_items"] == delta.items
     assert reload["previous_items"] == 800
+
+
+def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items(
+    store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader.pipeline import abort
+    from loader.pipeline.write import write_chunk
+
+    rows_a = release(1200, 1)
+    base = load_rows(store, tmp_path, "a.csv", rows_a)
+    base_manifest = store.get_manifest(base.version)
+    assert base_manifest is not None
+    base_items = sum(store.count_partition(pk) for pk in base_manifest.partitions)
+    # Given a delta load whose third chunk breaks (a throttled table, a killed task)
+    written: list[int] = []
+    real_write_chunk = write_chunk
+
+    def breaking_write_chunk(load_id: str, index: int, *args: Any, **kwargs: Any) -> Any:
+        if len(written) == 2:
+            raise RuntimeError("the table refused the chunk")
+        written.append(index)
+        return real_write_chunk(load_id, index, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "write_chunk", breaking_write_chunk)
+    with pytest.raises(RuntimeError, match="refused"):
+        driver.run_load(
+            [write(release(1200, 2, changed=0.1), tmp_path / "b.csv")],
+            LoadOptions(delta="always", chunk_size=25),
+            store,
+            LocalStaging(tmp_path / "staging"),
+            parallel_chunks=1,
+        )
+    # Then A keeps serving every address, through the API as well
+    assert store.read_active_version(consistent=True) == base.version
+    with running_api_server(store) as server:
+        for row in rows_a[::60]:
+            _, body = get_json(server, f"/v1/ip/{format_address(4, row.start)}")
+            assert body["data"]["name"] == row.label
+    # And once the load is failed (the state machine's Abort), cleanup deletes the delta's items alone
+    (failed,) = [load for load in store.list_loads() if load.status == LoadStatus.PREPARED]
+    abort.fail(failed.load_id, "States.TaskFailed", store, now=10.0)
+    outcome = retention.cleanup(store, LocalStaging(tmp_path / "staging"), now=10**10)
+    assert [entry["version"] for entry in outcome["deleted"]] == [failed.load_id]
+    assert outcome["deleted"][0]["items_deleted"] == 2 * 25
+    assert sum(store.count_partition(pk) for pk in base_manifest.partitions) == base_items
