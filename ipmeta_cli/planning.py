@@ -122,11 +122,15 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
 
 def reload_costs(estimate: Mapping[str, Any], items: int, args: argparse.Namespace) -> dict[str, Any]:
     """A full reload's cost beside the delta's, and what ``--delta auto`` would write."""
-    from loader.planning.costs import load_costs
+    from loader.planning.costs import diff_read_costs, load_costs
     from loader.planning.write_model import DEFAULT_ITEM_BYTES
 
     full = load_costs(items, DEFAULT_ITEM_BYTES)
     delta = load_costs(estimate["delta_items"], DEFAULT_ITEM_BYTES)
+    reading_the_base = diff_read_costs(estimate["previous_items"], DEFAULT_ITEM_BYTES)
+    # A delta replaces the previous delta (its own items deleted) and reads its base once to diff
+    delta["reload_usd"] = round(delta["write_usd_replacing_a_version"] + reading_the_base["read_usd"], 4)
+    delta["diff_read_usd"] = reading_the_base["read_usd"]
     share = estimate["share_of_previous"]
     return {
         **estimate,
@@ -225,7 +229,8 @@ def _reload_lines(reload: Mapping[str, Any]) -> list[str]:
         f"a delta writes {reload['delta_items']:,} items ({reload['share_of_previous']:.1%} of it), "
         f"--delta auto writes {reload['auto_writes']}",
         f"  full reload ${full['write_usd_replacing_a_version']:,.2f} (writes and the old version's "
-        f"deletes); delta ${delta['write_usd_replacing_a_version']:,.2f}",
+        f"deletes); delta ${delta['reload_usd']:,.2f} (writes, the previous delta's deletes, "
+        f"${delta['diff_read_usd']:,.2f} of reads of its base)",
     ]
 
 

@@ -65,6 +65,18 @@ def load_costs(
     }
 
 
+def diff_read_costs(base_items: int, item_bytes: float) -> dict[str, Any]:
+    """What a delta's diff pays to read its base: every base item once, by eventually consistent Query.
+
+    A Query is billed on the bytes it returns, in 4 KB steps of half a read unit, so the
+    base costs its size, not its item count (``loader.pipeline.diff``).
+    """
+    read_units = math.ceil(
+        base_items * (item_bytes + ITEM_OVERHEAD_BYTES) / 4096 * READ_UNITS_PER_LOOKUP_READ
+    )
+    return {"read_units": read_units, "read_usd": round(read_units / MILLION * READ_PRICE_PER_MILLION, 4)}
+
+
 def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
     """Dollars for ``millions`` of requests priced by volume tiers, cheapest last."""
     cost, left = 0.0, millions

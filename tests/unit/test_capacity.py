@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loader.planning.blog import reproduce_blog, synthetic_blog_file
-from loader.planning.costs import ApiFront, load_costs, lookup_costs
+from loader.planning.costs import ApiFront, diff_read_costs, load_costs, lookup_costs
 from loader.planning.load_plan import index_shards, plan_load
 from loader.planning.write_model import (
     LOADER_CLIENT,
@@ -302,6 +302,15 @@ def test_a_loads_write_and_storage_cost() -> None:
     assert costs["write_usd"] == pytest.approx(2.1 * 0.625)
     stored = 1_000_000 * (1_500 + 100) + 100_000 * (200 + 100)
     assert costs["storage_usd_per_month"] == pytest.approx(stored / 2**30 * 0.25, abs=1e-4)
+
+
+def test_a_deltas_diff_reads_its_base_by_size_not_by_item() -> None:
+    # 3.6 M items of 600 bytes (700 stored): 2.5 GB, read eventually consistent in 4 KB steps
+    costs = diff_read_costs(3_600_000, item_bytes=600)
+
+    assert costs["read_units"] == math.ceil(3_600_000 * 700 / 4096 / 2)
+    assert costs["read_usd"] == pytest.approx(costs["read_units"] / 1e6 * 0.125, abs=1e-4)
+    assert costs["read_usd"] < load_costs(3_600_000, item_bytes=600)["write_usd"] / 10
 
 
 def test_a_frequent_value_gets_ten_shards_per_partition_its_writes_need() -> None:
