@@ -301,7 +301,7 @@ def test_a_load_with_reverse_indexes_is_written_full_and_says_why(store: LoaderT
     assert indexed.report.delta is None  # no base was even read
 
 
-def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once(
+def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once_then_one_in_a_known_stretch(
     table_settings: Settings, tmp_path: Path
 ) -> None:
     # Given a delta over a base, and a client holding every Query until two are in flight
@@ -312,23 +312,41 @@ def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once(
     assert store.get_version_meta(delta.version).base == base.version  # type: ignore[union-attr]
     counter = RequestCounter()
     together = threading.Barrier(2)
+    holding = threading.Event()
 
     def hold_queries(request: Any, **_: Any) -> None:
-        if request.headers["X-Amz-Target"].decode().endswith(".Query"):
+        if holding.is_set() and request.headers["X-Amz-Target"].decode().endswith(".Query"):
             together.wait(timeout=5)
 
     client.meta.events.register("before-send.dynamodb", counter)
     client.meta.events.register("before-send.dynamodb", hold_queries)
     rows = release(400, 2, changed=0.05)
-    with running_api_server(store) as server:
+    unchanged = [row for row in rows if not row.label.endswith("-2")]
+    # Pairs of unchanged neighbours in one bucket, no delta item between them
+    pairs = [
+        (first, second)
+        for first, second in itertools.pairwise(unchanged)
+        if first.start // BUCKET == second.start // BUCKET and second.start == first.start + 4096 + 256
+    ]
+    assert len(pairs) >= 10
+    cache = RangeCache(1 << 20)
+    with running_api_server(store, ranges=cache) as server:
         get_json(server, "/v1/health")
-        for row in rows[:20]:
+        for first, second in pairs[::3][:10]:
+            cache.clear()  # uncached: nothing of the delta known
+            holding.set()
             counter.reset()
-            status, body = get_json(server, f"/v1/ip/{format_address(4, row.start + 7)}")
+            status, body = get_json(server, f"/v1/ip/{format_address(4, first.start + 7)}")
             # Then each answers the new release, from exactly two Queries (the delta's, the base's)
-            assert (status, body["data"]["name"]) == (200, row.label)
+            assert (status, body["data"]["name"]) == (200, first.label)
             assert body["datasets"]["default"]["version"] == f"v{delta.version}"
             assert counter.operations().count("Query") == 2, counter.operations()
+            holding.clear()
+            # And its neighbour falls through the stretch the delta's Query proved: the base's alone
+            counter.reset()
+            status, body = get_json(server, f"/v1/ip/{format_address(4, second.start + 7)}")
+            assert (status, body["data"]["name"]) == (200, second.label)
+            assert counter.operations().count("Query") == 1, counter.operations()
     assert not together.broken
 
 
