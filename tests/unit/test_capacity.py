@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loader.planning.blog import reproduce_blog, synthetic_blog_file
-from loader.planning.costs import ApiFront, diff_read_costs, load_costs, lookup_costs
+from loader.planning.costs import ApiFront, diff_read_costs, load_costs, lookup_costs, reload_month_costs
 from loader.planning.load_plan import index_shards, plan_load
 from loader.planning.write_model import (
     LOADER_CLIENT,
@@ -397,3 +397,21 @@ def test_each_front_pays_for_its_own_log_lines() -> None:
 
     assert costs["fronts"]["rest"]["breakdown"]["logs"] == pytest.approx(2 * LOGS_PER_MILLION, abs=1e-4)
     assert costs["fronts"]["http"]["breakdown"]["logs"] == pytest.approx(LOGS_PER_MILLION, abs=1e-4)
+
+
+def test_following_every_release_as_deltas_costs_a_fraction_of_full_reloads() -> None:
+    # GeoLite2-City: 3.59 M items, about 1.2% drifting per release, twice a week
+    month = reload_month_costs(3_591_359, 584, 0.012, max_chain=8, threshold=0.25)
+
+    full_release = load_costs(3_591_359, 584)["write_usd_replacing_a_version"]
+    assert month["full_usd_per_month"] == pytest.approx(full_release * 104 / 12, abs=0.01)
+    assert month["releases_per_full_load"] == 9  # a full load, then 8 deltas on it
+    deltas = sum(
+        load_costs(round(k * 0.012 * 3_591_359), 584)["write_usd_replacing_a_version"]
+        + diff_read_costs(3_591_359, 584)["read_usd"]
+        for k in range(1, 9)
+    )
+    assert month["delta_usd_per_month"] == pytest.approx((full_release + deltas) / 9 * 104 / 12, abs=0.01)
+    assert month["delta_usd_per_month"] < month["full_usd_per_month"] / 4
+    # Releases drifting fast reach the threshold first: fewer deltas per full load
+    assert reload_month_costs(3_591_359, 584, 0.1, max_chain=8, threshold=0.25)["releases_per_full_load"] == 3
