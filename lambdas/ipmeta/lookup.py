@@ -87,7 +87,9 @@ def query_and_answer(
         item = reader.find_range_piece(*reader.space.lookup_key(version, address))
         return remember_and_answer(reader, version, address, cache, span_of(reader, version, address, item))
     stretch = known_stretch(reader, version, address, cache)
-    item = None if stretch is not None else reader.find_range_piece(*reader.space.lookup_key(version, address))
+    # In a stretch the delta's Query already proved empty, only the base is asked.
+    own_key = reader.space.lookup_key(version, address)
+    item = None if stretch is not None else reader.find_range_piece(*own_key)
     base_item = reader.find_range_piece(*reader.space.lookup_key(base, address))
     run = delta_span(
         reader, version, address, item, base=base, base_item=base_item, cache=cache, stretch=stretch
