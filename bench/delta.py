@@ -332,7 +332,7 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     releases = [fetch(version) for version in args.releases]
     result = {
-        "command": "python -m bench.delta " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python -m bench.delta", *sys.argv[1:]]),
         "attribution": ATTRIBUTION,
         **run(releases, args.probes, args.lookups),
     }
