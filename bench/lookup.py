@@ -17,7 +17,12 @@ run, never an absolute goal, so a slow machine cannot fail it.
   (``?datasets=asn,country``: two Queries per lookup, sent at once). The country
   dataset (``bench.datasets.country_csv``) has ranges of its own, so its Queries
   land in other items than the ASN ones. The goal is a rate at least
-  ``TWO_DATASET_GOAL`` of the single dataset's, in the same run.
+  ``TWO_DATASET_GOAL`` of the single dataset's, in the same run. Here one dynalite
+  process answers both Queries on the machine's two cores, beside the server and
+  the clients, so twice the Queries cost twice its CPU; in AWS the two Queries run
+  on DynamoDB at once and the function pays only the second call's client side.
+- **Two datasets against one, as served** (``--cached-dataset-workers``): the same
+  pair with the range cache at its default size.
 - **The handler alone**, in a fresh interpreter with only ``lambdas/`` on its
   path, as a Lambda container imports it: import time, peak memory after import
   and after lookups, and CPU per lookup with the range cache off (docs/deploy.md
@@ -180,10 +185,12 @@ def measure_http(
         "--workers",
         str(workers),
     ]
+    server_log = Path(args.data_dir) / "bench-lookup-server.log"  # its logs, for a 5xx's cause
     server = subprocess.Popen(
         command,
         env={**os.environ, ENV_DYNAMODB_ENDPOINT: endpoint, **environment},
-        stdout=subprocess.DEVNULL,
+        stdout=server_log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 30
@@ -201,7 +208,7 @@ def measure_http(
             response = connection.getresponse()
             response.read()
             if response.status >= 500:
-                raise RuntimeError(f"HTTP {response.status}")
+                raise RuntimeError(f"HTTP {response.status}; the server's logs: {server_log}")
 
         measure(http_lookup, args.clients, 2.0)  # warm: connections, each worker's pointer cache
         return measure(http_lookup, args.clients, args.seconds)
@@ -298,6 +305,10 @@ def chart(report: Mapping[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def two_to_one(pairs: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> dict[int, float]:
+    return {w: round(pair["two"]["per_second"] / pair["one"]["per_second"], 3) for w, pair in pairs.items()}
+
+
 def parse_arguments() -> argparse.Namespace:
     options = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -318,6 +329,13 @@ def parse_arguments() -> argparse.Namespace:
         nargs="*",
         default=[1, 2],
         help="server processes to measure one dataset against two with (range cache off)",
+    )
+    options.add_argument(
+        "--cached-dataset-workers",
+        type=int,
+        nargs="*",
+        default=[1],
+        help="server processes to measure one dataset against two with, range cache on",
     )
     options.add_argument(
         "--cached-workers",
@@ -358,6 +376,13 @@ def main() -> int:
             }
             for w in args.dataset_workers
         }
+        one_and_two_cached = {
+            w: {
+                "one": measure_http(args, endpoint, addresses, w, {}, query=ONE_DATASET),
+                "two": measure_http(args, endpoint, addresses, w, {}, query=TWO_DATASETS),
+            }
+            for w in args.cached_dataset_workers
+        }
         handler = measure_handler(endpoint, settings.table_name, addresses)
 
     report = {
@@ -374,11 +399,10 @@ def main() -> int:
             "datasets": {ASN_DATASET: loaded["items"], COUNTRY_DATASET: country["items"]},
             "attribution": COUNTRY_ATTRIBUTION,
             "by_server_workers": one_and_two,
-            "ratio_two_to_one_by_server_workers": {
-                w: round(pair["two"]["per_second"] / pair["one"]["per_second"], 3)
-                for w, pair in one_and_two.items()
-            },
-            "goal": f">= {TWO_DATASET_GOAL} (range cache off, same run)",
+            "ratio_two_to_one_by_server_workers": two_to_one(one_and_two),
+            "with_range_cache_by_server_workers": one_and_two_cached,
+            "ratio_two_to_one_with_range_cache_by_server_workers": two_to_one(one_and_two_cached),
+            "goal": f">= {TWO_DATASET_GOAL} (same run)",
         },
         "handler_in_fresh_interpreter": handler,
     }
