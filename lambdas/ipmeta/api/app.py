@@ -37,7 +37,7 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
     return CORSConfig(
         allow_origin=settings.cors_origins[0],
         extra_origins=list(settings.cors_origins[1:]),
-        allow_headers=["If-None-Match", "X-Api-Key"],
+        allow_headers=["If-None-Match", "X-Api-Key", "Authorization"],
         expose_headers=["ETag"],
         max_age=600,
     )
