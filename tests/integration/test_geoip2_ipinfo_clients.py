@@ -43,7 +43,7 @@ from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
 from tests.geoip2_databases import write_asn, write_city
-from tests.tls import make_server_certificate
+from tests.tls import ServerCertificate, make_server_certificate
 
 KEY = "k3y-of-the-test-team"
 ACCOUNT = 123456
@@ -54,6 +54,7 @@ class Deployment:
     server: LocalApiServer
     city: Path
     asn: Path
+    certificate: ServerCertificate
 
     @property
     def host(self) -> str:
@@ -90,7 +91,7 @@ def deployment(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
         )
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
-            yield Deployment(server, city, asn)
+            yield Deployment(server, city, asn, certificate)
         finally:
             server.shutdown()
             server.server_close()
@@ -315,3 +316,28 @@ def test_ipinfo_at_the_root_serves_the_clients_own_paths(
     )
     missing = requests.get(f"https://{deployment.host}/v1/nothing", headers={"x-api-key": KEY}, timeout=10)
     assert missing.json()["code"] == "ROUTE_NOT_FOUND"
+
+
+def test_me_is_the_caller_and_without_keys_any_credentials_pass(deployment: Deployment) -> None:
+    # The caller here is 127.0.0.1: a reserved address no dataset holds
+    with pytest.raises(geoip2.errors.AddressNotFoundError):
+        geoip2.webservice.Client(ACCOUNT, KEY, host=deployment.host).city()
+    me = requests.get(f"https://{deployment.host}/geoip/v2.1/country/me", auth=("1", KEY), timeout=10)
+    assert (me.status_code, me.json()["code"]) == (400, "IP_ADDRESS_RESERVED")
+    caller = ipinfo_handler(deployment).getDetails()
+    assert (caller.ip, caller.bogon) == ("127.0.0.1", True)
+    # As `ipmeta serve` runs by default: no keys configured, so any account and key will do
+    from ipmeta.api.handler import handler
+
+    tls = tls_context(str(deployment.certificate.certificate), str(deployment.certificate.key))
+    open_server = LocalApiServer("127.0.0.1", 0, handler, tls=tls)
+    threading.Thread(target=open_server.serve_forever, daemon=True).start()
+    try:
+        host = f"127.0.0.1:{open_server.server_address[1]}"
+        assert (
+            geoip2.webservice.Client(1, "anything", host=host).city("175.16.199.1").city.name == "Changchun"
+        )
+        assert requests.get(f"https://{host}/v1/ip/175.16.199.1", timeout=10).status_code == 200
+    finally:
+        open_server.shutdown()
+        open_server.server_close()

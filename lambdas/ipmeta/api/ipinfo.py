@@ -30,6 +30,7 @@ from ipmeta.bogons import is_bogon
 from ipmeta.catalog import Targets
 from ipmeta.errors import FieldNotFound, IpAddressNotFound, IpmetaError
 from ipmeta.ips import Address, parse_ip
+from ipmeta.settings import ApiSettings
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
@@ -131,28 +132,39 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
     return answers
 
 
+def _ipinfo_error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {content_types.APPLICATION_JSON: {"model": IpinfoError}}}
+
+
+_ERRORS: dict[int, Any] = {
+    404: _ipinfo_error('A malformed address ("Wrong ip", as ipinfo answers it), or no such field'),
+    503: _ipinfo_error("NO_DATASET: none of the datasets is active yet"),
+}
 _DETAILS: dict[int, Any] = {
     200: {
         "description": "ipinfo's answer",
         "content": {content_types.APPLICATION_JSON: {"model": IpinfoDetails}},
     },
-    404: {
-        "description": 'A malformed address: "Wrong ip", as ipinfo answers it',
-        "content": {content_types.APPLICATION_JSON: {"model": IpinfoError}},
-    },
+    **_ERRORS,
 }
 _TEXT: dict[int, Any] = {
     200: {"description": "The field's value and a newline", "content": {"text/plain": {}}},
-    404: _DETAILS[404],
+    **_ERRORS,
 }
-
-
 _BATCH: dict[int, Any] = {
     200: {
         "description": "Keyed by each input",
         "content": {content_types.APPLICATION_JSON: {"model": IpinfoBatchResponse}},
-    }
+    },
+    400: _ipinfo_error("The body is not a JSON array of strings, or holds more than the batch limit"),
+    503: _ERRORS[503],
 }
+
+
+def _batch_body() -> dict[str, Any]:
+    limit = ApiSettings.from_environment().batch_max_ips
+    schema = {"type": "array", "items": {"type": "string"}, "maxItems": limit}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
@@ -209,6 +221,7 @@ def register(prefix: str, *, at_root: bool) -> None:
         operation_id=f"ipinfoBatch{suffix}",
         summary="ipinfo: many addresses (ip or ip/field) at once",
         responses=_BATCH,
+        openapi_extensions=_batch_body(),
         **common,
     )(handlers["batch"])
 
