@@ -42,6 +42,7 @@ WHOLE = "json"
 
 @cache
 def fields() -> dict[str, tuple[ipinfo.Candidate, ...]]:
+    """ipinfo's field map, made once per container: a container's settings never change."""
     return ipinfo.field_map(dependencies.current().api.ipinfo_fields)
 
 
