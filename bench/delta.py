@@ -249,8 +249,13 @@ def compare(store: LoaderTable, release: Release, addresses: Sequence[Address]) 
     }
 
 
-def requests_per_lookup(settings: Settings, release: Release, count: int) -> dict[str, Any]:
-    """Zipf(1.1) over the release's ranges, through the handler with its range cache: requests counted."""
+def requests_per_lookup(
+    settings: Settings, full_settings: Settings, release: Release, count: int
+) -> dict[str, Any]:
+    """Zipf(1.1) over the release's ranges, through the handler with its range cache: requests counted.
+
+    The same workload on a full load of the same release, in the same run, is the baseline.
+    """
     families, starts, ends = [], [], []
     for family in (4, 6):
         for start, end, _ in coalesced(release.ranges[family]):
@@ -260,12 +265,16 @@ def requests_per_lookup(settings: Settings, release: Release, count: int) -> dic
     workload = draw_workload(Ranges(families, starts, ends), count, "zipf", seed=21)  # type: ignore[arg-type]
     cached = drive_handler(settings, workload, RangeCache(DEFAULT_RANGE_CACHE_BYTES), "delta, cache on")
     uncached = drive_handler(settings, workload[:2000], RangeCache(0), "delta, cache off")
+    full = drive_handler(full_settings, workload, RangeCache(DEFAULT_RANGE_CACHE_BYTES), "full, cache on")
     return {
         "lookups": cached.lookups,
         "requests_per_lookup": round(cached.requests / cached.lookups, 4),
         "queries_per_lookup": round(cached.queries / cached.lookups, 4),
         "hit_ratio": round(cached.cached / cached.lookups, 4),
         "queries_per_uncached_lookup": round(uncached.queries / uncached.lookups, 4),
+        "full_version_requests_per_lookup": round(full.requests / full.lookups, 4),
+        "full_version_hit_ratio": round(full.cached / full.lookups, 4),
+        "delta_over_full_requests": round(cached.requests / max(1, full.requests), 3),
         "goal": "<= 0.3 requests per lookup; <= 2 Queries per uncached lookup",
     }
 
@@ -276,7 +285,8 @@ def run(releases: Sequence[Release], probe_count: int, lookups: int) -> dict[str
         settings = Settings("bench-delta", endpoint, 0.0)
         store = LoaderTable.from_settings(settings).for_dataset(DATASET)
         store.create_table_if_missing()
-        full_table = LoaderTable.from_settings(Settings("bench-delta-full", endpoint, 0.0))
+        full_settings = Settings("bench-delta-full", endpoint, 0.0)
+        full_table = LoaderTable.from_settings(full_settings)
         full_table.create_table_if_missing()
         first = load(store, releases[0], DATASET, "never")
         by_version = {first["version"]: releases[0]}
@@ -296,7 +306,9 @@ def run(releases: Sequence[Release], probe_count: int, lookups: int) -> dict[str
             step["answers"] = compare(store, release, addresses)
             steps.append(step)
         baseline = load(full_table, releases[-1], keys.DEFAULT_DATASET, "never")
-        lookups_report = requests_per_lookup(settings, releases[-1], lookups) if lookups else None
+        lookups_report = (
+            requests_per_lookup(settings, full_settings, releases[-1], lookups) if lookups else None
+        )
         retention.rollback(store, first["version"])
         rollback = compare(store, releases[0], probes(releases[0], probe_count, rng))
     return {

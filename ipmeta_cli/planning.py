@@ -21,6 +21,7 @@ from typing import Any
 
 from ipmeta_cli.arguments import positive_int
 from ipmeta_cli.loading import add_source_arguments, load_options
+from loader.planning.costs import TWICE_A_WEEK_PER_MONTH
 
 
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
@@ -110,7 +111,9 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         report["load"]["columns"] = len(load.get("column_types", {}))
         report["load"]["rows"] = load.get("rows_read")
         if "delta_estimate" in load:
-            report["reload"] = reload_costs(load["delta_estimate"], report["load"]["items"], args)
+            report["reload"] = reload_costs(
+                load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args
+            )
         if args.chart:
             report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
     if args.reproduce_blog:
@@ -120,13 +123,19 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def reload_costs(estimate: Mapping[str, Any], items: int, args: argparse.Namespace) -> dict[str, Any]:
-    """A full reload's cost beside the delta's, and what ``--delta auto`` would write."""
-    from loader.planning.costs import load_costs
-    from loader.planning.write_model import DEFAULT_ITEM_BYTES
+def reload_costs(
+    estimate: Mapping[str, Any], items: int, item_bytes: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """A full reload's cost beside the delta's, what ``--delta auto`` would write, and the month."""
+    from loader.options import DEFAULT_DELTA_MAX_CHAIN
+    from loader.planning.costs import diff_read_costs, load_costs, reload_month_costs
 
-    full = load_costs(items, DEFAULT_ITEM_BYTES)
-    delta = load_costs(estimate["delta_items"], DEFAULT_ITEM_BYTES)
+    full = load_costs(items, item_bytes)
+    delta = load_costs(estimate["delta_items"], item_bytes)
+    reading_the_base = diff_read_costs(estimate["previous_items"], item_bytes)
+    # A delta replaces the previous delta (its own items deleted) and reads its base once to diff
+    delta["reload_usd"] = round(delta["write_usd_replacing_a_version"] + reading_the_base["read_usd"], 4)
+    delta["diff_read_usd"] = reading_the_base["read_usd"]
     share = estimate["share_of_previous"]
     return {
         **estimate,
@@ -134,6 +143,15 @@ def reload_costs(estimate: Mapping[str, Any], items: int, args: argparse.Namespa
         "delta": delta,
         "auto_writes": "delta" if share <= args.delta_threshold else "full",
         "delta_over_full": round(estimate["delta_items"] / max(1, items), 4),
+        # Each release drifting from the last as this one did
+        "following_every_release": reload_month_costs(
+            items,
+            item_bytes,
+            share,
+            releases_per_month=args.releases_per_month,
+            max_chain=DEFAULT_DELTA_MAX_CHAIN,
+            threshold=args.delta_threshold,
+        ),
     }
 
 
@@ -219,13 +237,18 @@ def _load_lines(plan: Mapping[str, Any]) -> list[str]:
 
 
 def _reload_lines(reload: Mapping[str, Any]) -> list[str]:
-    full, delta = reload["full"], reload["delta"]
+    full, delta, month = reload["full"], reload["delta"], reload["following_every_release"]
     return [
         f"reload over the previous release ({reload['previous_items']:,} items): "
         f"a delta writes {reload['delta_items']:,} items ({reload['share_of_previous']:.1%} of it), "
         f"--delta auto writes {reload['auto_writes']}",
         f"  full reload ${full['write_usd_replacing_a_version']:,.2f} (writes and the old version's "
-        f"deletes); delta ${delta['write_usd_replacing_a_version']:,.2f}",
+        f"deletes); delta ${delta['reload_usd']:,.2f} (writes, the previous delta's deletes, "
+        f"${delta['diff_read_usd']:,.2f} of reads of its base)",
+        f"  following {month['releases_per_month']:g} releases a month that drift as these two do: "
+        f"full reloads ${month['full_usd_per_month']:,.2f} a month, --delta auto "
+        f"${month['delta_usd_per_month']:,.2f} "
+        f"(a full version every {month['releases_per_full_load']} releases)",
     ]
 
 
@@ -248,6 +271,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         nargs="+",
         metavar="FILE",
         help="the release before it: print a delta reload's cost next to a full one's",
+    )
+    plan.add_argument(
+        "--releases-per-month",
+        type=float,
+        default=TWICE_A_WEEK_PER_MONTH,
+        help="how often the vendor publishes, for a month of reloads (default: twice a week, as GeoLite2)",
     )
     add_source_arguments(plan)
     plan.add_argument(

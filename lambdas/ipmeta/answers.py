@@ -25,9 +25,11 @@ from ipmeta.ips import Address, format_address
 from ipmeta.lookup import (
     LookupResult,
     RangeReader,
+    Stretch,
     answer_span,
     cidrs_of,
     delta_span,
+    known_stretch,
     remember_and_answer,
     span_of,
 )
@@ -206,20 +208,37 @@ def _answer_misses(
     executor: Executor,
     cache: RangeCache | None,
 ) -> dict[tuple[str, Address], Outcome]:
-    """Every Query the misses need, sent together; then each miss's run, cached, and its outcome."""
+    """Every Query the misses need, sent together; then each miss's run, cached, and its outcome.
+
+    A delta version's miss needs its own Query and its base's, unless the cache
+    knows the stretch of the delta the address falls through in: then the base's alone.
+    """
     probes: list[_Probe] = []
+    stretches: list[Stretch | None] = []
     for target, address in misses:
         reader = readers(target.dataset)
-        probes.append((reader, reader.space.lookup_key(target.version, address)))
+        stretch = known_stretch(reader, target.version, address, cache) if target.base else None
+        stretches.append(stretch)
+        if stretch is None:
+            probes.append((reader, reader.space.lookup_key(target.version, address)))
         if target.base:
             probes.append((reader, reader.space.lookup_key(target.base, address)))
     found = iter(_run_probes(probes, executor))
     outcomes: dict[tuple[str, Address], Outcome] = {}
-    for target, address in misses:
+    for (target, address), stretch in zip(misses, stretches, strict=True):
         reader = readers(target.dataset)
-        item = next(found)
+        item = None if stretch is not None else next(found)
         if target.base:
-            span = delta_span(reader, target.version, address, item, base=target.base, base_item=next(found))
+            span = delta_span(
+                reader,
+                target.version,
+                address,
+                item,
+                base=target.base,
+                base_item=next(found),
+                cache=cache,
+                stretch=stretch,
+            )
         else:
             span = span_of(reader, target.version, address, item)
         outcomes[target.dataset, address] = _caught(

@@ -69,7 +69,8 @@ def lookup_address(
     datasets do); otherwise it is reserved, which says more than "not found".
 
     With a ``cache``, an address inside a run an earlier Query of this version
-    proved (a range or a gap) answers with no Query at all.
+    proved (a range or a gap) answers with no Query at all, and an address of a
+    delta version inside a stretch known to hold no delta item queries only the base.
     """
     if cache is not None:
         span = cache.find(reader.space.version_key(version), address.family, address.value)
@@ -81,7 +82,19 @@ def lookup_address(
 def query_and_answer(
     reader: RangeReader, version: int, address: Address, cache: RangeCache | None, base: int = 0
 ) -> LookupResult:
-    return remember_and_answer(reader, version, address, cache, query_span(reader, version, address, base))
+    """The Queries one after the other (``ipmeta.answers`` sends them together)."""
+    if not base:
+        item = reader.find_range_piece(*reader.space.lookup_key(version, address))
+        return remember_and_answer(reader, version, address, cache, span_of(reader, version, address, item))
+    stretch = known_stretch(reader, version, address, cache)
+    # In a stretch the delta's Query already proved empty, only the base is asked.
+    own_key = reader.space.lookup_key(version, address)
+    item = None if stretch is not None else reader.find_range_piece(*own_key)
+    base_item = reader.find_range_piece(*reader.space.lookup_key(base, address))
+    run = delta_span(
+        reader, version, address, item, base=base, base_item=base_item, cache=cache, stretch=stretch
+    )
+    return remember_and_answer(reader, version, address, cache, run)
 
 
 def remember_and_answer(
@@ -93,15 +106,6 @@ def remember_and_answer(
             reader.space.version_key(version), address.family, run.start, run.end, run.data, whole=run.whole
         )
     return answer_span(address, version, *run.bounds, run.data)
-
-
-def query_span(reader: RangeReader, version: int, address: Address, base: int = 0) -> Run:
-    """The run one lookup proves, the Queries one after the other (``ipmeta.answers`` sends them together)."""
-    item = reader.find_range_piece(*reader.space.lookup_key(version, address))
-    if not base:
-        return span_of(reader, version, address, item)
-    base_item = reader.find_range_piece(*reader.space.lookup_key(base, address))
-    return delta_span(reader, version, address, item, base=base, base_item=base_item)
 
 
 def span_of(reader: RangeReader, version: int, address: Address, item: dict[str, Any] | None) -> Run:
@@ -133,6 +137,13 @@ def span_of(reader: RangeReader, version: int, address: Address, item: dict[str,
     return Run(start, end, item.get(keys.ATTR_DATA, {}))
 
 
+class Stretch(NamedTuple):
+    """Addresses of one bucket where a delta version holds no item: its base answers them."""
+
+    start: int
+    end: int
+
+
 def delta_span(
     reader: RangeReader,
     version: int,
@@ -141,6 +152,8 @@ def delta_span(
     *,
     base: int,
     base_item: dict[str, Any] | None,
+    cache: RangeCache | None = None,
+    stretch: Stretch | None = None,
 ) -> Run:
     """The run a delta version's two Queries prove: its own item where it holds one, else its base's.
 
@@ -152,11 +165,27 @@ def delta_span(
     answered by the delta where a delta item (or cover) holds it, and by the
     base everywhere else, so the answer is the new release's exactly.
 
-    Where the base answers, the run it proves is cut to the stretch between
-    delta items: the delta item before the address names in ``next`` where the
-    following one starts, and a *marker* at the bucket's offset 0 names the
-    first; a bucket with neither has no delta item, so the whole bucket falls
-    through. The run never leaves the bucket: the next bucket may hold changes.
+    ``item`` is the delta's own Query's answer, unneeded (None) when the cache
+    already knew the ``stretch`` the address falls through in; a stretch newly
+    proved goes into the ``cache``.
+    """
+    if stretch is None:
+        own = delta_own(reader, version, address, item)
+        if isinstance(own, Run):
+            return own
+        stretch = remember_stretch(reader, version, address, cache, own)
+    return base_within(reader, base, address, base_item, stretch)
+
+
+def delta_own(
+    reader: RangeReader, version: int, address: Address, item: dict[str, Any] | None
+) -> Run | Stretch:
+    """What the delta's own Query proves: the delta's answer, or the stretch its base answers.
+
+    The delta item before the address names in ``next`` where the following one
+    starts, and a *marker* at the bucket's offset 0 names the first; a bucket
+    with neither has no delta item, so the whole bucket falls through. The
+    stretch never leaves the bucket: the next bucket may hold changes.
     """
     family, bucket = address.family, keys.bucket_of(address)
     first, last = keys.bucket_bounds(family, bucket)
@@ -165,19 +194,54 @@ def delta_span(
         end = address_value(family, item[keys.ATTR_END])
         if address.value <= end:  # held by the delta: a range, or a gap
             return Run(start, end, None if item.get(keys.ATTR_GAP) else item.get(keys.ATTR_DATA, {}))
-        free = max(end + 1, first), _before_next(item, last)
-    elif item is not None:  # the marker: no delta item from the bucket's start to the first one
-        free = first, _before_next(item, last)
-    else:
-        cover = reader.find_cover(version, family, bucket)
-        if cover is not None:
-            return Run(cover.start, cover.end, cover.data)
-        free = first, last
-    # The base's answer holds up to the next delta item; its range is the new release's too
-    # (a range only the base has, or only the new release has, is a delta item or a gap).
+        return Stretch(max(end + 1, first), _before_next(item, last))
+    if item is not None:  # the marker: no delta item from the bucket's start to the first one
+        return Stretch(first, _before_next(item, last))
+    cover = reader.find_cover(version, family, bucket)
+    if cover is not None:
+        return Run(cover.start, cover.end, cover.data)
+    return Stretch(first, last)
+
+
+def base_within(
+    reader: RangeReader, base: int, address: Address, base_item: dict[str, Any] | None, stretch: Stretch
+) -> Run:
+    """The base's answer, true of the delta version up to the ends of the stretch it falls through in.
+
+    Its range is the new release's too (a range only the base has, or only the
+    new release has, is a delta item or a gap), so the answer names the whole
+    range while the run the cache may keep is cut to the stretch.
+    """
     start, end, data = span_of(reader, base, address, base_item)[:3]
-    run = Run(max(start, free[0]), min(end, free[1]), data)
+    run = Run(max(start, stretch.start), min(end, stretch.end), data)
     return run if data is None or (run.start, run.end) == (start, end) else run._replace(whole=(start, end))
+
+
+def stretch_key(reader: RangeReader, version: int) -> tuple[str, str]:
+    """Where the cache keeps a delta version's stretches: beside its runs, never mistaken for one."""
+    return (reader.space.version_key(version), "falls-through")
+
+
+def known_stretch(
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None
+) -> Stretch | None:
+    """A stretch of the delta an earlier Query proved holds the address: the base's Query alone answers it.
+
+    A delta is small beside its base, so one stretch spans many of the base's
+    ranges: without this, every one of them would cost the delta's Query again.
+    """
+    if cache is None:
+        return None
+    span = cache.find(stretch_key(reader, version), address.family, address.value, count=False)
+    return Stretch(span.start, span.end) if span is not None else None
+
+
+def remember_stretch(
+    reader: RangeReader, version: int, address: Address, cache: RangeCache | None, stretch: Stretch
+) -> Stretch:
+    if cache is not None:
+        cache.put(stretch_key(reader, version), address.family, stretch.start, stretch.end, None)
+    return stretch
 
 
 def _before_next(item: dict[str, Any], last: int) -> int:

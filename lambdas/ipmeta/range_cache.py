@@ -3,7 +3,7 @@
 One Query proves something about a whole run of addresses, not just the one
 asked: the range it finds holds every address from its ``start`` to its
 ``end``, and an address past that end lies in a gap that runs back to the end
-of that range (``ipmeta.lookup.query_span`` states the gap rule). The cache
+of that range (``ipmeta.lookup.span_of`` states the gap rule). The cache
 keeps these runs, so a later lookup of any address inside one needs no Query.
 
 - **By version.** A run is true of one dataset version only; entries of
@@ -141,8 +141,11 @@ class RangeCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def find(self, version: Hashable, family: int, value: int) -> Span | None:
-        """The cached run of ``version`` that holds address ``value``, if any."""
+    def find(self, version: Hashable, family: int, value: int, *, count: bool = True) -> Span | None:
+        """The cached run of ``version`` that holds address ``value``, if any.
+
+        ``count`` False leaves ``hits`` and ``misses`` alone: a look that is not a lookup's answer.
+        """
         with self._lock:
             shelf = self._shelves.get((version, family))
             if shelf is not None:
@@ -151,9 +154,9 @@ class RangeCache:
                     span = shelf.spans[at]
                     if value <= span.end:
                         self._lru.move_to_end(span)
-                        self.hits += 1
+                        self.hits += count
                         return span
-            self.misses += 1
+            self.misses += count
             return None
 
     def put(

@@ -65,6 +65,55 @@ def load_costs(
     }
 
 
+def diff_read_costs(base_items: int, item_bytes: float) -> dict[str, Any]:
+    """What a delta's diff pays to read its base: every base item once, by eventually consistent Query.
+
+    A Query is billed on the bytes it returns, in 4 KB steps of half a read unit, so the
+    base costs its size, not its item count (``loader.pipeline.diff``).
+    """
+    read_units = math.ceil(
+        base_items * (item_bytes + ITEM_OVERHEAD_BYTES) / 4096 * READ_UNITS_PER_LOOKUP_READ
+    )
+    return {"read_units": read_units, "read_usd": round(read_units / MILLION * READ_PRICE_PER_MILLION, 4)}
+
+
+#: MaxMind publishes GeoLite2 twice a week.
+TWICE_A_WEEK_PER_MONTH: Final = 2 * 52 / 12
+
+
+def reload_month_costs(
+    items: int,
+    item_bytes: float,
+    share_per_release: float,
+    *,
+    releases_per_month: float = TWICE_A_WEEK_PER_MONTH,
+    max_chain: int,
+    threshold: float,
+) -> dict[str, Any]:
+    """What following every release costs a month: full reloads, against deltas under ``--delta auto``.
+
+    Every delta is computed against its base, so the k-th after a full version
+    holds about k × ``share_per_release`` of it (releases drift apart). A
+    delta's items are written, and deleted once it is superseded; its diff
+    reads the base once. ``auto`` writes a full version again (whose items are
+    deleted when it is replaced) once ``max_chain`` deltas sit on the base or
+    the next would exceed ``threshold``: a cycle of one full load and its deltas.
+    """
+    replacing = load_costs(items, item_bytes)["write_usd_replacing_a_version"]
+    reading_the_base = diff_read_costs(items, item_bytes)["read_usd"]
+    cycle_usd, deltas = replacing, 0
+    while deltas < max_chain and (deltas + 1) * share_per_release <= threshold:
+        deltas += 1
+        written = round(deltas * share_per_release * items)
+        cycle_usd += load_costs(written, item_bytes)["write_usd_replacing_a_version"] + reading_the_base
+    return {
+        "releases_per_month": round(releases_per_month, 2),
+        "full_usd_per_month": round(replacing * releases_per_month, 2),
+        "delta_usd_per_month": round(cycle_usd / (deltas + 1) * releases_per_month, 2),
+        "releases_per_full_load": deltas + 1,
+    }
+
+
 def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
     """Dollars for ``millions`` of requests priced by volume tiers, cheapest last."""
     cost, left = 0.0, millions

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import os
-import signal
-import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +34,12 @@ from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, get_json, running_api_server
+from tests.killing import kill_when
 
 #: The releases live in buckets 1 to 5 (IPv4 /8s): small enough to probe every edge,
 #: with room for whole buckets (covers) and for buckets one release leaves empty.
 FIRST, LAST = 1 << 24, (6 << 24) - 1
 BUCKET = 1 << 24
-PROJECT = Path(__file__).parent.parent.parent
 
 
 @dataclass(frozen=True)
@@ -303,7 +301,7 @@ def test_a_load_with_reverse_indexes_is_written_full_and_says_why(store: LoaderT
     assert indexed.report.delta is None  # no base was even read
 
 
-def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once(
+def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once_then_one_in_a_known_stretch(
     table_settings: Settings, tmp_path: Path
 ) -> None:
     # Given a delta over a base, and a client holding every Query until two are in flight
@@ -314,23 +312,41 @@ def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once(
     assert store.get_version_meta(delta.version).base == base.version  # type: ignore[union-attr]
     counter = RequestCounter()
     together = threading.Barrier(2)
+    holding = threading.Event()
 
     def hold_queries(request: Any, **_: Any) -> None:
-        if request.headers["X-Amz-Target"].decode().endswith(".Query"):
+        if holding.is_set() and request.headers["X-Amz-Target"].decode().endswith(".Query"):
             together.wait(timeout=5)
 
     client.meta.events.register("before-send.dynamodb", counter)
     client.meta.events.register("before-send.dynamodb", hold_queries)
     rows = release(400, 2, changed=0.05)
-    with running_api_server(store) as server:
+    unchanged = [row for row in rows if not row.label.endswith("-2")]
+    # Pairs of unchanged neighbours in one bucket, no delta item between them
+    pairs = [
+        (first, second)
+        for first, second in itertools.pairwise(unchanged)
+        if first.start // BUCKET == second.start // BUCKET and second.start == first.start + 4096 + 256
+    ]
+    assert len(pairs) >= 10
+    cache = RangeCache(1 << 20)
+    with running_api_server(store, ranges=cache) as server:
         get_json(server, "/v1/health")
-        for row in rows[:20]:
+        for first, second in pairs[::3][:10]:
+            cache.clear()  # uncached: nothing of the delta known
+            holding.set()
             counter.reset()
-            status, body = get_json(server, f"/v1/ip/{format_address(4, row.start + 7)}")
+            status, body = get_json(server, f"/v1/ip/{format_address(4, first.start + 7)}")
             # Then each answers the new release, from exactly two Queries (the delta's, the base's)
-            assert (status, body["data"]["name"]) == (200, row.label)
+            assert (status, body["data"]["name"]) == (200, first.label)
             assert body["datasets"]["default"]["version"] == f"v{delta.version}"
             assert counter.operations().count("Query") == 2, counter.operations()
+            holding.clear()
+            # And its neighbour falls through the stretch the delta's Query proved: the base's alone
+            counter.reset()
+            status, body = get_json(server, f"/v1/ip/{format_address(4, second.start + 7)}")
+            assert (status, body["data"]["name"]) == (200, second.label)
+            assert counter.operations().count("Query") == 1, counter.operations()
     assert not together.broken
 
 
@@ -371,21 +387,9 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
         "--parallel-chunks",
         "1",
     ]
-    process = subprocess.Popen([*command, str(source)], env=env, cwd=PROJECT, stderr=subprocess.PIPE)
-    try:
-        # When it is SIGKILLed inside the phase
-        deadline, killed = time.monotonic() + 120, None
-        while killed is None and time.monotonic() < deadline and process.poll() is None:
-            killed = _killed_in(phase, tmp_path / "staging", store)
-            if killed is not None:
-                process.send_signal(signal.SIGKILL)
-            time.sleep(0.005)
-        process.wait(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed is not None, (
-        f"never caught it in {phase}: {process.stderr and process.stderr.read().decode()}"
+    # When it is SIGKILLed inside the phase
+    killed, _ = kill_when(
+        [*command, str(source)], env, lambda: _killed_in(phase, tmp_path / "staging", store)
     )
     assert store.read_active_version(consistent=True) == base.version  # A keeps serving
     # Then a resume finishes the same load, writes each planned item once, and activates
@@ -401,3 +405,69 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
         found = answer(store, meta.version, meta.base, row.end, None)
         assert found is not None
         assert found[0] == row.label
+
+
+def test_plan_with_the_previous_release_prints_the_items_a_delta_load_then_writes(
+    store: LoaderTable, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ipmeta_cli import main as cli
+
+    old = write(release(800, 1), tmp_path / "old.csv")
+    new = write(release(800, 2, changed=0.04, dropped=0.01), tmp_path / "new.csv")
+    # Given the plan of the new release over the previous one
+    assert cli.main(["plan", "--json", "--workers", "1", str(new), "--previous", str(old)]) == 0
+    reload = json.loads(capsys.readouterr().out)["reload"]
+    assert reload["auto_writes"] == "delta"
+    assert reload["delta"]["write_usd"] < reload["full"]["write_usd"] / 10
+    # When both are loaded, the delta writes the items the plan counted
+    load_rows(store, tmp_path, "old.csv", release(800, 1))
+    delta = load_rows(store, tmp_path, "new.csv", release(800, 2, changed=0.04, dropped=0.01))
+    assert delta.report.delta is not None
+    assert delta.report.delta["written_as"] == "delta"
+    assert reload["delta_items"] == delta.items
+    assert reload["previous_items"] == 800
+
+
+def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items(
+    store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader.pipeline import abort
+    from loader.pipeline.write import write_chunk
+
+    rows_a = release(1200, 1)
+    base = load_rows(store, tmp_path, "a.csv", rows_a)
+    base_manifest = store.get_manifest(base.version)
+    assert base_manifest is not None
+    base_items = sum(store.count_partition(pk) for pk in base_manifest.partitions)
+    # Given a delta load whose third chunk breaks (a throttled table, a killed task)
+    written: list[int] = []
+    real_write_chunk = write_chunk
+
+    def breaking_write_chunk(load_id: str, index: int, *args: Any, **kwargs: Any) -> Any:
+        if len(written) == 2:
+            raise RuntimeError("the table refused the chunk")
+        written.append(index)
+        return real_write_chunk(load_id, index, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "write_chunk", breaking_write_chunk)
+    with pytest.raises(RuntimeError, match="refused"):
+        driver.run_load(
+            [write(release(1200, 2, changed=0.1), tmp_path / "b.csv")],
+            LoadOptions(delta="always", chunk_size=25),
+            store,
+            LocalStaging(tmp_path / "staging"),
+            parallel_chunks=1,
+        )
+    # Then A keeps serving every address, through the API as well
+    assert store.read_active_version(consistent=True) == base.version
+    with running_api_server(store) as server:
+        for row in rows_a[::60]:
+            _, body = get_json(server, f"/v1/ip/{format_address(4, row.start)}")
+            assert body["data"]["name"] == row.label
+    # And once the load is failed (the state machine's Abort), cleanup deletes the delta's items alone
+    (failed,) = [load for load in store.list_loads() if load.status == LoadStatus.PREPARED]
+    abort.fail(failed.load_id, "States.TaskFailed", store, now=10.0)
+    outcome = retention.cleanup(store, LocalStaging(tmp_path / "staging"), now=10**10)
+    assert [entry["version"] for entry in outcome["deleted"]] == [failed.load_id]
+    assert outcome["deleted"][0]["items_deleted"] == 2 * 25
+    assert sum(store.count_partition(pk) for pk in base_manifest.partitions) == base_items

@@ -6,7 +6,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -31,9 +30,9 @@ from loader.records import LoadItem, LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from tests.bad_inputs import EXPECTED_REASONS
+from tests.killing import kill_when
 
 BAD = Path(__file__).parent.parent / "fixtures" / "bad"
-PROJECT = Path(__file__).parent.parent.parent
 NOT_FOUND = "404"
 
 
@@ -220,27 +219,20 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     env[ENV_TABLE_NAME] = table_settings.table_name
     command = [sys.executable, "-m", "ipmeta_cli.main", "load", "--data-dir", str(tmp_path)]
     command += ["--chunk-size", "100", "--parallel-chunks", "1", str(two.path)]
-    process = subprocess.Popen(
-        command, env=env, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        # When it is SIGKILLed during write_chunk (some chunks done, others not)
-        deadline = time.monotonic() + 60
-        killed_load: LoadItem | None = None
-        while killed_load is None and time.monotonic() < deadline and process.poll() is None:
-            for load in store.list_loads():
-                if load.status == LoadStatus.PREPARED and 0 < len(load.done) < load.chunks:
-                    process.send_signal(signal.SIGKILL)
-                    killed_load = load
-            time.sleep(0.02)
-        process.wait(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed_load is not None, (
-        f"never caught the loader mid-write: {process.stderr and process.stderr.read().decode()}"
-    )
-    assert process.returncode == -signal.SIGKILL
+
+    # When it is SIGKILLed during write_chunk (some chunks done, others not)
+    def mid_write() -> LoadItem | None:
+        return next(
+            (
+                load
+                for load in store.list_loads()
+                if load.status == LoadStatus.PREPARED and 0 < len(load.done) < load.chunks
+            ),
+            None,
+        )
+
+    killed_load, status = kill_when(command, env, mid_write, timeout=60)
+    assert status == -signal.SIGKILL
 
     # Then the old version keeps serving
     assert store.read_active_version(consistent=True) == first.version
@@ -281,26 +273,9 @@ def test_r3_a_loader_killed_while_preparing_resumes_where_it_stopped(
     env[ENV_TABLE_NAME] = table_settings.table_name
     command = [sys.executable, "-m", "ipmeta_cli.main", "load", "--data-dir", str(tmp_path), "--workers", "1"]
     command += ["--partition-rows", "500", str(data.path)]
-    process = subprocess.Popen(
-        command, env=env, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        # When it is SIGKILLed inside the phase
-        deadline = time.monotonic() + 60
-        killed: str | None = None
-        while killed is None and time.monotonic() < deadline and process.poll() is None:
-            killed = phase_reached(tmp_path / "staging", phase)
-            if killed is not None:
-                process.send_signal(signal.SIGKILL)
-            time.sleep(0.005)
-        process.wait(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed is not None, (
-        f"never caught the loader in {phase}: {process.stderr and process.stderr.read().decode()}"
-    )
-    assert process.returncode == -signal.SIGKILL
+    # When it is SIGKILLed inside the phase
+    killed, status = kill_when(command, env, lambda: phase_reached(tmp_path / "staging", phase), timeout=60)
+    assert status == -signal.SIGKILL
     load = store.get_load(int(killed[1:]))
     assert load is not None
     assert load.status == LoadStatus.PREPARING

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loader.planning.blog import reproduce_blog, synthetic_blog_file
-from loader.planning.costs import ApiFront, load_costs, lookup_costs
+from loader.planning.costs import ApiFront, diff_read_costs, load_costs, lookup_costs, reload_month_costs
 from loader.planning.load_plan import index_shards, plan_load
 from loader.planning.write_model import (
     LOADER_CLIENT,
@@ -304,6 +304,15 @@ def test_a_loads_write_and_storage_cost() -> None:
     assert costs["storage_usd_per_month"] == pytest.approx(stored / 2**30 * 0.25, abs=1e-4)
 
 
+def test_a_deltas_diff_reads_its_base_by_size_not_by_item() -> None:
+    # 3.6 M items of 600 bytes (700 stored): 2.5 GB, read eventually consistent in 4 KB steps
+    costs = diff_read_costs(3_600_000, item_bytes=600)
+
+    assert costs["read_units"] == math.ceil(3_600_000 * 700 / 4096 / 2)
+    assert costs["read_usd"] == pytest.approx(costs["read_units"] / 1e6 * 0.125, abs=1e-4)
+    assert costs["read_usd"] < load_costs(3_600_000, item_bytes=600)["write_usd"] / 10
+
+
 def test_a_frequent_value_gets_ten_shards_per_partition_its_writes_need() -> None:
     shards = index_shards({"13335": 35_000, "174": 1_000}, items=100_000, writes_per_second=40_000)
 
@@ -388,3 +397,21 @@ def test_each_front_pays_for_its_own_log_lines() -> None:
 
     assert costs["fronts"]["rest"]["breakdown"]["logs"] == pytest.approx(2 * LOGS_PER_MILLION, abs=1e-4)
     assert costs["fronts"]["http"]["breakdown"]["logs"] == pytest.approx(LOGS_PER_MILLION, abs=1e-4)
+
+
+def test_following_every_release_as_deltas_costs_a_fraction_of_full_reloads() -> None:
+    # GeoLite2-City: 3.59 M items, about 1.2% drifting per release, twice a week
+    month = reload_month_costs(3_591_359, 584, 0.012, max_chain=8, threshold=0.25)
+
+    full_release = load_costs(3_591_359, 584)["write_usd_replacing_a_version"]
+    assert month["full_usd_per_month"] == pytest.approx(full_release * 104 / 12, abs=0.01)
+    assert month["releases_per_full_load"] == 9  # a full load, then 8 deltas on it
+    deltas = sum(
+        load_costs(round(k * 0.012 * 3_591_359), 584)["write_usd_replacing_a_version"]
+        + diff_read_costs(3_591_359, 584)["read_usd"]
+        for k in range(1, 9)
+    )
+    assert month["delta_usd_per_month"] == pytest.approx((full_release + deltas) / 9 * 104 / 12, abs=0.01)
+    assert month["delta_usd_per_month"] < month["full_usd_per_month"] / 4
+    # Releases drifting fast reach the threshold first: fewer deltas per full load
+    assert reload_month_costs(3_591_359, 584, 0.1, max_chain=8, threshold=0.25)["releases_per_full_load"] == 3
