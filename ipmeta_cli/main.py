@@ -37,12 +37,15 @@ def load_demo(settings: Settings, data_dir: Path) -> None:
 
 def command_serve(args: argparse.Namespace) -> int:
     from ipmeta.api.handler import handler
-    from ipmeta_cli.server import LocalApiServer, serve_in_workers
+    from ipmeta_cli.server import LocalApiServer, serve_in_workers, tls_context
 
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise RuntimeError("--tls-cert and --tls-key go together")
+    tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     with backend(args) as settings:
         if args.load_default_dataset:
             load_demo(settings, Path(args.data_dir))
-        server = LocalApiServer(args.host, args.port, handler)
+        server = LocalApiServer(args.host, args.port, handler, api_keys=args.api_key or (), tls=tls)
         base = server.url
         print(
             f"\nipmeta API on {base}  (Ctrl-C stops it and the local DynamoDB)\n"
@@ -81,6 +84,15 @@ def parser() -> argparse.ArgumentParser:
         help="processes serving requests, like concurrent Lambda containers (default: cores, at most 4)",
     )
     serve.add_argument("--dynamodb-port", type=int, default=0, help="local DynamoDB port (default: any)")
+    serve.add_argument(
+        "--api-key",
+        action="append",
+        metavar="KEY",
+        help="refuse requests without this key (repeat for several); the key may come as x-api-key, "
+        "HTTP Basic's password (GeoIP2 clients), Bearer or ?token= (ipinfo clients). Default: any request",
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    serve.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
     serve.add_argument(
         "--load-default-dataset",
         action="store_true",

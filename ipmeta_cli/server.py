@@ -15,18 +15,21 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import json
 import os
 import signal
 import socket
+import ssl
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ipmeta.credentials import REFUSAL_STATUS, client_of, presented_key, refusal_body
 from ipmeta_cli.dynalite import die_with_parent
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -59,7 +62,7 @@ def proxy_event(
     body: bytes,
     source_ip: str,
 ) -> dict[str, Any]:
-    """An API Gateway REST proxy event for ``/v1/{proxy+}``."""
+    """An API Gateway REST proxy event for ``/v1/{proxy+}``, or ``/{proxy+}`` for the other APIs."""
     split = urlsplit(raw_path)
     path = unquote(split.path)
     pairs = parse_qsl(split.query, keep_blank_values=True) if split.query else []
@@ -74,18 +77,23 @@ def proxy_event(
             text_body = body.decode("utf-8")
         except UnicodeDecodeError:
             text_body, is_base64 = base64.b64encode(body).decode(), True
+    versioned = path == "/v1" or path.startswith("/v1/")
+    resource = "/v1/{proxy+}" if versioned else "/{proxy+}"
+    proxy = (
+        (path.removeprefix("/v1/") if path.startswith("/v1/") else None) if versioned else path.lstrip("/")
+    )
     return {
-        "resource": "/v1/{proxy+}",
+        "resource": resource,
         "path": path,
         "httpMethod": method,
         "headers": headers,
         "multiValueHeaders": {name: [value] for name, value in headers.items()},
         "queryStringParameters": {name: values[-1] for name, values in multi_query.items()} or None,
         "multiValueQueryStringParameters": multi_query or None,
-        "pathParameters": {"proxy": path.removeprefix("/v1/")} if path.startswith("/v1/") else None,
+        "pathParameters": {"proxy": proxy} if proxy else None,
         "stageVariables": None,
         "requestContext": {
-            "resourcePath": "/v1/{proxy+}",
+            "resourcePath": resource,
             "httpMethod": method,
             # As behind a custom domain: the stage is not part of the URL, so the
             # OpenAPI servers entry (and Swagger UI's "Try it out") stays /v1/...
@@ -168,7 +176,10 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
     request_headers = RequestHeaders([])
     raw_requestline: bytes
     lambda_handler: LambdaHandler
+    #: The keys a request must carry one of (any form ``ipmeta.credentials`` reads); empty: none.
+    api_keys: dict[str, str] = {}  # noqa: RUF012 - set per server class, never mutated
     http_date = _HttpDate()
+    _handshake_failed = False
 
     def parse_request(self) -> bool:
         """The request line and headers, by http.server's rules for HTTP/1.0 and 1.1.
@@ -208,16 +219,36 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         event = proxy_event(
             self.command, self.path, dict(self.request_headers.items()), body, self.client_address[0]
         )
+        if self.api_keys and self.command != "OPTIONS" and not self._admitted(event):
+            self._reply(refusal())
+            return
         response = self.lambda_handler(
             event, LocalLambdaContext(aws_request_id=event["requestContext"]["requestId"])
         )
         self._reply(response)
 
+    def _admitted(self, event: dict[str, Any]) -> bool:
+        """What the gateway does before the function: the key, in any form, must be a known one.
+        Preflights pass, as API Gateway answers them without a key."""
+        key = presented_key(event["headers"], event["queryStringParameters"])
+        return client_of(key, self.api_keys) is not None
+
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            # The handshake runs here, in the connection's own thread, not in accept():
+            # a slow or broken client must not hold up the others.
+            try:
+                self.request.do_handshake()
+            except (ssl.SSLError, OSError):
+                self._handshake_failed = True
         super().setup()
         # A reply leaves in one write (``_reply``); without TCP_NODELAY a write that
         # follows another unacknowledged one waits for the client's delayed ACK.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self) -> None:
+        if not self._handshake_failed:
+            super().handle()
 
     def _reply(self, response: dict[str, Any]) -> None:
         """Status line, headers and body in one write: one syscall, one segment for the client."""
@@ -247,25 +278,61 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         pass  # the handler's own logger reports requests; stderr lines per request only slow us down
 
 
-def make_request_handler(lambda_handler: LambdaHandler) -> type[BaseHTTPRequestHandler]:
-    """A request handler class whose requests go to ``lambda_handler``."""
+def refusal() -> dict[str, Any]:
+    """A missing or unknown key: the REST front's gateway response, as a proxy response."""
+    return {
+        "statusCode": REFUSAL_STATUS,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(refusal_body()),
+    }
+
+
+def make_request_handler(
+    lambda_handler: LambdaHandler, api_keys: Collection[str] = ()
+) -> type[BaseHTTPRequestHandler]:
+    """A request handler class whose requests go to ``lambda_handler``, admitting ``api_keys`` only."""
+    keys = {f"key-{index}": key for index, key in enumerate(api_keys)}
     return type(
-        "BoundProxyRequestHandler", (ProxyRequestHandler,), {"lambda_handler": staticmethod(lambda_handler)}
+        "BoundProxyRequestHandler",
+        (ProxyRequestHandler,),
+        {"lambda_handler": staticmethod(lambda_handler), "api_keys": keys},
     )
 
 
+def tls_context(certificate: str, key: str) -> ssl.SSLContext:
+    """A server context for ``ipmeta serve --tls-cert --tls-key`` (PEM files)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    return context
+
+
 class LocalApiServer(ThreadingHTTPServer):
+    """The local API; with ``tls`` it speaks HTTPS (the GeoIP2 clients speak nothing else), with
+    ``api_keys`` it refuses requests without one of them, as a deployment's front does."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, host: str, port: int, lambda_handler: LambdaHandler) -> None:
-        super().__init__((host, port), make_request_handler(lambda_handler))
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        lambda_handler: LambdaHandler,
+        *,
+        api_keys: Collection[str] = (),
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__((host, port), make_request_handler(lambda_handler, api_keys))
+        self.tls = tls
+        if tls is not None:
+            # Wrapped once, before any worker forks: every worker accepts TLS connections.
+            self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.tls is not None else 'http'}://{host!s}:{port}"
 
 
 def serve_in_workers(server: LocalApiServer, workers: int) -> None:

@@ -20,21 +20,31 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from ipmeta.credentials import REFUSAL_STATUS, refusal_body
 from stacks.config import API_TYPE_HTTP, IpmetaConfig
 from stacks.constants import (
+    API_KEY_HEADER,
     API_STAGE_NAME,
     API_VERSION_PATH,
+    AUTHORIZATION_HEADER,
+    AUTHORIZER_SERVICE_NAME,
     CORS_ALLOW_HEADERS,
     CORS_ALLOW_METHODS,
     CORS_MAX_AGE_SECONDS,
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
     ENV_DATASETS,
+    ENV_GEOIP2_DATASETS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
+    ENV_IPINFO_AT_ROOT,
+    ENV_IPINFO_DATASETS,
+    ENV_IPINFO_FIELDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
     ENV_RANGE_CACHE_BYTES,
     ENV_TABLE_NAME,
+    GEOIP2_PATH,
+    IPINFO_PATH,
     LOOKUP_HANDLER,
     LOOKUP_SERVICE_NAME,
     METRICS_NAMESPACE,
@@ -44,9 +54,10 @@ from stacks.constants import (
     POWERTOOLS_METRICS_DISABLED_ENV,
     POWERTOOLS_METRICS_NAMESPACE_ENV,
     POWERTOOLS_SERVICE_NAME_ENV,
+    USAGE_PLAN_AUTHORIZER_HANDLER,
 )
 from stacks.function import PythonFunction, lookup_code
-from stacks.http_api import HttpLookupFront
+from stacks.http_api import AUTHORIZER_MEMORY_MB, HttpLookupFront
 from stacks.nag import acknowledge
 
 #: The lookup reads, never writes: a query for the piece at or before an
@@ -121,7 +132,10 @@ class LookupApi(Construct):
                 removal_policy=RemovalPolicy.DESTROY,
             )
             self.rest = self._build_rest_api()
+            self.key_authorizer = self._build_key_authorizer()
+            self.functions["authorizer"] = self.key_authorizer.function
             self._build_routes(self.rest)
+            self._build_refusals(self.rest)
             self.api_key = self._build_usage_plan(self.rest)
             self._acknowledge_nag_findings(self.rest)
         for function in self.functions.values():
@@ -186,6 +200,10 @@ class LookupApi(Construct):
                     separators=(",", ":"),
                 ),
                 ENV_DATASETS: ",".join(self._config.lookup_datasets),
+                ENV_GEOIP2_DATASETS: json.dumps(self._config.geoip2_datasets, separators=(",", ":")),
+                ENV_IPINFO_DATASETS: ",".join(self._config.ipinfo_datasets),
+                ENV_IPINFO_FIELDS: json.dumps(self._config.ipinfo_fields, separators=(",", ":")),
+                ENV_IPINFO_AT_ROOT: str(self._config.ipinfo_at_root).lower(),
                 ENV_RANGE_CACHE_BYTES: str(self._config.lookup_cache_mb * 1024 * 1024),
                 POWERTOOLS_SERVICE_NAME_ENV: LOOKUP_SERVICE_NAME,
                 POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
@@ -246,7 +264,8 @@ class LookupApi(Construct):
             "RestApi",
             description="ipmeta: IP metadata lookups",
             endpoint_types=[apigateway.EndpointType.REGIONAL],
-            api_key_source_type=apigateway.ApiKeySourceType.HEADER,
+            # The key authorizer hands the usage plan the key of any form (ipmeta.credentials).
+            api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
             # Execution logging needs an account-wide CloudWatch role; access
             # logs below record every request without touching account settings.
             cloud_watch_role=False,
@@ -262,6 +281,35 @@ class LookupApi(Construct):
             ),
         )
 
+    def _build_key_authorizer(self) -> PythonFunction:
+        """Reads the key in any form and hands it to the usage plan: no secret, no table."""
+        return PythonFunction(
+            self,
+            "KeyAuthorizer",
+            code=lookup_code(),
+            handler=USAGE_PLAN_AUTHORIZER_HANDLER,
+            description="ipmeta REST API key authorizer (x-api-key, Basic, Bearer, ?token=)",
+            environment={POWERTOOLS_SERVICE_NAME_ENV: AUTHORIZER_SERVICE_NAME},
+            memory_mb=AUTHORIZER_MEMORY_MB,
+            timeout=Duration.seconds(5),
+            log_retention=self._config.log_retention,
+        )
+
+    def _authorizer(self, construct_id: str, header: str | None) -> apigateway.RequestAuthorizer:
+        """One authorizer per route family: API Gateway caches its answer per ``header`` value.
+
+        ipinfo's key comes as a header or a query parameter, so its family has no identity
+        source, and API Gateway caches nothing without one: it is invoked on every request.
+        """
+        cached = header is not None and self._config.api_key_cache_seconds > 0
+        return apigateway.RequestAuthorizer(
+            self,
+            construct_id,
+            handler=self.key_authorizer.function,
+            identity_sources=[apigateway.IdentitySource.header(header)] if header else [],
+            results_cache_ttl=Duration.seconds(self._config.api_key_cache_seconds if cached else 0),
+        )
+
     def _build_routes(self, api: apigateway.RestApi) -> None:
         integration = apigateway.LambdaIntegration(
             self.handler.function,
@@ -270,10 +318,41 @@ class LookupApi(Construct):
             allow_test_invoke=False,
         )
         cors = self._cors_options()
-        version = api.root.add_resource(API_VERSION_PATH, default_cors_preflight_options=cors)
-        proxy = version.add_resource("{proxy+}", default_cors_preflight_options=cors)
-        for resource in (version, proxy):
-            resource.add_method("ANY", integration, api_key_required=True)
+        authorizers = {
+            API_VERSION_PATH: self._authorizer("V1Keys", API_KEY_HEADER),
+            GEOIP2_PATH: self._authorizer("GeoIP2Keys", AUTHORIZATION_HEADER),
+            IPINFO_PATH: self._authorizer("IpinfoKeys", None),
+        }
+        for path, authorizer in authorizers.items():
+            resource = api.root.add_resource(path, default_cors_preflight_options=cors)
+            proxy = resource.add_resource("{proxy+}", default_cors_preflight_options=cors)
+            family: tuple[apigateway.IResource, ...] = (resource, proxy)
+            for target in family:
+                target.add_method("ANY", integration, api_key_required=True, authorizer=authorizer)
+        if self._config.ipinfo_at_root:
+            # ipinfo's own API_URL has no path: /8.8.8.8, POST /batch (the other families keep theirs).
+            root_proxy = api.root.add_resource("{proxy+}", default_cors_preflight_options=cors)
+            roots: tuple[apigateway.IResource, ...] = (api.root, root_proxy)
+            for target in roots:
+                target.add_method(
+                    "ANY", integration, api_key_required=True, authorizer=authorizers[IPINFO_PATH]
+                )
+
+    def _build_refusals(self, api: apigateway.RestApi) -> None:
+        """No key, or a key no usage plan holds: 401 and one body every client reads as its own
+        error (MaxMind's ``code``/``error``, /v1's ``code``/``message``), not API Gateway's
+        ``{"message": "Forbidden"}``."""
+        for construct_id, response_type in (
+            ("NoKey", apigateway.ResponseType.UNAUTHORIZED),
+            ("UnknownKey", apigateway.ResponseType.INVALID_API_KEY),
+        ):
+            api.add_gateway_response(
+                construct_id,
+                type=response_type,
+                status_code=str(REFUSAL_STATUS),
+                response_headers={"Content-Type": "'application/json'"},
+                templates={"application/json": json.dumps(refusal_body())},
+            )
 
     def _cors_options(self) -> apigateway.CorsOptions | None:
         origins = self._config.cors_allow_origins
@@ -327,10 +406,16 @@ class LookupApi(Construct):
             "Execution logging needs the account-wide API Gateway CloudWatch role, which "
             "this stack does not own; JSON access logs record every request instead.",
         )
-        for finding in ("APIG4", "COG4"):
-            acknowledge(
-                api,
-                finding,
-                "The API serves public reference data to programs, not users: access is "
-                "controlled by API key with a usage plan (throttle and quota per key).",
-            )
+        acknowledge(
+            api,
+            "COG4",
+            "The API serves public reference data to programs, not users: access is "
+            "controlled by API key with a usage plan (throttle and quota per key), read by a "
+            "Lambda authorizer in any form the GeoIP2 and ipinfo clients send it.",
+        )
+        acknowledge(
+            api,
+            "APIG4",
+            "Only the CORS preflights (OPTIONS, answered by the gateway itself) have no "
+            "authorizer: a browser sends no key on a preflight.",
+        )

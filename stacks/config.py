@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from aws_cdk import aws_logs as logs
 from constructs import Node
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from ipmeta import keys
@@ -152,6 +159,22 @@ def _checked_feed(value: Any, index: int) -> None:
         raise ValueError(f"feeds[{index}]: {error}") from None
 
 
+def _check_geoip2_datasets(value: Mapping[str, Any]) -> None:
+    from ipmeta.geoip2 import SERVICES
+
+    for service, names in value.items():
+        if service not in SERVICES:
+            raise ValueError(f"geoip2Datasets: no service {service!r}; the services: {', '.join(SERVICES)}")
+        for name in names if isinstance(names, list) else [names]:
+            keys.check_dataset_name(str(name))
+
+
+def _check_ipinfo_fields(value: Mapping[str, Any]) -> None:
+    from ipmeta.ipinfo import field_map
+
+    field_map(value)
+
+
 @dataclass(frozen=True)
 class FeedSource:
     """A feed as the stack builds it: its settings, its schedule, and its dataset's load options."""
@@ -230,6 +253,15 @@ class IpmetaConfig(BaseModel):
     feeds: list[dict[str, Any]] = []
     #: A feed's alarm fires when this many of its runs failed in a row.
     feed_failures_to_alarm: int = 2
+    #: The datasets each GeoIP2 web service reads (``{"city": ["city", "asn"]}``); a service
+    #: not named reads what a lookup reads, each dataset giving the fields its columns hold.
+    geoip2_datasets: dict[str, list[str]] = {}
+    #: The datasets the ipinfo routes read, in precedence order; empty: what a lookup reads.
+    ipinfo_datasets: list[str] = []
+    #: ipinfo field -> the column(s) it reads, replacing that field's defaults (``ipmeta.ipinfo``).
+    ipinfo_fields: dict[str, Any] = {}
+    #: Serve the ipinfo routes at the API's root too, so ipinfo's own client works with no path.
+    ipinfo_at_root: bool = False
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -268,7 +300,18 @@ class IpmetaConfig(BaseModel):
                 keys.check_dataset_name(str(name))
         return value
 
-    @field_validator("lookup_datasets", mode="before")
+    @field_validator("geoip2_datasets", "ipinfo_fields", mode="before")
+    @classmethod
+    def _client_api_map(cls, value: Any, info: ValidationInfo) -> Any:
+        """``-c geoip2Datasets='{"city": ["city", "asn"]}'`` and ``-c ipinfoFields='{"city": "town"}'``
+        arrive as JSON text; each is checked as the lookup function reads it."""
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, dict):
+            (_check_geoip2_datasets if info.field_name == "geoip2_datasets" else _check_ipinfo_fields)(value)
+        return value
+
+    @field_validator("lookup_datasets", "ipinfo_datasets", mode="before")
     @classmethod
     def _dataset_list(cls, value: Any) -> Any:
         """``-c lookupDatasets=city,asn`` or a JSON list; each a dataset name."""

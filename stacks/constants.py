@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Final
 
 from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
+from ipmeta.credentials import AUTHORIZATION_HEADER
 from ipmeta.settings import (
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
     ENV_DATASETS,
+    ENV_GEOIP2_DATASETS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
+    ENV_IPINFO_AT_ROOT,
+    ENV_IPINFO_DATASETS,
+    ENV_IPINFO_FIELDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
     ENV_RANGE_CACHE_BYTES,
@@ -40,6 +45,7 @@ from loader.settings import (
 
 __all__ = [
     "API_KEY_HEADER",
+    "AUTHORIZATION_HEADER",
     "ENV_API_KEYS_SECRET_ARN",
     "ENV_CHUNK_PREFIX",
     "ENV_CORS_ORIGINS",
@@ -48,7 +54,11 @@ __all__ = [
     "ENV_EVENT_BUS_NAME",
     "ENV_EXPORTS_ENABLED",
     "ENV_FEEDS",
+    "ENV_GEOIP2_DATASETS",
     "ENV_HEALTH_MAX_DATASET_AGE_SECONDS",
+    "ENV_IPINFO_AT_ROOT",
+    "ENV_IPINFO_DATASETS",
+    "ENV_IPINFO_FIELDS",
     "ENV_PAGE_TOKEN_SECRET_ARN",
     "ENV_POINTER_CACHE_SECONDS",
     "ENV_RANGE_CACHE_BYTES",
@@ -89,6 +99,8 @@ OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
 AUTHORIZER_HANDLER: Final = "ipmeta.api.authorizer.handler"
+#: The REST front's request authorizer: any form of key, handed to the usage plan.
+USAGE_PLAN_AUTHORIZER_HANDLER: Final = "ipmeta.api.usage_plan_authorizer.handler"
 LOADER_MODULE: Final = "loader.pipeline.handlers"
 #: The loader's Lambda handlers (``loader.pipeline.handlers``), in the order the state machine runs them.
 LOADER_TASKS: Final = (
@@ -140,6 +152,9 @@ API_STAGE_NAME: Final = "api"
 #: The HTTP API serves from its default stage: no stage in the URL, so paths are /v1/... as locally.
 HTTP_API_STAGE_NAME: Final = "$default"
 API_VERSION_PATH: Final = "v1"
+#: The GeoIP2 web service's and ipinfo's first path segments (``ipmeta.geoip2``, ``ipmeta.ipinfo``).
+GEOIP2_PATH: Final = "geoip"
+IPINFO_PATH: Final = "ipinfo"
 
 #: The change event goes to the account's default EventBridge bus.
 DEFAULT_EVENT_BUS: Final = "default"
@@ -148,7 +163,7 @@ DEFAULT_EVENT_BUS: Final = "default"
 #: What a preflight allows (POST: ``/v1/batch``). The gateway answers it: a browser sends no
 #: API key on one.
 CORS_ALLOW_METHODS: Final = ("GET", "POST", "OPTIONS")
-CORS_ALLOW_HEADERS: Final = ("Content-Type", API_KEY_HEADER)
+CORS_ALLOW_HEADERS: Final = ("Content-Type", API_KEY_HEADER, AUTHORIZATION_HEADER)
 CORS_MAX_AGE_SECONDS: Final = 3600
 #: The REST front's handler exposes ETag itself; an HTTP API with CORS replaces the
 #: handler's CORS headers with its own, so it must name ETag too.

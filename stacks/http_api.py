@@ -5,9 +5,14 @@
   fronts (``tests/unit/test_http_api_events.py`` feeds it one).
 - **Same paths.** The ``$default`` stage puts no stage name in the URL:
   ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
-- **A key per client.** A Lambda authorizer checks ``x-api-key`` against a
-  generated secret; API Gateway caches its answer per key value, so most
-  requests invoke nothing (docs/decisions.md says why not IAM or JWT).
+- **A key per client.** A Lambda authorizer checks the key against a generated
+  secret, in any form ``ipmeta.credentials`` reads: ``x-api-key`` on ``/v1``,
+  HTTP Basic's password on the GeoIP2 web service, ``Bearer`` or ``?token=`` on
+  ipinfo's routes. API Gateway caches its answer per identity source (the
+  family's header), so most requests invoke nothing; ipinfo's routes have no
+  single identity source, so their authorizer is called on every request
+  (docs/decisions.md says why not IAM or JWT). A refused key is API Gateway's
+  own 401/403 ``{"message": ...}``: an HTTP API cannot reshape it.
 - **Throttling** is stage-wide. HTTP APIs have no usage plans: no per-key rate
   or quota (the REST front keeps those).
 """
@@ -33,6 +38,7 @@ from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_KEY_HEADER,
     API_VERSION_PATH,
+    AUTHORIZATION_HEADER,
     AUTHORIZER_HANDLER,
     AUTHORIZER_SERVICE_NAME,
     CORS_ALLOW_HEADERS,
@@ -40,7 +46,9 @@ from stacks.constants import (
     CORS_EXPOSE_HEADERS,
     CORS_MAX_AGE_SECONDS,
     ENV_API_KEYS_SECRET_ARN,
+    GEOIP2_PATH,
     HTTP_API_STAGE_NAME,
+    IPINFO_PATH,
     POWERTOOLS_SERVICE_NAME_ENV,
 )
 from stacks.function import PythonFunction, lookup_code
@@ -59,6 +67,10 @@ ROUTED_METHODS: Final = (
     apigatewayv2.HttpMethod.DELETE,
 )
 ROUTED_PATHS: Final = (f"/{API_VERSION_PATH}", f"/{API_VERSION_PATH}/{{proxy+}}")
+GEOIP2_PATHS: Final = (f"/{GEOIP2_PATH}/{{proxy+}}",)
+IPINFO_PATHS: Final = (f"/{IPINFO_PATH}", f"/{IPINFO_PATH}/{{proxy+}}")
+#: ``ipinfoAtRoot``: ipinfo's own API_URL has no path (the other families keep theirs).
+ROOT_PATHS: Final = ("/", "/{proxy+}")
 
 #: One JSON line per request, the REST front's fields in HTTP API variables;
 #: ``client`` is the authorizer's name for the key (the REST log has the key id).
@@ -169,6 +181,17 @@ class HttpLookupFront(Construct):
         self.keys.grant_read(function.role)
         return function
 
+    def _authorizer(self, construct_id: str, header: str | None) -> authorizers.HttpLambdaAuthorizer:
+        """One per route family: the answer is cached per value of the family's header; a family
+        without one (ipinfo: a header or ``?token=``) is checked on every request."""
+        return authorizers.HttpLambdaAuthorizer(
+            construct_id,
+            self.authorizer.function,
+            identity_source=[f"$request.header.{header}"] if header else [],
+            response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
+            results_cache_ttl=Duration.seconds(self._config.api_key_cache_seconds if header else 0),
+        )
+
     def _build_routes(self, handler: lambda_.IFunction) -> None:
         integration = integrations.HttpLambdaIntegration(
             "Lookup",
@@ -177,17 +200,19 @@ class HttpLookupFront(Construct):
             # One invoke permission for this API rather than one per route.
             scope_permission_to_route=False,
         )
-        authorizer = authorizers.HttpLambdaAuthorizer(
-            "ApiKey",
-            self.authorizer.function,
-            identity_source=[f"$request.header.{API_KEY_HEADER}"],
-            response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
-            results_cache_ttl=Duration.seconds(self._config.api_key_cache_seconds),
-        )
-        for path in ROUTED_PATHS:
-            self.api.add_routes(
-                path=path, methods=list(ROUTED_METHODS), integration=integration, authorizer=authorizer
-            )
+        ipinfo = self._authorizer("IpinfoKey", None)
+        families = [
+            (ROUTED_PATHS, self._authorizer("ApiKey", API_KEY_HEADER)),
+            (GEOIP2_PATHS, self._authorizer("GeoIP2Key", AUTHORIZATION_HEADER)),
+            (IPINFO_PATHS, ipinfo),
+        ]
+        if self._config.ipinfo_at_root:
+            families.append((ROOT_PATHS, ipinfo))
+        for paths, authorizer in families:
+            for path in paths:
+                self.api.add_routes(
+                    path=path, methods=list(ROUTED_METHODS), integration=integration, authorizer=authorizer
+                )
 
     def _cors_options(self) -> apigatewayv2.CorsPreflightOptions | None:
         origins = self._config.cors_allow_origins

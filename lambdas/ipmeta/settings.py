@@ -55,6 +55,18 @@ ENV_HEALTH_MAX_DATASET_AGE_SECONDS = "IPMETA_HEALTH_MAX_DATASET_AGE_SECONDS"
 ENV_DATASETS = "IPMETA_DATASETS"
 #: Each dataset's own maximum age for ``/v1/health``, as JSON: ``{"city": 691200}``.
 ENV_DATASET_MAX_AGE_SECONDS = "IPMETA_DATASET_MAX_AGE_SECONDS"
+#: The datasets each GeoIP2 service answers from, as JSON: ``{"city": ["city", "asn"]}``.
+ENV_GEOIP2_DATASETS = "IPMETA_GEOIP2_DATASETS"
+#: The datasets the ipinfo routes answer from, in precedence order (comma-separated).
+ENV_IPINFO_DATASETS = "IPMETA_IPINFO_DATASETS"
+#: The columns of ipinfo's fields, as JSON: ``{"city": "town", "loc": ["lat", "lng"]}``.
+ENV_IPINFO_FIELDS = "IPMETA_IPINFO_FIELDS"
+#: ``true``: the ipinfo routes answer at the root too (``/8.8.8.8``, ``POST /batch``).
+ENV_IPINFO_AT_ROOT = "IPMETA_IPINFO_AT_ROOT"
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,15 @@ class ApiSettings:
     datasets: tuple[str, ...] = ()
     #: A maximum age per dataset, where it differs from ``health_max_dataset_age_seconds``.
     dataset_max_age_seconds: Mapping[str, int] = field(default_factory=dict)
+    #: The datasets each GeoIP2 service (country, city, insights) reads; a service not named
+    #: reads what a lookup reads, each dataset giving the fields its columns hold.
+    geoip2_datasets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The datasets the ipinfo routes read; empty: what a lookup reads.
+    ipinfo_datasets: tuple[str, ...] = ()
+    #: ipinfo field -> column(s), replacing that field's defaults (``ipmeta.ipinfo``).
+    ipinfo_fields: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
+    #: Serve the ipinfo routes at the root as well, so ipinfo's own ``API_URL`` works unchanged.
+    ipinfo_at_root: bool = False
 
     def max_age_of(self, dataset: str) -> int:
         return int(self.dataset_max_age_seconds.get(dataset, self.health_max_dataset_age_seconds))
@@ -101,13 +122,21 @@ class ApiSettings:
             health_max_dataset_age_seconds=int(
                 os.environ.get(ENV_HEALTH_MAX_DATASET_AGE_SECONDS, defaults.health_max_dataset_age_seconds)
             ),
-            datasets=tuple(
-                name.strip() for name in os.environ.get(ENV_DATASETS, "").split(",") if name.strip()
-            ),
+            datasets=_names(os.environ.get(ENV_DATASETS, "")),
             dataset_max_age_seconds={
                 str(name): int(seconds)
                 for name, seconds in json.loads(os.environ.get(ENV_DATASET_MAX_AGE_SECONDS) or "{}").items()
             },
+            geoip2_datasets={
+                str(service): tuple(str(name) for name in names)
+                for service, names in json.loads(os.environ.get(ENV_GEOIP2_DATASETS) or "{}").items()
+            },
+            ipinfo_datasets=_names(os.environ.get(ENV_IPINFO_DATASETS, "")),
+            ipinfo_fields={
+                str(name): columns if isinstance(columns, str) else tuple(columns)
+                for name, columns in json.loads(os.environ.get(ENV_IPINFO_FIELDS) or "{}").items()
+            },
+            ipinfo_at_root=os.environ.get(ENV_IPINFO_AT_ROOT, "").strip().lower() in ("1", "true", "yes"),
         )
 
 

@@ -105,6 +105,7 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "apiKeyCacheSeconds": 120,
         "lookupMemoryMb": 192,
         "lookupCacheMb": 16,
+        "ipinfoAtRoot": True,
     },
     EXPORT_MMDB: {
         "exportMmdb": True,
@@ -112,6 +113,11 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
     DATASETS: {
         "datasets": EXAMPLE_DATASETS,
         "lookupDatasets": ["blocklist", "city", "asn"],
+        # The GeoIP2 web service and ipinfo read the city and ASN data, never the blocklist.
+        "geoip2Datasets": {"country": ["city"], "city": ["city", "asn"], "insights": ["city", "asn"]},
+        "ipinfoDatasets": ["city", "asn"],
+        "ipinfoFields": {"region": "subdivisions.1.names.en"},
+        "ipinfoAtRoot": True,
     },
     FEEDS: {
         "feeds": list(EXAMPLE_FEEDS),

@@ -23,7 +23,15 @@ from stacks.constants import (
     OUTPUT_API_KEYS_SECRET_ARN,
     OUTPUT_API_URL,
 )
-from stacks.http_api import ACCESS_LOG_FIELDS, AUTHORIZER_MEMORY_MB, ROUTED_METHODS, ROUTED_PATHS
+from stacks.http_api import (
+    ACCESS_LOG_FIELDS,
+    AUTHORIZER_MEMORY_MB,
+    GEOIP2_PATHS,
+    IPINFO_PATHS,
+    ROOT_PATHS,
+    ROUTED_METHODS,
+    ROUTED_PATHS,
+)
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Synthesized, cdk_json
 
@@ -50,11 +58,12 @@ def test_the_http_front_replaces_the_rest_api(template: dict[str, Any]) -> None:
         assert resources_of_type(template, f"AWS::ApiGateway::{rest_type}") == {}, rest_type
 
 
-def test_every_route_is_a_v1_path_sent_to_the_lookup_function_as_payload_1_0(
+def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_1_0(
     template: dict[str, Any],
 ) -> None:
     routes = resources_of_type(template, "AWS::ApiGatewayV2::Route")
-    expected = {f"{method.value} {path}" for path in ROUTED_PATHS for method in ROUTED_METHODS}
+    paths = (*ROUTED_PATHS, *GEOIP2_PATHS, *IPINFO_PATHS, *ROOT_PATHS)  # ipinfoAtRoot: the root too
+    expected = {f"{method.value} {path}" for path in paths for method in ROUTED_METHODS}
     assert {route["Properties"]["RouteKey"] for route in routes.values()} == expected
     # OPTIONS is the gateway's CORS preflight: an ANY route would send it to the authorizer
     assert not [key for key in expected if key.startswith(("OPTIONS ", "ANY ", "$default"))]
@@ -68,17 +77,30 @@ def test_every_route_is_a_v1_path_sent_to_the_lookup_function_as_payload_1_0(
         assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
 
 
-def test_every_route_needs_a_key_checked_by_the_cached_authorizer(template: dict[str, Any]) -> None:
-    authorizer_id, authorizer = only(template, "AWS::ApiGatewayV2::Authorizer")
-    properties = authorizer["Properties"]
-    assert properties["AuthorizerType"] == "REQUEST"
-    assert properties["IdentitySource"] == [f"$request.header.{API_KEY_HEADER}"]
-    assert properties["EnableSimpleResponses"] is True
-    assert properties["AuthorizerPayloadFormatVersion"] == "2.0"
-    assert properties["AuthorizerResultTtlInSeconds"] == HTTP_CONTEXT["apiKeyCacheSeconds"]
+def test_every_route_needs_a_key_checked_by_its_familys_authorizer(template: dict[str, Any]) -> None:
+    authorizers = resources_of_type(template, "AWS::ApiGatewayV2::Authorizer")
     function_id, _ = function_by_handler(template, AUTHORIZER_HANDLER)
-    assert function_id in json.dumps(properties["AuthorizerUri"])
+    by_source = {}
+    for logical_id, authorizer in authorizers.items():
+        properties = authorizer["Properties"]
+        assert properties["AuthorizerType"] == "REQUEST"
+        assert properties["EnableSimpleResponses"] is True
+        assert properties["AuthorizerPayloadFormatVersion"] == "2.0"
+        assert function_id in json.dumps(properties["AuthorizerUri"])
+        by_source[tuple(properties.get("IdentitySource") or ())] = (logical_id, properties)
+    # /v1 and the GeoIP2 web service: cached per header value; ipinfo (header or ?token=): never
+    cached = HTTP_CONTEXT["apiKeyCacheSeconds"]
+    assert by_source[(f"$request.header.{API_KEY_HEADER}",)][1]["AuthorizerResultTtlInSeconds"] == cached
+    assert by_source[("$request.header.authorization",)][1]["AuthorizerResultTtlInSeconds"] == cached
+    assert by_source[()][1]["AuthorizerResultTtlInSeconds"] == 0
+    families = {
+        ROUTED_PATHS: by_source[(f"$request.header.{API_KEY_HEADER}",)][0],
+        GEOIP2_PATHS: by_source[("$request.header.authorization",)][0],
+        (*IPINFO_PATHS, *ROOT_PATHS): by_source[()][0],
+    }
     for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
+        path = route["Properties"]["RouteKey"].split(" ", 1)[1]
+        [authorizer_id] = [logical_id for paths, logical_id in families.items() if path in paths]
         assert route["Properties"]["AuthorizationType"] == "CUSTOM"
         assert route["Properties"]["AuthorizerId"] == {"Ref": authorizer_id}
 
@@ -126,9 +148,9 @@ def test_only_this_api_may_invoke_the_lookup_and_the_authorizer(template: dict[s
         invoked[properties["FunctionName"]["Fn::GetAtt"][0]] = properties["SourceArn"]
     lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
     authorizer_id, _ = function_by_handler(template, AUTHORIZER_HANDLER)
-    # One permission per function: the lookup's covers this API's routes, the authorizer's its own ARN
-    assert sorted(invoked) == sorted([lookup_id, authorizer_id])
-    assert len(permissions) == 2
+    # The lookup's one permission covers this API's routes; each of the three authorizers has its own
+    assert sorted(set(invoked)) == sorted([lookup_id, authorizer_id])
+    assert len(permissions) == 4
 
 
 def test_the_authorizer_is_small_quiet_and_reads_the_generated_keys(template: dict[str, Any]) -> None:

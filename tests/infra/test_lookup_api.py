@@ -20,6 +20,8 @@ from stacks.constants import (
     ENV_POINTER_CACHE_SECONDS,
     ENV_RANGE_CACHE_BYTES,
     ENV_TABLE_NAME,
+    GEOIP2_PATH,
+    IPINFO_PATH,
     LOADER_TASKS,
     LOOKUP_HANDLER,
     POWERTOOLS_LAYER_ACCOUNT,
@@ -45,7 +47,7 @@ def test_every_function_is_python313_arm64_with_the_pinned_powertools_layer(
     synthesized: Synthesized,
 ) -> None:
     functions = resources_of_type(synthesized.templates[DEFAULT], "AWS::Lambda::Function")
-    assert len(functions) == 1 + len(LOADER_TASKS)  # the lookup and one per loader task
+    assert len(functions) == 2 + len(LOADER_TASKS)  # the lookup, its key authorizer, one per loader task
     for logical_id, function in functions.items():
         properties = function["Properties"]
         assert properties["Runtime"] == "python3.13", logical_id
@@ -84,24 +86,28 @@ def _asset_dir(stage_dir: Path, function: dict[str, Any]) -> Path:
     return stage_dir / f"asset.{asset_hash}"
 
 
-def test_v1_and_its_proxy_route_to_the_lookup_function_with_an_api_key(synthesized: Synthesized) -> None:
+def test_each_api_and_its_proxy_route_to_the_lookup_function_with_an_api_key(
+    synthesized: Synthesized,
+) -> None:
     template = synthesized.template()
     resources = resources_of_type(synthesized.templates[DEFAULT], "AWS::ApiGateway::Resource")
     assert sorted(r["Properties"]["PathPart"] for r in resources.values()) == sorted(
-        [API_VERSION_PATH, "{proxy+}"]
+        [API_VERSION_PATH, GEOIP2_PATH, IPINFO_PATH, *["{proxy+}"] * 3]
     )
     methods = resources_of_type(synthesized.templates[DEFAULT], "AWS::ApiGateway::Method")
-    assert len(methods) == 2
+    assert len(methods) == 6
     lookup_id, _ = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
     for method in methods.values():
         properties = method["Properties"]
         assert properties["HttpMethod"] == "ANY"
         assert properties["ApiKeyRequired"] is True
+        assert properties["AuthorizationType"] == "CUSTOM"
         assert properties["Integration"]["Type"] == "AWS_PROXY"
         assert lookup_id in str(properties["Integration"]["Uri"])
+    # The usage plan meters the key the authorizer read, in whichever form it came
     template.has_resource_properties(
         "AWS::ApiGateway::RestApi",
-        {"ApiKeySourceType": "HEADER", "EndpointConfiguration": {"Types": ["REGIONAL"]}},
+        {"ApiKeySourceType": "AUTHORIZER", "EndpointConfiguration": {"Types": ["REGIONAL"]}},
     )
 
 
@@ -149,7 +155,7 @@ def test_no_cors_preflight_unless_origins_are_configured(synthesized: Synthesize
 
     with_cors = resources_of_type(synthesized.templates[SOURCE_URL], "AWS::ApiGateway::Method")
     preflights = [m for m in with_cors.values() if m["Properties"]["HttpMethod"] == "OPTIONS"]
-    assert len(preflights) == 2
+    assert len(preflights) == 6  # v1, geoip, ipinfo and their proxies
     for preflight in preflights:
         # Browsers send no API key on a preflight.
         assert not preflight["Properties"].get("ApiKeyRequired", False)

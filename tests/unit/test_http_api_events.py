@@ -10,6 +10,7 @@ REST front's, byte for byte.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
@@ -17,7 +18,7 @@ from typing import Any, cast
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api import authorizer, dependencies
+from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
 from ipmeta.api.handler import handler
 from ipmeta.store import Store
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
@@ -179,10 +180,16 @@ def test_a_rest_stage_url_keeps_its_stage_in_the_documented_server_url() -> None
 KEYS = {"default": "k" * 40, "client-b": "b" * 40, "broken": 7}
 
 
-def authorizer_event(headers: Mapping[str, str]) -> dict[str, Any]:
-    """A REQUEST authorizer event, payload 2.0, as the HTTP API sends it (names lower-cased)."""
+ADMITTED = {"isAuthorized": True, "context": {"client": "default"}}
+
+
+def authorizer_event(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A REQUEST authorizer event, payload 2.0, as the HTTP API sends it (names lower-cased;
+    no ``queryStringParameters`` at all without a query, as payload 2.0 leaves absent parts out)."""
     lowered = {name.lower(): value for name, value in headers.items()}
+    extra = {"queryStringParameters": dict(query)} if query else {}
     return {
+        **extra,
         "version": "2.0",
         "type": "REQUEST",
         "routeArn": "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/$default/GET/v1/ip/1.1.1.1",
@@ -212,6 +219,10 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"x-api-key": "7"}, {"isAuthorized": False}),
         ({"x-api-key": ""}, {"isAuthorized": False}),
         ({"authorization": "k" * 40}, {"isAuthorized": False}),
+        # The GeoIP2 clients' Basic auth (the password is the key) and the ipinfo clients' Bearer
+        ({"Authorization": "Basic " + base64.b64encode(b"123456:" + b"k" * 40).decode()}, ADMITTED),
+        ({"Authorization": "Basic " + base64.b64encode(b"123456:wrong").decode()}, {"isAuthorized": False}),
+        ({"authorization": "Bearer " + "b" * 40}, {"isAuthorized": True, "context": {"client": "client-b"}}),
     ],
 )
 def test_the_authorizer_admits_exactly_the_keys_of_the_secret(
@@ -236,3 +247,57 @@ def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pyte
         "transform": "json",
         "max_age": authorizer.KEYS_MAX_AGE_SECONDS,
     }
+
+
+@pytest.mark.usefixtures("keys")
+def test_the_authorizer_takes_ipinfos_query_token() -> None:
+    context = cast(LambdaContext, LocalLambdaContext())
+    assert authorizer.handler(authorizer_event({}, {"token": "k" * 40}), context) == ADMITTED
+    assert authorizer.handler(authorizer_event({}, {"token": "nope"}), context) == {"isAuthorized": False}
+
+
+# -- the REST front's key authorizer ------------------------------------------------------------
+
+
+def rest_authorizer_event(
+    headers: Mapping[str, str], query: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A REQUEST authorizer event of a REST API (payload 1.0, header names as the client sent them)."""
+    return {
+        "type": "REQUEST",
+        "methodArn": "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/api/GET/geoip/v2.1/city/1.1.1.1",
+        "resource": "/geoip/{proxy+}",
+        "path": "/geoip/v2.1/city/1.1.1.1",
+        "httpMethod": "GET",
+        "headers": dict(headers),
+        "queryStringParameters": dict(query) if query else None,
+        "requestContext": {"stage": "api", "identity": {"sourceIp": CALLER}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("headers", "query"),
+    [
+        ({"x-api-key": "K" * 20}, None),
+        ({"Authorization": "Basic " + base64.b64encode(b"42:" + b"K" * 20).decode()}, None),
+        ({"Authorization": "Bearer " + "K" * 20}, None),
+        ({}, {"token": "K" * 20}),
+    ],
+)
+def test_the_rest_authorizer_hands_any_form_of_key_to_the_usage_plan(
+    headers: dict[str, str], query: dict[str, str] | None
+) -> None:
+    response = usage_plan_authorizer.handler(
+        rest_authorizer_event(headers, query), cast(LambdaContext, LocalLambdaContext())
+    )
+    assert response["usageIdentifierKey"] == "K" * 20
+    assert response["principalId"] == usage_plan_authorizer.principal_of("K" * 20) != "K" * 20
+    [statement] = response["policyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    # One cached answer serves every method of the stage
+    assert statement["Resource"] == ["arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/api/*/*"]
+
+
+def test_the_rest_authorizer_refuses_a_request_with_no_key_as_unauthorized() -> None:
+    with pytest.raises(PermissionError, match=r"^Unauthorized$"):
+        usage_plan_authorizer.handler(rest_authorizer_event({}), cast(LambdaContext, LocalLambdaContext()))

@@ -16,7 +16,10 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from ipmeta import geoip2, ipinfo
 from ipmeta.api import datasets, lookups, ranges
+from ipmeta.api import geoip2 as geoip2_routes
+from ipmeta.api import ipinfo as ipinfo_routes
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
 from ipmeta.api.observability import logger, metrics
 from ipmeta.api.responses import NotModified
@@ -34,7 +37,7 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
     return CORSConfig(
         allow_origin=settings.cors_origins[0],
         extra_origins=list(settings.cors_origins[1:]),
-        allow_headers=["If-None-Match", "X-Api-Key"],
+        allow_headers=["If-None-Match", "X-Api-Key", "Authorization"],
         expose_headers=["ETag"],
         max_age=600,
     )
@@ -46,12 +49,40 @@ app = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSetting
 app.include_router(lookups.router)
 app.include_router(datasets.router)
 app.include_router(ranges.router)
+app.include_router(geoip2_routes.router)
+# Last: its root routes (``/<ip>/<field>``) would match the other APIs' paths.
+app.include_router(ipinfo_routes.router)
 
 
 # -- errors: the one place they become responses ----------------------------------------
 
 
-def error_response(status: int, code: str, message: str) -> Response[dict[str, str]]:
+def is_ipinfo_path(path: str) -> bool:
+    """The ipinfo routes' paths: ``/ipinfo...``, and with ipinfo at the root every path the
+    other APIs do not own."""
+    if path == ipinfo.PATH_PREFIX or path.startswith(ipinfo.PATH_PREFIX + "/"):
+        return True
+    owned = path.startswith(("/v1/", "/geoip/")) or path == "/v1"
+    return not owned and ipinfo_routes.served_at_root()
+
+
+def error_response(status: int, code: str, message: str) -> Response[Any]:
+    """The error in the shape of the API the path belongs to: MaxMind's ``{code, error}`` under
+    ``/geoip/``, ipinfo's ``{status, error: {title, message}}`` on its routes, else ours."""
+    path = app.current_event.path
+    if path.startswith("/geoip/"):
+        return Response(
+            status_code=geoip2.ERROR_STATUSES.get(code, status),
+            content_type=geoip2.ERROR_CONTENT_TYPE,
+            body=json.dumps(geoip2.error_body(code, message)),
+        )
+    if is_ipinfo_path(path):
+        status, title, text = ipinfo.WRONG_IP if code == "IP_ADDRESS_INVALID" else (status, code, message)
+        return Response(
+            status_code=status,
+            content_type=content_types.APPLICATION_JSON,
+            body=json.dumps(ipinfo.error_body(status, title, text)),
+        )
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -60,7 +91,7 @@ def error_response(status: int, code: str, message: str) -> Response[dict[str, s
 
 
 @app.exception_handler(IpmetaError)
-def handle_domain_error(error: IpmetaError) -> Response[dict[str, str]]:
+def handle_domain_error(error: IpmetaError) -> Response[Any]:
     return error_response(error.status, error.code, error.message)
 
 
@@ -74,7 +105,7 @@ PARAMETER_ERRORS: dict[str, type[IpmetaError]] = ranges.PARAMETER_ERRORS
 
 
 @app.exception_handler(RequestValidationError)
-def handle_validation_error(error: RequestValidationError) -> Response[dict[str, str]]:
+def handle_validation_error(error: RequestValidationError) -> Response[Any]:
     """Powertools' validation of declared parameters: 400 with the parameter's own code, never 422."""
     problems = error.errors()
     described = "; ".join(
@@ -91,7 +122,7 @@ def handle_validation_error(error: RequestValidationError) -> Response[dict[str,
 
 
 @app.exception_handler(Exception)
-def handle_unexpected_error(error: Exception) -> Response[dict[str, str]]:
+def handle_unexpected_error(error: Exception) -> Response[Any]:
     logger.exception("unhandled error", extra={"path": app.current_event.path})
     return error_response(
         HTTPStatus.INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "unexpected error; the logs have the details"
@@ -101,17 +132,24 @@ def handle_unexpected_error(error: Exception) -> Response[dict[str, str]]:
 #: Paths the IP routes would match if powertools' path pattern accepted every
 #: character; what it refuses (``"``, ``#``, ``\\``, some non-ASCII) is no IP either.
 _IP_PATH = re.compile(r"^/v1/ip/(?P<ip>[^/]+)(?:/(?P<field>[^/]+))?/?$")
+_OTHER_IP_PATHS = (
+    re.compile(r"^/geoip/v2\.1/(?:country|city|insights)/(?P<ip>[^/]+)/?$"),
+    re.compile(r"^/ipinfo/(?P<ip>[^/]+)(?:/[^/]+)?/?$"),
+)
 
 
 @app.not_found
-def handle_unknown_route(_: Exception) -> Response[dict[str, str]]:
+def handle_unknown_route(_: Exception) -> Response[Any]:
     event = app.current_event
     match = _IP_PATH.match(event.path) if event.http_method == "GET" else None
+    other = next((found for pattern in _OTHER_IP_PATHS if (found := pattern.match(event.path))), None)
     try:
         if match:
             parse_ip(match["ip"])
             if match["field"]:
                 raise FieldNotFound(f"no field {match['field'][:64]!r}")
+        elif other and event.http_method == "GET":
+            parse_ip(other["ip"])
     except (InvalidIpAddress, FieldNotFound) as error:
         return error_response(error.status, error.code, error.message)
     return error_response(

@@ -1,8 +1,12 @@
-"""The HTTP API front's Lambda authorizer: the caller's ``x-api-key`` against the keys in one secret.
+"""The HTTP API front's Lambda authorizer: the caller's key against the keys in one secret.
 
-API Gateway calls it only when its authorizer cache has no answer for the
-header's value (``apiKeyCacheSeconds``), so most requests cost no invocation. A
-request without the header never gets here: API Gateway refuses it with 401.
+The key comes in any form ``ipmeta.credentials`` reads: ``x-api-key`` (the
+``/v1`` routes), HTTP Basic's password (the GeoIP2 routes) or ``Bearer`` and
+``?token=`` (the ipinfo routes). API Gateway calls it only when its authorizer
+cache has no answer for the route's identity source (``apiKeyCacheSeconds``),
+so most requests cost no invocation; a request without that source never gets
+here: API Gateway refuses it with 401. The ipinfo routes take a header or a
+query parameter, so they have no identity source and no cache.
 
 The secret is a JSON object of client name to key. The stack generates it with
 one client, ``default``; adding a pair adds a client (docs/deploy.md). The
@@ -15,7 +19,6 @@ and, on its first call, the secrets client.
 
 from __future__ import annotations
 
-import hmac
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -28,27 +31,14 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from ipmeta.credentials import API_KEY_HEADER, client_of, presented_key
+
+__all__ = ["API_KEY_HEADER", "client_of", "handler"]
+
 ENV_API_KEYS_SECRET_ARN = "IPMETA_API_KEYS_SECRET_ARN"
-API_KEY_HEADER = "x-api-key"
 #: How long a container trusts the keys it read. A removed key stops working
 #: within this plus API Gateway's cache TTL.
 KEYS_MAX_AGE_SECONDS = 300
-
-
-def client_of(presented: str | None, keys: Mapping[str, Any]) -> str | None:
-    """The client whose key was presented, or None.
-
-    Every key is compared, each in constant time, so the answer's timing says
-    nothing about how close a guess came or which client it matched.
-    """
-    if not presented:
-        return None
-    offered = presented.encode()
-    found = None
-    for name, key in keys.items():
-        if isinstance(key, str) and key and hmac.compare_digest(offered, key.encode()):
-            found = name
-    return found
 
 
 def api_keys() -> Mapping[str, Any]:
@@ -60,7 +50,9 @@ def api_keys() -> Mapping[str, Any]:
 
 @event_source(data_class=APIGatewayAuthorizerEventV2)
 def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[str, Any]:
-    client = client_of(event.headers.get(API_KEY_HEADER), api_keys())
+    # Payload 2.0 leaves out a request's absent parts (no query string: no key at all).
+    key = presented_key(event.get("headers"), event.get("queryStringParameters"))
+    client = client_of(key, api_keys())
     response = APIGatewayAuthorizerResponseV2(
         authorize=client is not None, context={"client": client} if client else None
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from ipmeta.answers import CombinedResult, lookup_datasets, lookup_datasets_many
 from ipmeta.api import dependencies
@@ -189,13 +190,16 @@ def caller_address(source_ip: str, forwarded_for: str | None, trusted_hops: int)
     responses=LOOKUP_RESPONSES,
 )
 def get_caller() -> Response[str]:
-    event = router.current_event
-    address = caller_address(
+    return _cached_json(_lookup(caller_of(router.current_event)), parse_fields(query("fields")), private=True)
+
+
+def caller_of(event: APIGatewayProxyEvent) -> Address:
+    """The address of the request's caller (``caller_address``, with the deployment's proxy hops)."""
+    return caller_address(
         event.request_context.identity.source_ip,
         event.headers.get("x-forwarded-for"),
         dependencies.current().api.trusted_proxy_hops,
     )
-    return _cached_json(_lookup(address), parse_fields(query("fields")), private=True)
 
 
 def parse_batch_body(body: str | bytes | None, limit: int) -> list[str]:
@@ -218,7 +222,7 @@ def parse_batch_body(body: str | bytes | None, limit: int) -> list[str]:
     return items
 
 
-def _raw_body(body: str | None, is_base64: bool | None) -> str | bytes | None:
+def raw_body(body: str | None, is_base64: bool | None) -> str | bytes | None:
     if not is_base64 or body is None:
         return body
     try:
@@ -247,7 +251,7 @@ def _batch_body_schema() -> dict[str, Any]:
 def post_batch() -> Response[str]:
     deps = dependencies.current()
     event = router.current_event
-    texts = parse_batch_body(_raw_body(event.body, event.is_base64_encoded), deps.api.batch_max_ips)
+    texts = parse_batch_body(raw_body(event.body, event.is_base64_encoded), deps.api.batch_max_ips)
     parsed: dict[str, Address | IpmetaError] = {}
     for text in texts:
         try:

@@ -153,3 +153,65 @@ class FlaggedResponse(BaseModel):
     dataset: DatasetRef
     ranges: list[RangeEntry] = Field(description="Flagged ranges in (family, start) order")
     next: str | None = Field(description="Token for the next page; null on the last page")
+
+
+# -- the GeoIP2 web service and ipinfo shapes (ipmeta.geoip2, ipmeta.ipinfo) --------------------
+
+
+class GeoIP2Document(BaseModel):
+    """MaxMind's GeoIP2 web-service document; a record with no value is left out, as MaxMind does."""
+
+    continent: dict[str, Any] | None = Field(default=None, description="code, geoname_id, names")
+    country: dict[str, Any] | None = Field(
+        default=None, description="iso_code, geoname_id, names, is_in_european_union (and confidence)"
+    )
+    registered_country: dict[str, Any] | None = Field(default=None, description="as country")
+    represented_country: dict[str, Any] | None = Field(default=None, description="as country, and type")
+    city: dict[str, Any] | None = Field(default=None, description="City and Insights: geoname_id, names")
+    location: dict[str, Any] | None = Field(
+        default=None, description="City and Insights: latitude, longitude, accuracy_radius, time_zone..."
+    )
+    postal: dict[str, Any] | None = Field(default=None, description="City and Insights: code")
+    subdivisions: list[dict[str, Any]] | None = Field(
+        default=None, description="City and Insights: largest to smallest, each iso_code, geoname_id, names"
+    )
+    anonymizer: dict[str, Any] | None = Field(default=None, description="Insights only")
+    traits: dict[str, Any] = Field(
+        description="ip_address and network always; the ASN dataset's autonomous_system_number and "
+        "autonomous_system_organization (City, Insights); network is the largest CIDR around the "
+        "address over which every dataset that answered has one range"
+    )
+
+
+class GeoIP2Error(BaseModel):
+    code: str = Field(
+        description="IP_ADDRESS_INVALID (400), IP_ADDRESS_RESERVED (400), IP_ADDRESS_NOT_FOUND (404), "
+        "AUTHORIZATION_INVALID (401, from the front), or one of ipmeta's codes"
+    )
+    error: str = Field(description="What went wrong, for people")
+
+
+class IpinfoDetails(BaseModel):
+    ip: str
+    bogon: bool | None = Field(default=None, description="true for a special-purpose address; else absent")
+    city: str | None = None
+    region: str | None = None
+    country: str | None = Field(default=None, description="ISO 3166-1 alpha-2 code")
+    loc: str | None = Field(default=None, description='"latitude,longitude"')
+    org: str | None = Field(default=None, description='"AS15169 Google LLC"')
+    postal: str | None = None
+    timezone: str | None = None
+
+
+class IpinfoErrorDetail(BaseModel):
+    title: str
+    message: str
+
+
+class IpinfoError(BaseModel):
+    status: int
+    error: IpinfoErrorDetail
+
+
+class IpinfoBatchResponse(RootModel[dict[str, IpinfoDetails | str | IpinfoError]]):
+    """Keyed by each input string: details for ``ip``, the text for ``ip/field``, or an error."""

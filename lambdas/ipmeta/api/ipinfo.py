@@ -1,0 +1,232 @@
+"""ipinfo's API: ``GET /ipinfo/{ip}`` (``/json``, ``/{field}``), the caller, and ``POST /ipinfo/batch``.
+
+The ipinfo clients (``ipinfo.getHandler(token)``) send ``Authorization: Bearer``
+or ``?token=`` (the front checks it as an ipmeta key) and read ipinfo's flat
+answer, which ``ipmeta.ipinfo`` makes from the merged view of the datasets the
+deployment maps to ipinfo (``IPMETA_IPINFO_DATASETS``, else what a lookup reads).
+With ``IPMETA_IPINFO_AT_ROOT`` the same routes answer at the root, so a
+client's own ``API_URL`` (no path) works. As ipinfo does, a valid address no
+dataset holds answers 200 with the address alone, a bogon ``"bogon": true``, a
+malformed address 404 "Wrong ip" (errors: ``ipmeta.api.app``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from ipmeta import exact_json, ipinfo
+from ipmeta.answers import CombinedResult, lookup_datasets, lookup_datasets_many
+from ipmeta.api import dependencies
+from ipmeta.api.lookups import caller_of, parse_batch_body, raw_body
+from ipmeta.api.models import IpinfoBatchResponse, IpinfoDetails, IpinfoError
+from ipmeta.api.observability import count_lookups
+from ipmeta.bogons import is_bogon
+from ipmeta.catalog import Targets
+from ipmeta.errors import FieldNotFound, IpAddressNotFound, IpmetaError
+from ipmeta.ips import Address, parse_ip
+from ipmeta.settings import ApiSettings
+
+router = APIGatewayRouter()  # type: ignore[no-untyped-call]
+
+#: First path segments the root routes leave to the other APIs (``/v1/...`` stays ROUTE_NOT_FOUND).
+OTHER_APIS = frozenset({"v1", "geoip", "ipinfo"})
+#: ``/{ip}/json`` is the whole answer, as ``/{ip}`` is.
+WHOLE = "json"
+
+
+@cache
+def fields() -> dict[str, tuple[ipinfo.Candidate, ...]]:
+    """ipinfo's field map, made once per container: a container's settings never change."""
+    return ipinfo.field_map(dependencies.current().api.ipinfo_fields)
+
+
+def _targets() -> Targets:
+    deps = dependencies.current()
+    names = deps.api.ipinfo_datasets
+    return deps.targets(",".join(names) if names else None)
+
+
+def _details(address: Address, result: CombinedResult | None) -> dict[str, Any]:
+    data = result.merged_data() if result is not None else None
+    return ipinfo.details(str(address), data, is_bogon(address), fields())
+
+
+def details_of(address: Address) -> dict[str, Any]:
+    deps = dependencies.current()
+    targets = _targets()
+    try:
+        result: CombinedResult | None = lookup_datasets(
+            deps.reader, targets, address, deps.batch_executor, deps.ranges
+        )
+    except IpAddressNotFound:
+        result = None  # ipinfo answers any valid address: with the address alone
+    finally:
+        count_lookups(targets.names, 1)
+    return _details(address, result)
+
+
+def _json(body: Any) -> Response[str]:
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=exact_json.dumps(body))
+
+
+def served_at_root() -> bool:
+    return dependencies.current().api.ipinfo_at_root
+
+
+def _check_root(at_root: bool) -> None:
+    """The root routes are always registered (tests and the local server can turn them on);
+    they answer only where the deployment serves ipinfo at the root."""
+    if at_root and not served_at_root():
+        raise NotFoundError(router.current_event.path)
+
+
+def _address(ip: str, *, at_root: bool) -> Address:
+    _check_root(at_root)
+    if at_root and ip in OTHER_APIS:
+        raise NotFoundError(ip)  # another API's path: ROUTE_NOT_FOUND, not "Wrong ip"
+    return parse_ip(ip)
+
+
+def field_text(answer: dict[str, Any], field: str) -> str:
+    """One field as ipinfo answers it: its text and a newline."""
+    if field not in answer:
+        raise FieldNotFound(f"{answer['ip']} has no field {field[:64]!r}")
+    return exact_json.plain_text(answer[field]) + "\n"
+
+
+def batch_answers(texts: list[str]) -> dict[str, Any]:
+    """``ip`` or ``ip/field`` per item, each answered once per distinct address."""
+    wanted: dict[str, tuple[Address, str] | IpmetaError] = {}
+    for text in texts:
+        ip, _, field = text.partition("/")
+        try:
+            wanted[text] = (parse_ip(ip), field)
+        except IpmetaError as error:
+            wanted[text] = error
+    addresses = [value[0] for value in wanted.values() if isinstance(value, tuple)]
+    results: dict[Address, CombinedResult | IpmetaError] = {}
+    if addresses:
+        deps = dependencies.current()
+        targets = _targets()
+        results = lookup_datasets_many(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
+        count_lookups(targets.names, len(results))
+    answers: dict[str, Any] = {}
+    for text, value in wanted.items():
+        if isinstance(value, IpmetaError):
+            answers[text] = ipinfo.error_body(*ipinfo.WRONG_IP)
+            continue
+        address, field = value
+        outcome = results[address]
+        answer = _details(address, outcome if isinstance(outcome, CombinedResult) else None)
+        if field in ("", WHOLE):
+            answers[text] = answer
+        else:
+            answers[text] = answer.get(
+                field, ipinfo.error_body(404, "Wrong field", f"no field {field[:64]!r}")
+            )
+    return answers
+
+
+def _ipinfo_error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {content_types.APPLICATION_JSON: {"model": IpinfoError}}}
+
+
+_ERRORS: dict[int, Any] = {
+    404: _ipinfo_error('A malformed address ("Wrong ip", as ipinfo answers it), or no such field'),
+    503: _ipinfo_error("NO_DATASET: none of the datasets is active yet"),
+}
+_DETAILS: dict[int, Any] = {
+    200: {
+        "description": "ipinfo's answer",
+        "content": {content_types.APPLICATION_JSON: {"model": IpinfoDetails}},
+    },
+    **_ERRORS,
+}
+_TEXT: dict[int, Any] = {
+    200: {"description": "The field's value and a newline", "content": {"text/plain": {}}},
+    **_ERRORS,
+}
+_BATCH: dict[int, Any] = {
+    200: {
+        "description": "Keyed by each input",
+        "content": {content_types.APPLICATION_JSON: {"model": IpinfoBatchResponse}},
+    },
+    400: _ipinfo_error("The body is not a JSON array of strings, or holds more than the batch limit"),
+    503: _ERRORS[503],
+}
+
+
+def _batch_body() -> dict[str, Any]:
+    limit = ApiSettings.from_environment().batch_max_ips
+    schema = {"type": "array", "items": {"type": "string"}, "maxItems": limit}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
+    """The four operations, the root's refusing to answer unless the deployment serves the root."""
+
+    def one(ip: str) -> Response[str]:
+        return _json(details_of(_address(ip, at_root=at_root)))
+
+    def one_field(ip: str, field: str) -> Response[str]:
+        answer = details_of(_address(ip, at_root=at_root))
+        if field == WHOLE:
+            return _json(answer)
+        return Response(
+            status_code=200, content_type="text/plain; charset=utf-8", body=field_text(answer, field)
+        )
+
+    def caller() -> Response[str]:
+        _check_root(at_root)
+        return _json(details_of(caller_of(router.current_event)))
+
+    def batch() -> Response[str]:
+        _check_root(at_root)
+        event = router.current_event
+        limit = dependencies.current().api.batch_max_ips
+        return _json(batch_answers(parse_batch_body(raw_body(event.body, event.is_base64_encoded), limit)))
+
+    return {"one": one, "field": one_field, "caller": caller, "batch": batch}
+
+
+def register(prefix: str, *, at_root: bool) -> None:
+    """The routes under ``prefix``: ``/ipinfo``, or ``""`` (the root: left out of the OpenAPI
+    document, and answering only with ``IPMETA_IPINFO_AT_ROOT``)."""
+    handlers = _handlers(at_root)
+    suffix = "Root" if at_root else ""
+    common: dict[str, Any] = {"tags": ["ipinfo"], "include_in_schema": not at_root}
+    routes = [
+        (f"{prefix}/<ip>", "one", f"ipinfo{suffix}", "ipinfo: one address", _DETAILS),
+        (f"{prefix}/<ip>/<field>", "field", f"ipinfoField{suffix}", "ipinfo: one field as text", _TEXT),
+        (prefix or "/", "caller", f"ipinfoCaller{suffix}", "ipinfo: the caller's address", _DETAILS),
+        (
+            f"{prefix}/{WHOLE}",
+            "caller",
+            f"ipinfoCallerJson{suffix}",
+            "ipinfo: the caller's address",
+            _DETAILS,
+        ),
+    ]
+    for path, name, operation, summary, responses in routes:
+        router.get(path, operation_id=operation, summary=summary, responses=responses, **common)(
+            handlers[name]
+        )
+    router.post(
+        f"{prefix}/batch",
+        operation_id=f"ipinfoBatch{suffix}",
+        summary="ipinfo: many addresses (ip or ip/field) at once",
+        responses=_BATCH,
+        openapi_extensions=_batch_body(),
+        **common,
+    )(handlers["batch"])
+
+
+register(ipinfo.PATH_PREFIX, at_root=False)
+# Last, after every other API's routes: the root's ``/<ip>/<field>`` would match their paths.
+register("", at_root=True)

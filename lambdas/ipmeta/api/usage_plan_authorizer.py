@@ -1,0 +1,48 @@
+"""The REST front's request authorizer: the caller's key, in any form, handed to the usage plan.
+
+The REST API reads API keys from its authorizer (``apiKeySource: AUTHORIZER``),
+so a key sent as HTTP Basic's password (GeoIP2 clients), ``Bearer`` or
+``?token=`` (ipinfo clients) meters and throttles exactly as ``x-api-key`` does.
+This function does not judge the key: it returns it as ``usageIdentifierKey``
+and API Gateway checks it against the usage plan's keys, answering 401
+``AUTHORIZATION_INVALID`` (the gateway response the stack sets) for a key no
+plan holds. So it needs no secret and no table: nothing to read, nothing to leak.
+
+A request with no key at all is refused here ("Unauthorized": API Gateway's 401).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import event_source
+from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
+    APIGatewayAuthorizerRequestEvent,
+    APIGatewayAuthorizerResponse,
+)
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from ipmeta.credentials import presented_key
+
+#: The message API Gateway turns into its 401 UNAUTHORIZED response.
+UNAUTHORIZED = "Unauthorized"
+
+
+def principal_of(key: str) -> str:
+    """A stable name for the key in access logs that is not the key itself."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@event_source(data_class=APIGatewayAuthorizerRequestEvent)
+def handler(event: APIGatewayAuthorizerRequestEvent, context: LambdaContext) -> dict[str, Any]:
+    key = presented_key(event.get("headers"), event.get("queryStringParameters"))
+    if key is None:
+        raise PermissionError(UNAUTHORIZED)  # API Gateway answers its UNAUTHORIZED response
+    response = APIGatewayAuthorizerResponse.from_route_arn(
+        event.method_arn, principal_of(key), usage_identifier_key=key
+    )
+    # Every method of the stage: API Gateway caches this answer per identity source (the
+    # header of the route family), and the cached answer must serve that family's methods.
+    response.allow_all_routes()
+    return response.asdict()

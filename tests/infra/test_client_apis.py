@@ -1,0 +1,150 @@
+"""The GeoIP2 web service and ipinfo on the REST front: a key in any form, metered by the usage plan.
+
+The REST API reads its keys from a request authorizer (``apiKeySource: AUTHORIZER``), one
+per route family so API Gateway caches each family's answer by the header it comes in; the
+authorizer reads no secret and no table, and the lookup stays read-only. Refusals are 401
+with a body every client reads as its own error. Context settles which datasets each
+service reads and whether ipinfo answers at the root.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App
+
+from ipmeta.credentials import refusal_body
+from stacks.config import ConfigError, IpmetaConfig
+from stacks.constants import (
+    API_KEY_HEADER,
+    ENV_GEOIP2_DATASETS,
+    ENV_IPINFO_AT_ROOT,
+    ENV_IPINFO_DATASETS,
+    ENV_IPINFO_FIELDS,
+    LOOKUP_HANDLER,
+    USAGE_PLAN_AUTHORIZER_HANDLER,
+)
+from stacks.http_api import AUTHORIZER_MEMORY_MB
+from tests.infra.cfn import as_list, function_by_handler, policy_statements_of_role, resources_of_type
+from tests.infra.conftest import DATASETS, DEFAULT, VARIANTS, Synthesized, cdk_json
+
+
+def _authorizers(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The REST authorizers by identity source ("" for none)."""
+    return {
+        authorizer["Properties"].get("IdentitySource", ""): authorizer["Properties"]
+        for authorizer in resources_of_type(template, "AWS::ApiGateway::Authorizer").values()
+    }
+
+
+def test_each_route_family_has_an_authorizer_cached_by_its_header(synthesized: Synthesized) -> None:
+    template = synthesized.templates[DEFAULT]
+    authorizers = _authorizers(template)
+    cached = cdk_json()["context"]["apiKeyCacheSeconds"]
+    assert set(authorizers) == {
+        f"method.request.header.{API_KEY_HEADER}",
+        "method.request.header.authorization",
+        "",
+    }
+    assert authorizers[f"method.request.header.{API_KEY_HEADER}"]["AuthorizerResultTtlInSeconds"] == cached
+    assert authorizers["method.request.header.authorization"]["AuthorizerResultTtlInSeconds"] == cached
+    # ipinfo's key comes as Bearer or ?token=: no one identity source, so no cache
+    assert authorizers[""]["AuthorizerResultTtlInSeconds"] == 0
+    function_id, _ = function_by_handler(template, USAGE_PLAN_AUTHORIZER_HANDLER)
+    for properties in authorizers.values():
+        assert properties["Type"] == "REQUEST"
+        assert function_id in json.dumps(properties["AuthorizerUri"])
+
+
+def test_the_key_authorizer_is_small_and_can_only_write_its_logs(synthesized: Synthesized) -> None:
+    template = synthesized.templates[DEFAULT]
+    _, function = function_by_handler(template, USAGE_PLAN_AUTHORIZER_HANDLER)
+    assert function["Properties"]["MemorySize"] == AUTHORIZER_MEMORY_MB
+    assert function["Properties"]["LoggingConfig"]["SystemLogLevel"] == "WARN"
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    actions = {
+        action for s in policy_statements_of_role(template, role_id) for action in as_list(s["Action"])
+    }
+    # API Gateway checks the key against the usage plan: no secret, no table to read
+    assert actions == {"logs:CreateLogStream", "logs:PutLogEvents"}
+
+
+@pytest.mark.parametrize("response_type", ["UNAUTHORIZED", "INVALID_API_KEY"])
+def test_a_missing_or_unknown_key_is_a_401_every_client_reads(
+    synthesized: Synthesized, response_type: str
+) -> None:
+    responses = {
+        response["Properties"]["ResponseType"]: response["Properties"]
+        for response in resources_of_type(
+            synthesized.templates[DEFAULT], "AWS::ApiGateway::GatewayResponse"
+        ).values()
+    }
+    properties = responses[response_type]
+    assert properties["StatusCode"] == "401"
+    body = json.loads(properties["ResponseTemplates"]["application/json"])
+    assert body == refusal_body()
+    assert {"code", "error", "message"} <= set(body)  # MaxMind's clients and /v1's both find theirs
+
+
+def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synthesized: Synthesized) -> None:
+    template = synthesized.templates[DATASETS]
+    methods = resources_of_type(template, "AWS::ApiGateway::Method")
+    [rest_api_id] = resources_of_type(template, "AWS::ApiGateway::RestApi")
+    root = [
+        m["Properties"]
+        for m in methods.values()
+        if m["Properties"].get("ResourceId") == {"Fn::GetAtt": [rest_api_id, "RootResourceId"]}
+    ]
+    assert [m["HttpMethod"] for m in root] == ["ANY"]
+    [ipinfo_id] = [
+        logical_id
+        for logical_id, authorizer in resources_of_type(template, "AWS::ApiGateway::Authorizer").items()
+        if not authorizer["Properties"].get("IdentitySource")
+    ]
+    assert root[0]["AuthorizerId"] == {"Ref": ipinfo_id}
+    assert len(methods) == 8  # three families and their proxies, the root and its proxy
+
+
+def test_the_lookup_reads_the_client_api_settings_from_its_environment(synthesized: Synthesized) -> None:
+    context = VARIANTS[DATASETS]
+    _, function = function_by_handler(synthesized.templates[DATASETS], LOOKUP_HANDLER)
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert json.loads(variables[ENV_GEOIP2_DATASETS]) == context["geoip2Datasets"]
+    assert variables[ENV_IPINFO_DATASETS] == "city,asn"
+    assert json.loads(variables[ENV_IPINFO_FIELDS]) == context["ipinfoFields"]
+    assert variables[ENV_IPINFO_AT_ROOT] == "true"
+    _, default = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
+    defaults = default["Properties"]["Environment"]["Variables"]
+    assert (defaults[ENV_GEOIP2_DATASETS], defaults[ENV_IPINFO_AT_ROOT]) == ("{}", "false")
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"geoip2Datasets": {"precision": ["city"]}}, "no service 'precision'"),
+        ({"geoip2Datasets": {"city": ["City!"]}}, "dataset"),
+        ({"ipinfoFields": {"hostname": "host"}}, "ipinfo has no field"),
+        ({"ipinfoFields": '{"loc": "latlon"}'}, "reads 2 column"),
+        ({"ipinfoDatasets": "city,Bad Name"}, "dataset"),
+    ],
+)
+def test_client_api_settings_are_checked_at_synth(context: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        IpmetaConfig.from_node(App(context=context).node)
+
+
+def test_client_api_settings_parse_from_the_command_line() -> None:
+    config = IpmetaConfig.from_node(
+        App(
+            context={
+                "geoip2Datasets": '{"city": ["city", "asn"]}',
+                "ipinfoDatasets": "city,asn",
+                "ipinfoAtRoot": "true",
+            }
+        ).node
+    )
+    assert config.geoip2_datasets == {"city": ["city", "asn"]}
+    assert config.ipinfo_datasets == ["city", "asn"]
+    assert config.ipinfo_at_root is True

@@ -1,0 +1,198 @@
+"""The pure pieces behind the GeoIP2 and ipinfo routes: keys in any form, nesting, networks, fields."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ipmeta import geoip2, ipinfo
+from ipmeta.credentials import client_of, key_of_authorization, presented_key
+from ipmeta.ips import parse_ip
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("headers", "query", "key"),
+    [
+        ({"x-api-key": "K"}, None, "K"),
+        ({"X-Api-Key": "K", "Authorization": basic("1", "other")}, None, "K"),  # x-api-key first
+        ({"Authorization": basic("123456", "K")}, None, "K"),  # GeoIP2: the password
+        ({"authorization": basic("123456", "K:with:colons")}, None, "K:with:colons"),
+        ({"authorization": "Bearer K"}, None, "K"),  # ipinfo
+        ({}, {"token": "K"}, "K"),  # ipinfo's query form
+        ({"authorization": basic("123456", "")}, None, None),
+        ({"authorization": "Basic not-base64!"}, None, None),
+        ({"authorization": "Digest K"}, None, None),
+        ({"authorization": "K"}, {"token": ""}, None),
+        (None, None, None),
+    ],
+)
+def test_the_key_is_read_in_each_form_the_clients_send(
+    headers: dict[str, str] | None, query: dict[str, str] | None, key: str | None
+) -> None:
+    assert presented_key(headers, query) == key
+
+
+def test_only_a_known_key_names_a_client() -> None:
+    keys = {"team": "K" * 20, "broken": 7}
+    assert client_of(key_of_authorization(basic("1", "K" * 20)), keys) == "team"
+    assert client_of("K" * 19, keys) is None
+    assert client_of("7", keys) is None
+
+
+def test_dotted_columns_nest_back_into_maxminds_records() -> None:
+    flat = {
+        "city.names.en": "Zurich",
+        "city.names.de": "Zürich",
+        "subdivisions.1.iso_code": "X",
+        "subdivisions.0.iso_code": "ZH",
+        "location.latitude": Decimal("47.3667"),
+        "traits.is_anycast": True,
+        "postal.code": None,  # an empty cell: left out
+    }
+    assert geoip2.nested(flat) == {
+        "city": {"names": {"en": "Zurich", "de": "Zürich"}},
+        "subdivisions": [{"iso_code": "ZH"}, {"iso_code": "X"}],
+        "location": {"latitude": Decimal("47.3667")},
+        "traits": {"is_anycast": True},
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "traits"),
+    [
+        (
+            {"autonomous_system_number": 13335, "autonomous_system_organization": "Cloudflare"},
+            {"autonomous_system_number": 13335, "autonomous_system_organization": "Cloudflare"},
+        ),
+        (
+            {"asn": "AS13335", "organization": "Cloudflare"},
+            {"autonomous_system_number": 13335, "autonomous_system_organization": "Cloudflare"},
+        ),
+        ({"cloud_provider": "cloudflare"}, None),
+    ],
+)
+def test_flat_asn_layouts_become_traits(data: dict[str, object], traits: dict[str, object] | None) -> None:
+    assert geoip2.section_document(data).get("traits") == traits
+
+
+def test_each_service_answers_its_own_records_and_traits() -> None:
+    document = geoip2.section_document(
+        {
+            "country.iso_code": "CH",
+            "city.names.en": "Zurich",
+            "anonymizer.is_anonymous": True,
+            "traits.is_anycast": True,
+            "autonomous_system_number": 3303,
+        }
+    )
+    assert geoip2.for_service(document, "country") == {
+        "country": {"iso_code": "CH"},
+        "traits": {"is_anycast": True},
+    }
+    city = geoip2.for_service(document, "city")
+    assert set(city) == {"country", "city", "traits"}
+    assert city["traits"] == {"is_anycast": True, "autonomous_system_number": 3303}
+    assert "anonymizer" in geoip2.for_service(document, "insights")
+
+
+def test_the_network_is_the_largest_cidr_inside_every_contributing_range() -> None:
+    address = parse_ip("81.2.70.200")
+    city = (
+        {"country.iso_code": "CH"},
+        int(ipaddress.ip_address("81.2.70.0")),
+        int(ipaddress.ip_address("81.2.70.255")),
+    )
+    asn = ({"asn": 1}, int(ipaddress.ip_address("81.2.64.0")), int(ipaddress.ip_address("81.2.127.255")))
+    cloud = ({"cloud_provider": "x"}, address.value, address.value)  # gives City nothing: not counted
+    answer = geoip2.document("city", address, [city, asn, cloud])
+    assert answer is not None
+    assert answer["traits"]["network"] == "81.2.70.0/24"
+    assert answer["traits"]["ip_address"] == "81.2.70.200"
+    assert geoip2.document("country", address, [cloud]) is None
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+def test_largest_cidr_is_inside_the_range_and_cannot_grow(a: int, b: int, c: int) -> None:
+    start, value, end = sorted((a, b, c))
+    network = ipaddress.ip_network(geoip2.largest_cidr(4, value, start, end))
+    assert start <= int(network.network_address) <= value <= int(network.broadcast_address) <= end
+    if network.prefixlen:
+        wider = network.supernet()
+        assert int(wider.network_address) < start or int(wider.broadcast_address) > end
+
+
+def test_documents_merge_in_precedence_order_arrays_whole() -> None:
+    first = {"subdivisions": [{"iso_code": "A"}], "country": {"iso_code": "CH"}}
+    second = {
+        "subdivisions": [{"iso_code": "B"}, {"iso_code": "C"}],
+        "country": {"iso_code": "DE", "geoname_id": 1},
+    }
+    assert geoip2.merged([first, second]) == {
+        "subdivisions": [{"iso_code": "A"}],
+        "country": {"iso_code": "CH", "geoname_id": 1},
+    }
+
+
+def test_ipinfo_fields_come_from_each_layouts_columns() -> None:
+    fields = ipinfo.field_map({})
+    geolite = {
+        "city.names.en": "London",
+        "subdivisions.0.names.en": "England",
+        "country.iso_code": "GB",
+        "location.latitude": Decimal("51.5142"),
+        "location.longitude": Decimal("-0.0931"),
+        "postal.code": "EC1A",
+        "location.time_zone": "Europe/London",
+        "autonomous_system_number": 20712,
+        "autonomous_system_organization": "Andrews & Arnold Ltd",
+    }
+    assert ipinfo.details("81.2.69.160", geolite, False, fields) == {
+        "ip": "81.2.69.160",
+        "city": "London",
+        "region": "England",
+        "country": "GB",
+        "loc": "51.5142,-0.0931",
+        "org": "AS20712 Andrews & Arnold Ltd",
+        "postal": "EC1A",
+        "timezone": "Europe/London",
+    }
+    dbip = {
+        "city": "Sydney",
+        "region": "New South Wales",
+        "country": "AU",
+        "lat": Decimal("1E-5"),
+        "lon": 151,
+    }
+    assert ipinfo.details("1.1.1.1", dbip, False, fields)["loc"] == "0.00001,151"
+    location_db = {
+        "state1": "Bavaria",
+        "country_code": "DE",
+        "asn": 3320,
+        "organization": "Deutsche Telekom AG",
+    }
+    answer = ipinfo.details("2.2.2.2", location_db, False, fields)
+    assert (answer["region"], answer["country"], answer["org"]) == (
+        "Bavaria",
+        "DE",
+        "AS3320 Deutsche Telekom AG",
+    )
+    assert ipinfo.details("10.0.0.1", None, True, fields) == {"ip": "10.0.0.1", "bogon": True}
+
+
+def test_a_deployment_names_its_own_columns() -> None:
+    fields = ipinfo.field_map({"city": "town", "loc": ["y", "x"]})
+    answer = ipinfo.details("1.1.1.1", {"town": "Bern", "y": 1, "x": 2, "city.names.en": "no"}, False, fields)
+    assert (answer["city"], answer["loc"]) == ("Bern", "1,2")
+    with pytest.raises(ValueError, match="ipinfo has no field"):
+        ipinfo.field_map({"hostname": "h"})
+    with pytest.raises(ValueError, match="reads 2 column"):
+        ipinfo.field_map({"loc": "latlon"})
