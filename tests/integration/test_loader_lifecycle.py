@@ -108,6 +108,34 @@ def test_a_chunk_written_twice_counts_once(store: LoaderTable, tmp_path: Path) -
     assert load.items_written == in_chunk
 
 
+def test_chunks_whose_marks_were_lost_are_written_again_before_activation(
+    store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a store that acknowledges the first marks of chunks 1 and 2 but never applies them
+    lost: set[int] = set()
+    mark = LoaderTable.mark_chunk_done
+
+    def losing_mark(table: LoaderTable, version: int, chunk: int, stats: dict[str, int], now: float) -> bool:
+        if chunk in (1, 2) and chunk not in lost:
+            lost.add(chunk)
+            return True
+        return mark(table, version, chunk, stats, now)
+
+    monkeypatch.setattr(LoaderTable, "mark_chunk_done", losing_mark)
+    # When a load runs
+    result = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
+    # Then the two unrecorded chunks are written again, said so, and the load activates counting each once
+    assert lost == {1, 2}
+    assert "2 chunks written but not recorded" in caplog.text
+    assert result.status == LoadStatus.ACTIVATED
+    load = store.get_load(result.version)
+    assert load is not None
+    assert sorted(load.done) == list(range(load.chunks))
+    assert result.report.items_written == result.items == 12
+    for ip, organization in (("1.0.0.1", "Cloudflare, Inc."), ("2001:200::1", "WIDE Project")):
+        assert lookup_address(store, result.version, parse_ip(ip)).data["organization"] == organization
+
+
 def test_running_the_same_source_again_resumes_the_unfinished_load(
     store: LoaderTable, tmp_path: Path
 ) -> None:
