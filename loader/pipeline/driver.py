@@ -103,8 +103,8 @@ def run_load(
     if prepared.status == starting.DRY_RUN:
         staging.delete_load(started.load_id)
         return LoadResult("dry-run", "", 0, prepared.items, _since(began), report=prepared.report)
-    totals = _write_until_recorded(
-        prepared,
+    write_pass = functools.partial(
+        _write_chunks,
         options=options,
         table=table,
         staging=staging,
@@ -112,6 +112,7 @@ def run_load(
         on_items_written=on_items_written,
         progress=progress,
     )
+    totals = _write_until_recorded(prepared, write_pass, table)
     outcome = activate(prepared.load_id, table, staging, lease_seconds=options.lock_lease_seconds)
     return LoadResult(
         str(LoadStatus.ACTIVATED),
@@ -231,14 +232,7 @@ def _run_all(
 
 
 def _write_until_recorded(
-    prepared: Prepared,
-    *,
-    options: LoadOptions,
-    table: LoaderTable,
-    staging: Staging,
-    parallel_chunks: int,
-    on_items_written: Callable[[int], None] | None,
-    progress: bool,
+    prepared: Prepared, write_pass: Callable[[Prepared], WriteStats], table: LoaderTable
 ) -> WriteStats:
     """Write every chunk, then again each one the load item does not record, as ``--resume`` would.
 
@@ -253,17 +247,7 @@ def _write_until_recorded(
     totals = WriteStats()
     pending = prepared
     for _ in range(1 + UNRECORDED_PASSES):
-        totals.merge(
-            _write_chunks(
-                pending,
-                options=options,
-                table=table,
-                staging=staging,
-                parallel_chunks=parallel_chunks,
-                on_items_written=on_items_written,
-                progress=progress,
-            )
-        )
+        totals.merge(write_pass(pending))
         load = table.for_load(prepared.load_id).get_load(prepared.version)
         done = load.done if load is not None else frozenset()
         missing = sorted(set(range(prepared.chunks)) - done)
