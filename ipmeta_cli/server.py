@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import ssl
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
@@ -176,6 +177,8 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
     request_headers = RequestHeaders([])
     raw_requestline: bytes
     lambda_handler: LambdaHandler
+    #: One per server class; a forked worker has its own copy, as each container is its own.
+    invocation_lock: threading.Lock
     #: The keys a request must carry one of (any form ``ipmeta.credentials`` reads); empty: none.
     api_keys: dict[str, str] = {}  # noqa: RUF012 - set per server class, never mutated
     http_date = _HttpDate()
@@ -222,9 +225,13 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         if self.api_keys and self.command != "OPTIONS" and not self._admitted(event):
             self._reply(refusal())
             return
-        response = self.lambda_handler(
-            event, LocalLambdaContext(aws_request_id=event["requestContext"]["requestId"])
-        )
+        context = LocalLambdaContext(aws_request_id=event["requestContext"]["requestId"])
+        # A Lambda container runs one invocation at a time, and the handler relies on it: the
+        # powertools resolver, logger and metrics keep the current request on module-level
+        # objects, so two threads inside it at once mix their requests (a 500 with
+        # KeyError '_route' was seen under 16 clients). Workers are the concurrency.
+        with self.invocation_lock:
+            response = self.lambda_handler(event, context)
         self._reply(response)
 
     def _admitted(self, event: dict[str, Any]) -> bool:
@@ -295,7 +302,11 @@ def make_request_handler(
     return type(
         "BoundProxyRequestHandler",
         (ProxyRequestHandler,),
-        {"lambda_handler": staticmethod(lambda_handler), "api_keys": keys},
+        {
+            "lambda_handler": staticmethod(lambda_handler),
+            "api_keys": keys,
+            "invocation_lock": threading.Lock(),
+        },
     )
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ipmeta.api import dependencies
 from ipmeta_cli.server import LocalApiServer
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
@@ -122,3 +127,43 @@ def test_one_query_per_lookup_and_a_cached_pointer(
                 assert params["Limit"] == 1
                 assert params["ScanIndexForward"] is False
                 assert "FilterExpression" not in params
+
+
+def test_concurrent_requests_enter_the_handler_one_at_a_time_and_all_answer(
+    store: LoaderTable, tmp_path: Path
+) -> None:
+    """A worker is one Lambda container: the handler's module-level resolver, logger and
+    metrics hold the current request, so two requests inside it at once would mix."""
+    from ipmeta.api.handler import handler
+
+    load_csv(store, [FIXTURE], tmp_path)
+    inside, most_inside, guard = 0, 0, threading.Lock()
+
+    def counting_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        nonlocal inside, most_inside
+        with guard:
+            inside += 1
+            most_inside = max(most_inside, inside)
+        time.sleep(0.01)  # long enough for the other clients' requests to arrive meanwhile
+        try:
+            response: dict[str, Any] = handler(event, context)
+            return response
+        finally:
+            with guard:
+                inside -= 1
+
+    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
+    server = LocalApiServer("127.0.0.1", 0, counting_handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ips = ["1.0.0.1", "2001:200::1", "1.0.5.5", "10.0.0.130"] * 8
+        with ThreadPoolExecutor(max_workers=16) as clients:
+            answers = list(clients.map(lambda ip: get(server, f"/v1/ip/{ip}"), ips))
+    finally:
+        server.shutdown()
+        server.server_close()
+        dependencies.install(None)
+    assert most_inside == 1
+    assert [status for status, _ in answers] == [200] * len(ips)
+    expected = {"1.0.0.1": 13335, "2001:200::1": 2500, "1.0.5.5": 38803, "10.0.0.130": 64502}
+    assert [body["data"]["asn"] for _, body in answers] == [expected[ip] for ip in ips]
