@@ -175,6 +175,11 @@ class LoadItem:
     def load_id(self) -> str:
         return load_id_of(self.version, self.options.dataset)
 
+    @property
+    def unrecorded_chunks(self) -> list[int]:
+        """The chunks not in ``done``, in order: what a resume writes and activation waits for."""
+        return sorted(set(range(self.chunks)) - self.done)
+
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> LoadItem:
         return cls(

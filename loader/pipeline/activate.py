@@ -126,7 +126,7 @@ def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
         raise LoadNotFound(f"no load {load_id}")
     if load.status not in (LoadStatus.PREPARED, LoadStatus.ACTIVATED):
         raise LoadNotWritable(f"load {load_id} is {load.status}; it cannot be activated")
-    missing = sorted(set(range(load.chunks)) - load.done)
+    missing = load.unrecorded_chunks
     if load.status == LoadStatus.PREPARED and missing:
         raise LoadIncomplete(f"load {load_id}: {len(missing)} chunks not written yet (first: {missing[:5]})")
     return load

@@ -249,17 +249,16 @@ def _write_until_recorded(
     for _ in range(1 + UNRECORDED_PASSES):
         totals.merge(write_pass(pending))
         load = table.for_load(prepared.load_id).get_load(prepared.version)
-        done = load.done if load is not None else frozenset()
-        missing = sorted(set(range(prepared.chunks)) - done)
-        if not missing:
-            break
+        missing = load.unrecorded_chunks if load is not None else []
+        if load is None or not missing:
+            break  # all recorded (or the load is gone, which activation reports)
         logger.warning(
             "load %s: %d chunks written but not recorded (first: %s); writing them again",
             prepared.load_id,
             len(missing),
             missing[:5],
         )
-        pending = dataclasses.replace(prepared, done=done)
+        pending = dataclasses.replace(prepared, done=load.done)
     return totals
 
 

@@ -12,7 +12,7 @@ import shutil
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,9 +104,13 @@ def load_csv(
 
 @contextmanager
 def running_api_server(
-    store: LoaderTable, pointer_cache_seconds: float = 0.0, ranges: RangeCache | None = None
+    store: LoaderTable,
+    pointer_cache_seconds: float = 0.0,
+    ranges: RangeCache | None = None,
+    lambda_handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
 ) -> Iterator[LocalApiServer]:
-    """The real HTTP server around the real Lambda handler, answering from ``store`` (range cache off)."""
+    """The real HTTP server around the real Lambda handler (or ``lambda_handler``, which may wrap
+    it), answering from ``store`` (range cache off)."""
     from ipmeta.api.handler import handler
 
     dependencies.install(
@@ -116,7 +120,7 @@ def running_api_server(
             ranges=RangeCache(0) if ranges is None else ranges,
         )
     )
-    server = LocalApiServer("127.0.0.1", 0, handler)
+    server = LocalApiServer("127.0.0.1", 0, lambda_handler or handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from ipmeta.api import dependencies
 from ipmeta_cli.server import LocalApiServer
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server
@@ -152,17 +151,12 @@ def test_concurrent_requests_enter_the_handler_one_at_a_time_and_all_answer(
             with guard:
                 inside -= 1
 
-    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
-    server = LocalApiServer("127.0.0.1", 0, counting_handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        ips = ["1.0.0.1", "2001:200::1", "1.0.5.5", "10.0.0.130"] * 8
-        with ThreadPoolExecutor(max_workers=16) as clients:
-            answers = list(clients.map(lambda ip: get(server, f"/v1/ip/{ip}"), ips))
-    finally:
-        server.shutdown()
-        server.server_close()
-        dependencies.install(None)
+    ips = ["1.0.0.1", "2001:200::1", "1.0.5.5", "10.0.0.130"] * 8
+    with (
+        running_api_server(store, lambda_handler=counting_handler) as server,
+        ThreadPoolExecutor(max_workers=16) as clients,
+    ):
+        answers = list(clients.map(lambda ip: get(server, f"/v1/ip/{ip}"), ips))
     assert most_inside == 1
     assert [status for status, _ in answers] == [200] * len(ips)
     expected = {"1.0.0.1": 13335, "2001:200::1": 2500, "1.0.5.5": 38803, "10.0.0.130": 64502}
