@@ -56,16 +56,16 @@ from tqdm import tqdm
 
 from bench import reverse
 from bench.datasets import COUNTRY_ATTRIBUTION, COUNTRY_COLUMNS, country_csv
-from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, metrics
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved
-from ipmeta.ips import Address, Family
-from ipmeta.lookup import lookup_address
-from ipmeta.range_cache import RangeCache
-from ipmeta.records import Cover
-from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS, DEFAULT_RANGE_CACHE_BYTES, Settings
-from ipmeta.store import Store, deserialize_item
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema import keys
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
+from ipmeta.schema.ips import Address, Family
+from ipmeta.schema.records import Cover
+from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS, DEFAULT_RANGE_CACHE_BYTES, Settings
+from ipmeta.store.dynamodb import Store, deserialize_item
 from ipmeta_cli.demo import ASN_FILES
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
@@ -77,7 +77,7 @@ MB = 1024 * 1024
 ZIPF_S = 1.1
 CHUNK = 2000
 #: Every address is drawn inside a range, so each of these answers is the loader's
-#: cover-only buckets (``ipmeta.covers``), which the lookup does not consult yet:
+#: cover-only buckets (``ipmeta.lookup.covers``), which the lookup does not consult yet:
 #: counted and reported, not fatal, so the figures stand until it does.
 NOT_IN_A_RANGE = frozenset({"IP_ADDRESS_NOT_FOUND", "IP_ADDRESS_RESERVED"})
 #: The requests-per-lookup goal of the issue: at most 0.3.

@@ -47,10 +47,10 @@ from typing import Any, Final
 from bench.cache import Ranges, draw_workload, drive_handler
 from bench.datasets import BENCH_DATA
 from bench.mmdb_probe import ask_local_api
-from ipmeta import keys
-from ipmeta.ips import Address, format_address, parse_ip
-from ipmeta.range_cache import RangeCache
-from ipmeta.settings import DEFAULT_RANGE_CACHE_BYTES, Settings
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Address, format_address, parse_ip
+from ipmeta.schema.settings import DEFAULT_RANGE_CACHE_BYTES, Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader.options import LoadOptions
 from loader.pipeline import driver, retention

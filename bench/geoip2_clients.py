@@ -58,8 +58,8 @@ import maxminddb
 from bench.datasets import BENCH_DATA, npm_files
 from bench.mmdb_probe import sample_networks
 from ipmeta.api import dependencies
-from ipmeta.range_cache import RangeCache
-from ipmeta.settings import DEFAULT_TABLE_NAME, ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema.settings import DEFAULT_TABLE_NAME, ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.export.mmdb_writer import DatabaseMetadata, write_database

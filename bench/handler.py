@@ -30,7 +30,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, cors_config, metrics
-from ipmeta.settings import ApiSettings
+from ipmeta.schema.settings import ApiSettings
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from loader.store.table import LoaderTable

@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved
-from ipmeta.ips import Address
-from ipmeta.lookup import lookup_address
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import Store
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
+from ipmeta.schema.ips import Address
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store.dynamodb import Store
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader.store.table import LoaderTable
 

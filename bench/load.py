@@ -41,7 +41,7 @@ from tqdm import tqdm
 from bench.datasets import ASN_DIR, DBIP_ATTRIBUTION, dbip_city, dbip_city_csv
 from bench.prepare import prepare_in_child, window_spread, write_order
 from ipmeta.api import dependencies
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched

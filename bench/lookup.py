@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.datasets import COUNTRY_ATTRIBUTION, COUNTRY_COLUMNS, country_csv
-from ipmeta.ips import Address
-from ipmeta.keys import key_space
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_RANGE_CACHE_BYTES, ENV_TABLE_NAME, Settings
+from ipmeta.schema.ips import Address
+from ipmeta.schema.keys import key_space
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_RANGE_CACHE_BYTES, ENV_TABLE_NAME, Settings
 from ipmeta_cli.demo import ASN_COLUMNS, ASN_DATASET, ASN_FILES, asn_options
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files

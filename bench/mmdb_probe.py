@@ -46,7 +46,7 @@ import maxminddb
 
 from bench.datasets import BENCH_DATA, dbip_city
 from ipmeta.api import dependencies
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched

@@ -36,9 +36,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ipmeta import keys
 from ipmeta.api import dependencies
-from ipmeta.settings import Settings
+from ipmeta.schema import keys
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader.options import LoadOptions

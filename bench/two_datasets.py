@@ -32,7 +32,7 @@ import maxminddb
 
 from bench.datasets import BENCH_DATA, DBIP_ATTRIBUTION, dbip_city
 from bench.mmdb_probe import ask_local_api, ipmeta, probe_addresses, range_problem, record_problem
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.demo import ASN_ATTRIBUTION, ASN_COLUMNS, ASN_FILES, ASN_INDEX_FIELD
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader.store.table import LoaderTable

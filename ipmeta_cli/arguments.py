@@ -37,8 +37,8 @@ non_negative_int = _whole_number_at_least(0, "must not be negative")
 
 
 def dataset_name(text: str) -> str:
-    """A dataset name as ``ipmeta.keys`` allows it (lower-case letters, digits, ``-``)."""
-    from ipmeta import keys
+    """A dataset name as ``ipmeta.schema.keys`` allows it (lower-case letters, digits, ``-``)."""
+    from ipmeta.schema import keys
 
     try:
         return keys.check_dataset_name(text.strip())

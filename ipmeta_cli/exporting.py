@@ -12,7 +12,7 @@ from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.versions import add_dataset_argument
 
 if TYPE_CHECKING:
-    from ipmeta.records import VersionMeta
+    from ipmeta.schema.records import VersionMeta
     from loader.export.files import ExportRange, ExportStats
     from loader.store.table import LoaderTable
 
@@ -86,7 +86,7 @@ def _with_progress(ranges: Iterator[ExportRange], items: int) -> Iterator[Export
 
 def _label(summary: dict[str, Any]) -> str:
     """``v3`` in the default dataset, ``city v3`` in another."""
-    from ipmeta import keys
+    from ipmeta.schema import keys
 
     named = summary["dataset"] != keys.DEFAULT_DATASET
     return f"{summary['dataset']} {summary['version']}" if named else str(summary["version"])

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ipmeta import keys
-from ipmeta.settings import Settings
+from ipmeta.schema import keys
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.arguments import dataset_name, non_negative_int, positive_int, share
 from ipmeta_cli.backend import add_backend_arguments, backend
 
@@ -195,7 +195,7 @@ def command_load(args: argparse.Namespace) -> int:
 
 def draw_load_charts(outcome: Mapping[str, Any], data_dir: Path, folder: Path) -> list[str]:
     """Items per bucket, and the hottest bucket's share of each 1,000 writes of this load's order."""
-    from ipmeta import keys
+    from ipmeta.schema import keys
     from ipmeta_cli import charts
     from loader.pipeline.write import chunk_buckets
     from loader.planning.write_model import WriteOrder, hottest_share_series

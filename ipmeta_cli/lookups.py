@@ -12,8 +12,8 @@ import urllib.parse
 from contextlib import ExitStack
 from typing import Any
 
-from ipmeta import exact_json
-from ipmeta.settings import ApiSettings
+from ipmeta.schema.settings import ApiSettings
+from ipmeta.shapes import exact_json
 from ipmeta_cli.arguments import dataset_names
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.client import add_endpoint_arguments, call_api

@@ -19,7 +19,7 @@ from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
 
 if TYPE_CHECKING:
-    from ipmeta.settings import Settings
+    from ipmeta.schema.settings import Settings
 
 
 def load_demo(settings: Settings, data_dir: Path) -> None:
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from ipmeta.errors import IpmetaError
+    from ipmeta.schema.errors import IpmetaError
     from loader.errors import LoadError
 
     try:

@@ -26,7 +26,7 @@ from loader.planning.costs import TWICE_A_WEEK_PER_MONTH
 
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     """The load's report, and its write order, from a dry run in a temporary folder."""
-    from ipmeta import keys
+    from ipmeta.schema import keys
     from loader.pipeline import driver
     from loader.pipeline.write import chunk_buckets
     from loader.planning.write_model import WriteOrder
@@ -50,7 +50,7 @@ def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def delta_estimate(args: argparse.Namespace, prepared: Any, staging: Any) -> dict[str, Any]:
     """What a delta over the previous release would write: both prepared, diffed as a load diffs."""
-    from ipmeta.ips import Family
+    from ipmeta.schema.ips import Family
     from loader.pipeline import driver, staged
     from loader.pipeline.diff import StagedBase, diff_partition
     from loader.pipeline.resolve import read_plan

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
 
-from ipmeta import exact_json
+from ipmeta.shapes import exact_json
 from ipmeta_cli.arguments import dataset_name
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.client import add_endpoint_arguments, call_api

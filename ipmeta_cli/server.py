@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ipmeta.credentials import REFUSAL_STATUS, client_of, presented_key, refusal_body
+from ipmeta.api.credentials import REFUSAL_STATUS, client_of, presented_key, refusal_body
 from ipmeta_cli.dynalite import die_with_parent
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -179,7 +179,7 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
     lambda_handler: LambdaHandler
     #: One per server class; a forked worker has its own copy, as each container is its own.
     invocation_lock: threading.Lock
-    #: The keys a request must carry one of (any form ``ipmeta.credentials`` reads); empty: none.
+    #: The keys a request must carry one of (any form ``ipmeta.api.credentials`` reads); empty: none.
     api_keys: dict[str, str] = {}  # noqa: RUF012 - set per server class, never mutated
     http_date = _HttpDate()
     _handshake_failed = False

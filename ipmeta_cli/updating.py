@@ -27,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, NoReturn, TextIO
 
-from ipmeta.errors import IpmetaError
-from ipmeta.settings import Settings
+from ipmeta.schema.errors import IpmetaError
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.loading import load_files
 from loader.errors import LoadError

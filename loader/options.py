@@ -10,7 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader import reverse_index
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 

@@ -1,6 +1,6 @@
 """The loader's own records: the load item, its report and the manifest.
 
-The version metadata the lookup reads is in ``ipmeta.records``; these are the
+The version metadata the lookup reads is in ``ipmeta.schema.records``; these are the
 loader's bookkeeping, which the lookup never reads. ``loader.store.table`` stores
 and returns them; nothing else spells their attributes.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.errors import LoadNotFound
 from loader.options import LoadOptions
 

@@ -13,7 +13,7 @@ Two moves get there from a field's value counts *c(v)*, *N* in all:
 
   of them, so shards follow frequency: a value with 35% of the entries gets
   more shards than one with 1%. A range's shard is a hash of its start
-  (``ipmeta.keys.shard_of``), so a reload of the same data puts it in the same shard.
+  (``ipmeta.schema.keys.shard_of``), so a reload of the same data puts it in the same shard.
 - **Rare values share keys (packing).** The others, ordered by a hash of the
   value, fill *packs* of at most *T* entries, ``v{version}#{field}##{pack}``; a
   value's entries carry its hash at the head of their sort key, so a query reads
@@ -56,9 +56,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ipmeta import keys
-from ipmeta.ips import Family
-from ipmeta.records import FlagIndexMeta, ValueIndexMeta
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Family
+from ipmeta.schema.records import FlagIndexMeta, ValueIndexMeta
 
 #: Keys (shards and packs) the index may use in all.
 DEFAULT_SHARD_BUDGET = 2048

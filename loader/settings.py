@@ -1,7 +1,7 @@
 """The loader's configuration: environment variable names and defaults.
 
 The lookup's settings (table name, DynamoDB endpoint, pointer cache) are in
-``ipmeta.settings``; these are the loader's alone. ``stacks/constants.py``
+``ipmeta.schema.settings``; these are the loader's alone. ``stacks/constants.py``
 re-exports the names so the stack sets exactly what the code reads.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS
+from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS
 
 #: The bucket sources are read from and loads are staged in.
 ENV_SOURCE_BUCKET: Final = "IPMETA_SOURCE_BUCKET"

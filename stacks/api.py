@@ -20,7 +20,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ipmeta.credentials import REFUSAL_STATUS, refusal_body
+from ipmeta.api.credentials import REFUSAL_STATUS, refusal_body
 from stacks.config import API_TYPE_HTTP, IpmetaConfig
 from stacks.constants import (
     API_KEY_HEADER,
@@ -264,7 +264,7 @@ class LookupApi(Construct):
             "RestApi",
             description="ipmeta: IP metadata lookups",
             endpoint_types=[apigateway.EndpointType.REGIONAL],
-            # The key authorizer hands the usage plan the key of any form (ipmeta.credentials).
+            # The key authorizer hands the usage plan the key of any form (ipmeta.api.credentials).
             api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
             # Execution logging needs an account-wide CloudWatch role; access
             # logs below record every request without touching account settings.

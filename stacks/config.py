@@ -26,8 +26,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from ipmeta import keys
-from ipmeta.keys import DEFAULT_DATASET
+from ipmeta.schema import keys
+from ipmeta.schema.keys import DEFAULT_DATASET
 from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _checked_feed(value: Any, index: int) -> None:
 
 
 def _check_geoip2_datasets(value: Mapping[str, Any]) -> None:
-    from ipmeta.geoip2 import SERVICES
+    from ipmeta.shapes.geoip2_document import SERVICES
 
     for service, names in value.items():
         if service not in SERVICES:
@@ -170,7 +170,7 @@ def _check_geoip2_datasets(value: Mapping[str, Any]) -> None:
 
 
 def _check_ipinfo_fields(value: Mapping[str, Any]) -> None:
-    from ipmeta.ipinfo import field_map
+    from ipmeta.shapes.ipinfo_document import field_map
 
     field_map(value)
 
@@ -258,7 +258,8 @@ class IpmetaConfig(BaseModel):
     geoip2_datasets: dict[str, list[str]] = {}
     #: The datasets the ipinfo routes read, in precedence order; empty: what a lookup reads.
     ipinfo_datasets: list[str] = []
-    #: ipinfo field -> the column(s) it reads, replacing that field's defaults (``ipmeta.ipinfo``).
+    #: ipinfo field -> the column(s) it reads, replacing that field's defaults
+    #: (``ipmeta.shapes.ipinfo_document``).
     ipinfo_fields: dict[str, Any] = {}
     #: Serve the ipinfo routes at the API's root too, so ipinfo's own client works with no path.
     ipinfo_at_root: bool = False

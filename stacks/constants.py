@@ -1,7 +1,7 @@
 """Names shared by the stack, its tests and the deploy docs.
 
 The environment variable names and the metric names belong to the runtime
-(``ipmeta.settings`` for the lookup, ``loader.settings`` for the loader); they
+(``ipmeta.schema.settings`` for the lookup, ``loader.settings`` for the loader); they
 are re-exported here so the stack sets exactly what the code reads. The
 runtime never imports this module.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Final
 
 from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
-from ipmeta.credentials import AUTHORIZATION_HEADER
-from ipmeta.settings import (
+from ipmeta.api.credentials import AUTHORIZATION_HEADER
+from ipmeta.schema.settings import (
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
     ENV_DATASETS,
@@ -152,7 +152,7 @@ API_STAGE_NAME: Final = "api"
 #: The HTTP API serves from its default stage: no stage in the URL, so paths are /v1/... as locally.
 HTTP_API_STAGE_NAME: Final = "$default"
 API_VERSION_PATH: Final = "v1"
-#: The GeoIP2 web service's and ipinfo's first path segments (``ipmeta.geoip2``, ``ipmeta.ipinfo``).
+#: The GeoIP2 web service's and ipinfo's first path segments (``ipmeta.shapes``' documents).
 GEOIP2_PATH: Final = "geoip"
 IPINFO_PATH: Final = "ipinfo"
 

@@ -6,7 +6,7 @@
 - **Same paths.** The ``$default`` stage puts no stage name in the URL:
   ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
 - **A key per client.** A Lambda authorizer checks the key against a generated
-  secret, in any form ``ipmeta.credentials`` reads: ``x-api-key`` on ``/v1``,
+  secret, in any form ``ipmeta.api.credentials`` reads: ``x-api-key`` on ``/v1``,
   HTTP Basic's password on the GeoIP2 web service, ``Bearer`` or ``?token=`` on
   ipinfo's routes. API Gateway caches its answer per identity source (the
   family's header), so most requests invoke nothing; ipinfo's routes have no

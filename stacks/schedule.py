@@ -14,7 +14,7 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from ipmeta.keys import DEFAULT_DATASET
+from ipmeta.schema.keys import DEFAULT_DATASET
 from loader.feeds.http_client import display_url
 from stacks.config import DatasetSource, FeedSource, IpmetaConfig
 

@@ -1,4 +1,4 @@
-"""The ranges table: key schema from ``ipmeta.keys``, capacity from context."""
+"""The ranges table: key schema from ``ipmeta.schema.keys``, capacity from context."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from stacks.config import IpmetaConfig
 
 _ATTRIBUTE_TYPES: Final = {
@@ -72,7 +72,7 @@ class RangesTable(Construct):
         )
 
     def _build_indexes(self) -> list[dynamodb.GlobalSecondaryIndexPropsV2]:
-        """The reverse-lookup indexes, built from the index section of ``ipmeta.keys``.
+        """The reverse-lookup indexes, built from the index section of ``ipmeta.schema.keys``.
 
         Both project exactly the attributes an answer shows (INCLUDE): a page is
         one Query per shard, with no fetch from the table (docs/reverse.md).

@@ -1,8 +1,8 @@
 """An in-memory table with DynamoDB's Query semantics for the lookup, fed by staged items and covers.
 
 ``find_range_piece`` answers ``pk = :pk AND sk <= :sk``, descending, Limit 1,
-as ``ipmeta.store.Store`` does; ``find_cover`` answers from the version's cover
-list. So a unit test runs the real ``ipmeta.lookup`` over what the loader's own
+as ``ipmeta.store.dynamodb.Store`` does; ``find_cover`` answers from the version's cover
+list. So a unit test runs the real ``ipmeta.lookup.runs`` over what the loader's own
 pipeline stages (``tests.pipeline``), without AWS.
 """
 
@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ipmeta import keys
-from ipmeta.covers import CoverIndex
-from ipmeta.records import ActiveVersion, Cover
+from ipmeta.lookup.covers import CoverIndex
+from ipmeta.schema import keys
+from ipmeta.schema.records import ActiveVersion, Cover
 
 
 class InMemoryTable:

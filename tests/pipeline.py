@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipmeta.ips import format_address
-from ipmeta.records import Cover
-from ipmeta.store import deserialize_item
+from ipmeta.schema.ips import format_address
+from ipmeta.schema.records import Cover
+from ipmeta.store.dynamodb import deserialize_item
 from loader.options import LoadOptions
 from loader.pipeline import start as starting
 from loader.pipeline.partitions import plan_partitions

@@ -1,4 +1,4 @@
-"""A stand-in for ``ipmeta.store.Store`` with no DynamoDB: every address lies in its own /24.
+"""A stand-in for ``ipmeta.store.dynamodb.Store`` with no DynamoDB: every address lies in its own /24.
 
 One dataset (``default``) with one active version; each Query answers the /24
 holding the address, with the same data, after ``query_seconds``. The API
@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ipmeta import keys
-from ipmeta.records import ActiveVersion, Cover, VersionMeta, VersionStatus
+from ipmeta.schema import keys
+from ipmeta.schema.records import ActiveVersion, Cover, VersionMeta, VersionStatus
 
 
 class SlashTwentyFourStore:

@@ -19,8 +19,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Final
 
-from ipmeta import exact_json
-from ipmeta.ips import Family, format_address
+from ipmeta.schema.ips import Family, format_address
+from ipmeta.shapes import exact_json
 from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.formats.column_types import NUMBER, STRING, ColumnEvidence
 

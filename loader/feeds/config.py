@@ -18,7 +18,7 @@ wrong line must not be printed).
 ``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``.
 
 **Datasets:** each feed loads into its own dataset, named in its settings,
-by default its edition's name in the dataset charset (``ipmeta.keys.check_dataset_name``:
+by default its edition's name in the dataset charset (``ipmeta.schema.keys.check_dataset_name``:
 ``GeoLite2-City`` -> ``geolite2-city``).
 
 **Secrets** (the stack's feeds): ``credentials_from_secret`` reads a Secrets
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, NoReturn, cast, get_args
 from urllib.parse import urlsplit
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.dbip import DbipFeed, utc_today
 from loader.feeds.errors import FeedConfigInvalid

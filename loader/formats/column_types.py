@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Final
 
-from ipmeta import exact_json
+from ipmeta.shapes import exact_json
 
 #: Stored column types: DynamoDB Number, String, or the value's own type (mmdb).
 NUMBER: Final = "N"
@@ -140,7 +140,7 @@ def native_problem(value: Any) -> str | None:
     """Why DynamoDB cannot hold a value read from a MaxMind DB, or None.
 
     Every integer of the format fits: one past 38 digits (a uint128) is kept
-    exactly in another form by the data access (``ipmeta.store``).
+    exactly in another form by the data access (``ipmeta.store.dynamodb``).
     """
     if isinstance(value, float):
         return _double_problem(value)
@@ -420,5 +420,5 @@ def stored_bytes(value: Any) -> int:
 def _number_bytes(value: int | Decimal) -> int:
     digits = len(Decimal(value).normalize(_EXACT).as_tuple().digits) if value else 1
     if isinstance(value, int) and digits > MAX_SIGNIFICANT_DIGITS:
-        return len(str(value))  # the store keeps it as a one-element String Set (ipmeta.store)
+        return len(str(value))  # the store keeps it as a one-element String Set (ipmeta.store.dynamodb)
     return (digits + 1) // 2 + 1

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ipmeta import ips
-from ipmeta.errors import InvalidIpAddress
-from ipmeta.ips import MAX_BY_FAMILY, Address, Family, parse_address_field
+from ipmeta.schema import ips
+from ipmeta.schema.errors import InvalidIpAddress
+from ipmeta.schema.ips import MAX_BY_FAMILY, Address, Family, parse_address_field
 from loader.errors import SourceError
 from loader.formats.column_types import NUMBER, number_problem, stored_type_of
 from loader.formats.rows import FormatOptions, Header, RowError, SourceRow

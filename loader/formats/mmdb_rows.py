@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import maxminddb
 
-from ipmeta.ips import Family, format_address, ipv4_of_mapped
+from ipmeta.schema.ips import Family, format_address, ipv4_of_mapped
 from loader.errors import SourceError
 from loader.formats.column_types import NativeValues, number_problem
 from loader.formats.csv_rows import ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES, declared_numbers

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta.ips import Family
+from ipmeta.schema.ips import Family
 
 #: ``--format`` values; ``auto`` picks ``mmdb`` for ``.mmdb``/``.mmdb.gz`` names, else ``csv``.
 FORMATS: Final = ("auto", "csv", "mmdb", "geoip2-csv", "dbip-csv")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from ipmeta.records import VersionStatus
+from ipmeta.schema.records import VersionStatus
 from loader.records import LoadStatus, version_of
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable

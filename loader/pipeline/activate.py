@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
-from ipmeta.keys import format_version
-from ipmeta.records import VersionStatus
+from ipmeta.schema.keys import format_version
+from ipmeta.schema.records import VersionStatus
 from loader.errors import (
     ActivationConflict,
     LoadIncomplete,

@@ -14,7 +14,7 @@ bucket:
 - a *gap item* over every stretch the base holds and the new release does not;
 - ``next`` on each, the first address of the next one in the bucket, and a
   *marker* at the bucket's offset 0 naming the first, so a lookup knows how far
-  the base's answer reaches (``ipmeta.lookup.delta_span``).
+  the base's answer reaches (``ipmeta.lookup.runs.delta_span``).
 
 The base is read with one Query per bucket, eventually consistent (the base
 never changes), rather than from a snapshot staged when the base was loaded: a
@@ -31,11 +31,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ipmeta import keys
-from ipmeta.covers import CoverIndex
-from ipmeta.ips import Family, address_value
-from ipmeta.records import Cover
-from ipmeta.store import deserialize_item
+from ipmeta.lookup.covers import CoverIndex
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Family, address_value
+from ipmeta.schema.records import Cover
+from ipmeta.store.dynamodb import deserialize_item
 from loader.formats import stored_data
 from loader.store.table import LoaderTable, canonical_data
 

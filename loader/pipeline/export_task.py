@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta.keys import format_version
-from ipmeta.records import VersionMeta
+from ipmeta.schema.keys import format_version
+from ipmeta.schema.records import VersionMeta
 from loader.errors import LoadNotFound
 from loader.export.files import ExportStats, write_mmdb
 from loader.export.version_ranges import ranges_of_version

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.feeds.config import FeedConfig, build_feed, credentials_from_secret
 from loader.feeds.errors import FeedConfigInvalid
 from loader.feeds.feed import FeedState

@@ -48,7 +48,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.settings import METRICS_NAMESPACE, Settings
+from ipmeta.schema.settings import METRICS_NAMESPACE, Settings
 from loader.feeds.http_client import HttpClient
 from loader.options import LoadOptions
 from loader.pipeline import abort as abort_task

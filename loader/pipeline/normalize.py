@@ -29,8 +29,8 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ipmeta import keys
-from ipmeta.ips import Family
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Family
 from loader.errors import OverlapRejected
 from loader.options import OVERLAP_POLICIES, OverlapPolicy
 

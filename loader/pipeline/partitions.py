@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.errors import LoadRejected, SourceError
 from loader.formats import ColumnEvidence, declared_types_for
 from loader.pipeline import normalize, staged

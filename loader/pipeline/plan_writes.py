@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipmeta import keys
-from ipmeta.records import Cover, VersionMeta, VersionStatus
+from ipmeta.schema import keys
+from ipmeta.schema.records import Cover, VersionMeta, VersionStatus
 from loader import reverse_index
 from loader.formats import stored_data
 from loader.pipeline import staged

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta import keys
-from ipmeta.ips import Family, format_address
-from ipmeta.settings import Settings
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Family, format_address
+from ipmeta.schema.settings import Settings
 from loader.formats import stored_bytes, stored_data, typed_value
 from loader.options import LoadOptions
 from loader.pipeline import normalize, staged

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ipmeta.errors import NoDataset, VersionNotFound
-from ipmeta.keys import format_version
-from ipmeta.records import VersionMeta, VersionStatus
+from ipmeta.schema.errors import NoDataset, VersionNotFound
+from ipmeta.schema.keys import format_version
+from ipmeta.schema.records import VersionMeta, VersionStatus
 from loader.records import LoadItem, LoadStatus, LockItem, load_id_of
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS, DEFAULT_RETENTION
 from loader.store import events

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.errors import LoadRejected
 from loader.formats import (
     ColumnEvidence,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ipmeta.records import VersionMeta, VersionStatus
+from ipmeta.schema.records import VersionMeta, VersionStatus
 from loader.errors import LoadNotFound, LoadNotWritable, SourceError
 from loader.options import LoadOptions
 from loader.pipeline.abort import fail

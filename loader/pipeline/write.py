@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ipmeta import keys
-from ipmeta.ips import Family, format_address
-from ipmeta.store import serialize_value
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Family, format_address
+from ipmeta.store.dynamodb import serialize_value
 from loader import reverse_index
 from loader.batching import batched
 from loader.errors import LoadNotFound, LoadNotWritable

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.planning import write_model
 from loader.planning.write_model import OrderKind, TableSetup, WriteOrder
 

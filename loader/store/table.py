@@ -1,9 +1,9 @@
 """The loader's data access: every DynamoDB write, and the reads only the loader makes.
 
-``LoaderTable`` extends the lookup's read-only ``ipmeta.store.Store`` with the
+``LoaderTable`` extends the lookup's read-only ``ipmeta.store.dynamodb.Store`` with the
 range writes (batched, with retries the loader counts), the loader's
 bookkeeping items (load, lock, manifest, a dataset's feed state), the version
-pointer switch, and the table's creation for local runs. It speaks the records of ``ipmeta.records``
+pointer switch, and the table's creation for local runs. It speaks the records of ``ipmeta.schema.records``
 and ``loader.records``; no other module builds DynamoDB requests.
 """
 
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from botocore.exceptions import ClientError
 
-from ipmeta import keys
-from ipmeta.ips import format_address
-from ipmeta.records import Cover, VersionMeta, VersionStatus
-from ipmeta.settings import Settings
-from ipmeta.store import (
+from ipmeta.schema import keys
+from ipmeta.schema.ips import format_address
+from ipmeta.schema.records import Cover, VersionMeta, VersionStatus
+from ipmeta.schema.settings import Settings
+from ipmeta.store.dynamodb import (
     Store,
     deserialize_item,
     item_key,

@@ -1,10 +1,10 @@
-"""The table: key schema from ipmeta.keys, capacity and safety from context."""
+"""The table: key schema from ipmeta.schema.keys, capacity and safety from context."""
 
 from __future__ import annotations
 
 from aws_cdk.assertions import Match
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from tests.infra.cfn import only
 from tests.infra.conftest import SOURCE_URL, Synthesized
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.range_cache import RangeCache
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import make_client
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import LocalApiServer
 from loader.options import LoadOptions

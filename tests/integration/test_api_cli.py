@@ -12,7 +12,7 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.api.handler import handler
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
 from ipmeta_cli.server import LocalApiServer
 from loader.store.table import LoaderTable

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.records import VersionMeta, VersionStatus
+from ipmeta.schema.records import VersionMeta, VersionStatus
 from ipmeta_cli.server import LocalApiServer
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched

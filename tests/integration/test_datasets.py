@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from ipmeta import keys
-from ipmeta.records import VersionStatus
-from ipmeta.settings import Settings
-from ipmeta.store import make_client
+from ipmeta.schema import keys
+from ipmeta.schema.records import VersionStatus
+from ipmeta.schema.settings import Settings
+from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.server import LocalApiServer
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
@@ -272,7 +272,7 @@ def _declare(server: LocalApiServer, names: list[str]) -> tuple[str, ...]:
     from dataclasses import replace
 
     from ipmeta.api import dependencies
-    from ipmeta.catalog import DatasetCatalog
+    from ipmeta.lookup.catalog import DatasetCatalog
 
     deps = dependencies.current()
     deps.api = replace(deps.api, datasets=tuple(names))

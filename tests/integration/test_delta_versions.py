@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipmeta.errors import IpAddressNotFound
-from ipmeta.ips import Address, format_address
-from ipmeta.lookup import lookup_address
-from ipmeta.range_cache import RangeCache
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import make_client
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema.errors import IpAddressNotFound
+from ipmeta.schema.ips import Address, format_address
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store.dynamodb import make_client
 from loader.options import DeltaPolicy, LoadOptions
 from loader.pipeline import driver, retention
 from loader.records import LoadStatus

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer
 from loader.export.mmdb_writer import DatabaseMetadata, Typed, write_database

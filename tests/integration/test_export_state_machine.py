@@ -21,8 +21,8 @@ import maxminddb
 import pytest
 from moto import mock_aws
 
-from ipmeta import keys
-from ipmeta.settings import Settings
+from ipmeta.schema import keys
+from ipmeta.schema.settings import Settings
 from loader.pipeline import handlers
 from loader.pipeline.export_task import EXPORT_PREFIX
 from loader.records import LoadStatus, load_id_of

@@ -20,9 +20,9 @@ import maxminddb
 import pytest
 from moto import mock_aws
 
-from ipmeta import keys
-from ipmeta.ips import format_address
-from ipmeta.settings import Settings
+from ipmeta.schema import keys
+from ipmeta.schema.ips import format_address
+from ipmeta.schema.settings import Settings
 from loader.errors import LoadIncomplete
 from loader.export.version_ranges import ranges_of_version
 from loader.pipeline import handlers, retention

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from ipmeta import keys
-from ipmeta.catalog import DatasetCatalog
-from ipmeta.errors import IpAddressNotFound, NoDataset
-from ipmeta.ips import Address
-from ipmeta.lookup import lookup_address
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store import make_client
+from ipmeta.lookup.catalog import DatasetCatalog
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema import keys
+from ipmeta.schema.errors import IpAddressNotFound, NoDataset
+from ipmeta.schema.ips import Address
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.store.dynamodb import make_client
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
 from loader.pipeline import driver, retention

@@ -22,7 +22,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
 from loader.pipeline.fetch import DeployedFeed, TableFeedStates, decode_feeds, encode_feeds

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipmeta import keys
+from ipmeta.schema import keys
 from loader.store.table import LoaderTable
 
 RELEASE = {"feed": "maxmind:GeoLite2-City", "release_id": "2026-11-24", "checksum": "md5:" + "a" * 32}

@@ -35,10 +35,10 @@ import pytest
 import requests
 from ipinfo.error import APIError
 
-from ipmeta import geoip2 as shapes
 from ipmeta.api import dependencies
-from ipmeta.range_cache import RangeCache
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.shapes import geoip2_document as shapes
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable

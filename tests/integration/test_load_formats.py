@@ -21,7 +21,7 @@ from typing import Any
 import maxminddb
 import pytest
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer
 from loader.errors import LoadError

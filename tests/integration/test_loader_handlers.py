@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
 from loader.pipeline import handlers

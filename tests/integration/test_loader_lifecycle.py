@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta import keys
-from ipmeta.errors import VersionNotFound
-from ipmeta.ips import parse_ip
-from ipmeta.lookup import lookup_address
-from ipmeta.settings import DEFAULT_POINTER_CACHE_SECONDS, Settings
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema import keys
+from ipmeta.schema.errors import VersionNotFound
+from ipmeta.schema.ips import parse_ip
+from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS, Settings
 from ipmeta_cli import main as cli
 from loader.errors import ActivationConflict, LoadIncomplete, LoadInProgress, LoadRejected
 from loader.options import LoadOptions

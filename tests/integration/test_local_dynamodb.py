@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.dynalite import Dynalite
 from loader.store.table import LoaderTable
 

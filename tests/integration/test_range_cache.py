@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.range_cache import RangeCache
-from ipmeta.settings import DEFAULT_RANGE_CACHE_BYTES, ENV_RANGE_CACHE_BYTES
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema.settings import DEFAULT_RANGE_CACHE_BYTES, ENV_RANGE_CACHE_BYTES
 from ipmeta_cli.server import LocalApiServer
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, load_csv, running_api_server

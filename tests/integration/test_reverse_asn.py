@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from ipmeta import keys
 from ipmeta.api import dependencies
-from ipmeta.settings import Settings
+from ipmeta.schema import keys
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.demo import ASN_FILES
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from loader.options import LoadOptions

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
 from loader.options import LoadOptions
 from loader.pipeline import driver

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from ipmeta import keys
 from ipmeta.api import dependencies
+from ipmeta.schema import keys
 from ipmeta_cli.server import LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver

@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import free_port, port_open
 from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv

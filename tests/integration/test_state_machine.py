@@ -28,8 +28,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from ipmeta.records import ActiveVersion
-from ipmeta.settings import Settings
+from ipmeta.schema.records import ActiveVersion
+from ipmeta.schema.settings import Settings
 from loader.pipeline import handlers
 from loader.records import LoadStatus
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET

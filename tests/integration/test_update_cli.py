@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ipmeta.settings import Settings
+from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
 from loader.feeds.dbip import month_of, utc_today
 from loader.pipeline.fetch import TableFeedStates

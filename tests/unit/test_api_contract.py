@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta import errors
 from ipmeta.api.app import cors_config, openapi_document
-from ipmeta.api.lookups import caller_address, parse_batch_body, parse_fields
+from ipmeta.api.ip_routes import caller_address, parse_batch_body, parse_fields
 from ipmeta.api.models import ERROR_CODES
 from ipmeta.api.responses import etag_matches
-from ipmeta.catalog import parse_version
-from ipmeta.errors import IpmetaError
-from ipmeta.ips import parse_ip
-from ipmeta.settings import ENV_CORS_ORIGINS, ApiSettings
+from ipmeta.lookup.catalog import parse_version
+from ipmeta.schema import errors
+from ipmeta.schema.errors import IpmetaError
+from ipmeta.schema.ips import parse_ip
+from ipmeta.schema.settings import ENV_CORS_ORIGINS, ApiSettings
 
 DOCS = Path(__file__).parents[2] / "docs" / "api.md"
 #: Domain errors that belong to the loader, not to the API.

@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from ipmeta.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6, is_bogon
-from ipmeta.ips import parse_ip
+from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6, is_bogon
+from ipmeta.schema.ips import parse_ip
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipmeta import geoip2, ipinfo
-from ipmeta.credentials import client_of, key_of_authorization, presented_key
-from ipmeta.ips import parse_ip
+from ipmeta.api.credentials import client_of, key_of_authorization, presented_key
+from ipmeta.schema.ips import parse_ip
+from ipmeta.shapes import geoip2_document, ipinfo_document
 
 
 def basic(user: str, password: str) -> str:
@@ -58,7 +58,7 @@ def test_dotted_columns_nest_back_into_maxminds_records() -> None:
         "traits.is_anycast": True,
         "postal.code": None,  # an empty cell: left out
     }
-    assert geoip2.nested(flat) == {
+    assert geoip2_document.nested(flat) == {
         "city": {"names": {"en": "Zurich", "de": "Zürich"}},
         "subdivisions": [{"iso_code": "ZH"}, {"iso_code": "X"}],
         "location": {"latitude": Decimal("47.3667")},
@@ -81,11 +81,11 @@ def test_dotted_columns_nest_back_into_maxminds_records() -> None:
     ],
 )
 def test_flat_asn_layouts_become_traits(data: dict[str, object], traits: dict[str, object] | None) -> None:
-    assert geoip2.section_document(data).get("traits") == traits
+    assert geoip2_document.section_document(data).get("traits") == traits
 
 
 def test_each_service_answers_its_own_records_and_traits() -> None:
-    document = geoip2.section_document(
+    document = geoip2_document.section_document(
         {
             "country.iso_code": "CH",
             "city.names.en": "Zurich",
@@ -94,14 +94,14 @@ def test_each_service_answers_its_own_records_and_traits() -> None:
             "autonomous_system_number": 3303,
         }
     )
-    assert geoip2.for_service(document, "country") == {
+    assert geoip2_document.for_service(document, "country") == {
         "country": {"iso_code": "CH"},
         "traits": {"is_anycast": True},
     }
-    city = geoip2.for_service(document, "city")
+    city = geoip2_document.for_service(document, "city")
     assert set(city) == {"country", "city", "traits"}
     assert city["traits"] == {"is_anycast": True, "autonomous_system_number": 3303}
-    assert "anonymizer" in geoip2.for_service(document, "insights")
+    assert "anonymizer" in geoip2_document.for_service(document, "insights")
 
 
 def test_the_network_is_the_largest_cidr_inside_every_contributing_range() -> None:
@@ -113,17 +113,17 @@ def test_the_network_is_the_largest_cidr_inside_every_contributing_range() -> No
     )
     asn = ({"asn": 1}, int(ipaddress.ip_address("81.2.64.0")), int(ipaddress.ip_address("81.2.127.255")))
     cloud = ({"cloud_provider": "x"}, address.value, address.value)  # gives City nothing: not counted
-    answer = geoip2.document("city", address, [city, asn, cloud])
+    answer = geoip2_document.document("city", address, [city, asn, cloud])
     assert answer is not None
     assert answer["traits"]["network"] == "81.2.70.0/24"
     assert answer["traits"]["ip_address"] == "81.2.70.200"
-    assert geoip2.document("country", address, [cloud]) is None
+    assert geoip2_document.document("country", address, [cloud]) is None
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
 def test_largest_cidr_is_inside_the_range_and_cannot_grow(a: int, b: int, c: int) -> None:
     start, value, end = sorted((a, b, c))
-    network = ipaddress.ip_network(geoip2.largest_cidr(4, value, start, end))
+    network = ipaddress.ip_network(geoip2_document.largest_cidr(4, value, start, end))
     assert start <= int(network.network_address) <= value <= int(network.broadcast_address) <= end
     if network.prefixlen:
         wider = network.supernet()
@@ -136,14 +136,14 @@ def test_documents_merge_in_precedence_order_arrays_whole() -> None:
         "subdivisions": [{"iso_code": "B"}, {"iso_code": "C"}],
         "country": {"iso_code": "DE", "geoname_id": 1},
     }
-    assert geoip2.merged([first, second]) == {
+    assert geoip2_document.merged([first, second]) == {
         "subdivisions": [{"iso_code": "A"}],
         "country": {"iso_code": "CH", "geoname_id": 1},
     }
 
 
 def test_ipinfo_fields_come_from_each_layouts_columns() -> None:
-    fields = ipinfo.field_map({})
+    fields = ipinfo_document.field_map({})
     geolite = {
         "city.names.en": "London",
         "subdivisions.0.names.en": "England",
@@ -155,7 +155,7 @@ def test_ipinfo_fields_come_from_each_layouts_columns() -> None:
         "autonomous_system_number": 20712,
         "autonomous_system_organization": "Andrews & Arnold Ltd",
     }
-    assert ipinfo.details("81.2.69.160", geolite, False, fields) == {
+    assert ipinfo_document.details("81.2.69.160", geolite, False, fields) == {
         "ip": "81.2.69.160",
         "city": "London",
         "region": "England",
@@ -172,27 +172,29 @@ def test_ipinfo_fields_come_from_each_layouts_columns() -> None:
         "lat": Decimal("1E-5"),
         "lon": 151,
     }
-    assert ipinfo.details("1.1.1.1", dbip, False, fields)["loc"] == "0.00001,151"
+    assert ipinfo_document.details("1.1.1.1", dbip, False, fields)["loc"] == "0.00001,151"
     location_db = {
         "state1": "Bavaria",
         "country_code": "DE",
         "asn": 3320,
         "organization": "Deutsche Telekom AG",
     }
-    answer = ipinfo.details("2.2.2.2", location_db, False, fields)
+    answer = ipinfo_document.details("2.2.2.2", location_db, False, fields)
     assert (answer["region"], answer["country"], answer["org"]) == (
         "Bavaria",
         "DE",
         "AS3320 Deutsche Telekom AG",
     )
-    assert ipinfo.details("10.0.0.1", None, True, fields) == {"ip": "10.0.0.1", "bogon": True}
+    assert ipinfo_document.details("10.0.0.1", None, True, fields) == {"ip": "10.0.0.1", "bogon": True}
 
 
 def test_a_deployment_names_its_own_columns() -> None:
-    fields = ipinfo.field_map({"city": "town", "loc": ["y", "x"]})
-    answer = ipinfo.details("1.1.1.1", {"town": "Bern", "y": 1, "x": 2, "city.names.en": "no"}, False, fields)
+    fields = ipinfo_document.field_map({"city": "town", "loc": ["y", "x"]})
+    answer = ipinfo_document.details(
+        "1.1.1.1", {"town": "Bern", "y": 1, "x": 2, "city.names.en": "no"}, False, fields
+    )
     assert (answer["city"], answer["loc"]) == ("Bern", "1,2")
     with pytest.raises(ValueError, match="ipinfo has no field"):
-        ipinfo.field_map({"hostname": "h"})
+        ipinfo_document.field_map({"hostname": "h"})
     with pytest.raises(ValueError, match="reads 2 column"):
-        ipinfo.field_map({"loc": "latlon"})
+        ipinfo_document.field_map({"loc": "latlon"})

@@ -1,7 +1,7 @@
 """Which datasets a request reads, and how their answers combine: pure logic, no table.
 
-``ipmeta.catalog`` turns ``?datasets=`` and ``?version=`` into (dataset, version)
-pairs; ``ipmeta.answers`` runs one lookup per pair and merges them.
+``ipmeta.lookup.catalog`` turns ``?datasets=`` and ``?version=`` into (dataset, version)
+pairs; ``ipmeta.lookup.answers`` runs one lookup per pair and merges them.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta import keys
-from ipmeta.answers import lookup_datasets
-from ipmeta.catalog import (
+from ipmeta.lookup.answers import lookup_datasets
+from ipmeta.lookup.catalog import (
     ActiveDatasets,
     DatasetCatalog,
     Target,
@@ -24,7 +23,8 @@ from ipmeta.catalog import (
     precedence,
     select_targets,
 )
-from ipmeta.errors import (
+from ipmeta.schema import keys
+from ipmeta.schema.errors import (
     DatasetInvalid,
     DatasetNotFound,
     IpAddressNotFound,
@@ -33,8 +33,8 @@ from ipmeta.errors import (
     VersionInvalid,
     VersionNotFound,
 )
-from ipmeta.ips import Address, parse_ip
-from ipmeta.records import ActiveVersion, VersionMeta, VersionStatus
+from ipmeta.schema.ips import Address, parse_ip
+from ipmeta.schema.records import ActiveVersion, VersionMeta, VersionStatus
 from tests.memory_table import InMemoryTable
 
 SNAPSHOT = ActiveDatasets(

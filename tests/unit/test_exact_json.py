@@ -11,8 +11,8 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipmeta import exact_json
-from ipmeta.store import BIG_INTEGER, deserialize_item, dynamo_value
+from ipmeta.shapes import exact_json
+from ipmeta.store.dynamodb import BIG_INTEGER, deserialize_item, dynamo_value
 
 PLAIN = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

@@ -19,10 +19,10 @@ import maxminddb
 import pytest
 from moto import mock_aws
 
-from ipmeta import keys
-from ipmeta.ips import Family, format_address
-from ipmeta.records import Cover, VersionMeta, VersionStatus
-from ipmeta.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Family, format_address
+from ipmeta.schema.records import Cover, VersionMeta, VersionStatus
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME
 from ipmeta_cli import exporting
 from loader.errors import LoadNotFound
 from loader.export.version_ranges import iter_version_ranges

@@ -31,8 +31,8 @@ import maxminddb
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from ipmeta import exact_json
-from ipmeta.store import deserialize_item, dynamo_value
+from ipmeta.shapes import exact_json
+from ipmeta.store.dynamodb import deserialize_item, dynamo_value
 from loader.export.files import ExportRange, write_mmdb
 from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.formats import ColumnEvidence, FormatOptions, Header, SourceRow, open_rows, stored_data

@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
 from ipmeta.api.handler import handler
-from ipmeta.store import Store
+from ipmeta.store.dynamodb import Store
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from tests.stub_store import SlashTwentyFourStore
 

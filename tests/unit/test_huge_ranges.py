@@ -14,11 +14,11 @@ from typing import cast
 
 import pytest
 
-from ipmeta import keys
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved
-from ipmeta.ips import Address, Family
-from ipmeta.lookup import lookup_address
-from ipmeta.range_cache import RangeCache
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema import keys
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
+from ipmeta.schema.ips import Address, Family
 from loader.options import LoadOptions
 from tests.memory_table import InMemoryTable
 from tests.pipeline import Row, Staged, stage

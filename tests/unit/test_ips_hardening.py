@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ipmeta.errors import InvalidIpAddress
-from ipmeta.ips import MAX_IP_TEXT_LENGTH, Address, parse_ip
+from ipmeta.schema.errors import InvalidIpAddress
+from ipmeta.schema.ips import MAX_IP_TEXT_LENGTH, Address, parse_ip
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipmeta import keys
-from ipmeta.ips import Address, Family
+from ipmeta.schema import keys
+from ipmeta.schema.ips import Address, Family
 
 MAX_DYNAMODB_DIGITS = 38
 

@@ -37,7 +37,7 @@ WRITE_OPERATIONS = frozenset(
 #: The modules that may talk to AWS through boto3: each side's data access.
 BOTO3_MODULES = frozenset(
     {
-        "lambdas/ipmeta/store.py",
+        "lambdas/ipmeta/store/dynamodb.py",
         "loader/store/table.py",
         "loader/store/s3.py",
         "loader/store/events.py",

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta.catalog import DatasetCatalog, VersionMetaReader, select_targets
-from ipmeta.errors import IpAddressNotFound, NoDataset
-from ipmeta.ips import Address, Family
-from ipmeta.lookup import lookup_address
+from ipmeta.lookup.catalog import DatasetCatalog, VersionMetaReader, select_targets
+from ipmeta.lookup.runs import lookup_address
+from ipmeta.schema.errors import IpAddressNotFound, NoDataset
+from ipmeta.schema.ips import Address, Family
 from loader.formats import SourceRow
 from tests.memory_table import InMemoryTable
 from tests.pipeline import stage

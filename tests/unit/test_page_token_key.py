@@ -7,7 +7,7 @@ import pytest
 from aws_lambda_powertools.utilities import parameters
 from moto import mock_aws
 
-from ipmeta import settings
+from ipmeta.schema import settings
 
 
 def test_the_key_is_read_from_secrets_manager_once(monkeypatch: pytest.MonkeyPatch) -> None:

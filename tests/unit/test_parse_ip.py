@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ipmeta.errors import InvalidIpAddress
-from ipmeta.ips import Address, parse_address_field, parse_ip
+from ipmeta.schema.errors import InvalidIpAddress
+from ipmeta.schema.ips import Address, parse_address_field, parse_ip
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta.errors import InvalidIpAddress
-from ipmeta.ips import parse_network
+from ipmeta.schema.errors import InvalidIpAddress
+from ipmeta.schema.ips import parse_network
 
 
 def reference(text: str) -> tuple[int, int, int] | None:

@@ -24,15 +24,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta import keys
-from ipmeta.answers import CombinedResult, lookup_datasets_many
-from ipmeta.bogons import is_bogon
-from ipmeta.catalog import Target, Targets
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
-from ipmeta.ips import Address, Family, format_address
-from ipmeta.lookup import LookupResult, lookup_address
-from ipmeta.range_cache import RangeCache, entry_bytes
-from ipmeta.records import Cover
+from ipmeta.lookup.answers import CombinedResult, lookup_datasets_many
+from ipmeta.lookup.catalog import Target, Targets
+from ipmeta.lookup.range_cache import RangeCache, entry_bytes
+from ipmeta.lookup.runs import LookupResult, lookup_address
+from ipmeta.schema import keys
+from ipmeta.schema.bogons import is_bogon
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
+from ipmeta.schema.ips import Address, Family, format_address
+from ipmeta.schema.records import Cover
 from loader.formats import SourceRow
 from tests.pipeline import stage
 

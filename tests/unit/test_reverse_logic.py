@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta import keys, reverse
-from ipmeta.errors import InvalidToken, ValueInvalid
-from ipmeta.records import ValueIndexMeta, VersionMeta, VersionStatus
+from ipmeta.lookup import reverse
+from ipmeta.schema import keys
+from ipmeta.schema.errors import InvalidToken, ValueInvalid
+from ipmeta.schema.records import ValueIndexMeta, VersionMeta, VersionStatus
 from loader.reverse_index import (
     DEFAULT_MAX_SHARDS,
     KEYS_PER_PARTITION,

@@ -16,16 +16,14 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from ipmeta import geoip2, ipinfo
-from ipmeta.api import datasets, lookups, ranges
-from ipmeta.api import geoip2 as geoip2_routes
-from ipmeta.api import ipinfo as ipinfo_routes
+from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, range_routes
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
 from ipmeta.api.observability import logger, metrics
 from ipmeta.api.responses import NotModified
-from ipmeta.errors import FieldNotFound, InvalidIpAddress, IpmetaError
-from ipmeta.ips import parse_ip
-from ipmeta.settings import ApiSettings
+from ipmeta.schema.errors import FieldNotFound, InvalidIpAddress, IpmetaError
+from ipmeta.schema.ips import parse_ip
+from ipmeta.schema.settings import ApiSettings
+from ipmeta.shapes import geoip2_document, ipinfo_document
 
 TITLE = "ipmeta"
 API_VERSION = "1.0.0"
@@ -46,9 +44,9 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
 __all__ = ["app", "logger", "metrics"]
 
 app = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
-app.include_router(lookups.router)
-app.include_router(datasets.router)
-app.include_router(ranges.router)
+app.include_router(ip_routes.router)
+app.include_router(dataset_routes.router)
+app.include_router(range_routes.router)
 app.include_router(geoip2_routes.router)
 # Last: its root routes (``/<ip>/<field>``) would match the other APIs' paths.
 app.include_router(ipinfo_routes.router)
@@ -60,7 +58,7 @@ app.include_router(ipinfo_routes.router)
 def is_ipinfo_path(path: str) -> bool:
     """The ipinfo routes' paths: ``/ipinfo...``, and with ipinfo at the root every path the
     other APIs do not own."""
-    if path == ipinfo.PATH_PREFIX or path.startswith(ipinfo.PATH_PREFIX + "/"):
+    if path == ipinfo_document.PATH_PREFIX or path.startswith(ipinfo_document.PATH_PREFIX + "/"):
         return True
     owned = path.startswith(("/v1/", "/geoip/")) or path == "/v1"
     return not owned and ipinfo_routes.served_at_root()
@@ -72,16 +70,18 @@ def error_response(status: int, code: str, message: str) -> Response[Any]:
     path = app.current_event.path
     if path.startswith("/geoip/"):
         return Response(
-            status_code=geoip2.ERROR_STATUSES.get(code, status),
-            content_type=geoip2.ERROR_CONTENT_TYPE,
-            body=json.dumps(geoip2.error_body(code, message)),
+            status_code=geoip2_document.ERROR_STATUSES.get(code, status),
+            content_type=geoip2_document.ERROR_CONTENT_TYPE,
+            body=json.dumps(geoip2_document.error_body(code, message)),
         )
     if is_ipinfo_path(path):
-        status, title, text = ipinfo.WRONG_IP if code == "IP_ADDRESS_INVALID" else (status, code, message)
+        status, title, text = (
+            ipinfo_document.WRONG_IP if code == "IP_ADDRESS_INVALID" else (status, code, message)
+        )
         return Response(
             status_code=status,
             content_type=content_types.APPLICATION_JSON,
-            body=json.dumps(ipinfo.error_body(status, title, text)),
+            body=json.dumps(ipinfo_document.error_body(status, title, text)),
         )
     return Response(
         status_code=status,
@@ -101,7 +101,7 @@ def handle_not_modified(error: NotModified) -> Response[str]:
 
 
 #: Query parameters whose failures answer with a code of their own; any other is REQUEST_INVALID.
-PARAMETER_ERRORS: dict[str, type[IpmetaError]] = ranges.PARAMETER_ERRORS
+PARAMETER_ERRORS: dict[str, type[IpmetaError]] = range_routes.PARAMETER_ERRORS
 
 
 @app.exception_handler(RequestValidationError)
@@ -164,7 +164,7 @@ DESCRIPTION = (
     + "\n".join(f"- `{code}`: {meaning}" for code, meaning in ERROR_CODES.items())
 )
 #: Query parameters the lookup routes read from the event themselves, by operationId.
-_QUERY_PARAMETERS = lookups.QUERY_PARAMETERS
+_QUERY_PARAMETERS = ip_routes.QUERY_PARAMETERS
 
 
 @cache
@@ -173,7 +173,7 @@ def openapi_document() -> dict[str, Any]:
 
     Our routes never answer 422 (validation errors are 400 with a code), so the
     422 entries powertools adds to validated routes are dropped; the query
-    parameters the lookup routes read themselves (``lookups.QUERY_PARAMETERS``
+    parameters the lookup routes read themselves (``ip_routes.QUERY_PARAMETERS``
     says why) are added.
     """
     schema = app.get_openapi_schema(title=TITLE, version=API_VERSION, description=DESCRIPTION)

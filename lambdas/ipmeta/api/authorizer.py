@@ -1,6 +1,6 @@
 """The HTTP API front's Lambda authorizer: the caller's key against the keys in one secret.
 
-The key comes in any form ``ipmeta.credentials`` reads: ``x-api-key`` (the
+The key comes in any form ``ipmeta.api.credentials`` reads: ``x-api-key`` (the
 ``/v1`` routes), HTTP Basic's password (the GeoIP2 routes) or ``Bearer`` and
 ``?token=`` (the ipinfo routes). API Gateway calls it only when its authorizer
 cache has no answer for the route's identity source (``apiKeyCacheSeconds``),
@@ -31,7 +31,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.credentials import API_KEY_HEADER, client_of, presented_key
+from ipmeta.api.credentials import API_KEY_HEADER, client_of, presented_key
 
 __all__ = ["API_KEY_HEADER", "client_of", "handler"]
 

@@ -11,17 +11,17 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ipmeta.catalog import DatasetCatalog, Targets, select_targets
-from ipmeta.range_cache import RangeCache
-from ipmeta.reverse import IndexCatalog
-from ipmeta.settings import (
+from ipmeta.lookup.catalog import DatasetCatalog, Targets, select_targets
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.lookup.reverse import IndexCatalog
+from ipmeta.schema.settings import (
     DEFAULT_POINTER_CACHE_SECONDS,
     DEFAULT_RANGE_CACHE_BYTES,
     ENV_RANGE_CACHE_BYTES,
     ApiSettings,
     Settings,
 )
-from ipmeta.store import Store
+from ipmeta.store.dynamodb import Store
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Dependencies:
         return self.store.for_dataset(dataset)
 
     def targets(self, datasets: str | None = None, version: str | None = None) -> Targets:
-        """The (dataset, version) pairs a request reads (``ipmeta.catalog.select_targets``)."""
+        """The (dataset, version) pairs a request reads (``ipmeta.lookup.catalog.select_targets``)."""
         return select_targets(self.catalog.get(), self.reader, datasets, version)
 
     @property

@@ -155,7 +155,7 @@ class FlaggedResponse(BaseModel):
     next: str | None = Field(description="Token for the next page; null on the last page")
 
 
-# -- the GeoIP2 web service and ipinfo shapes (ipmeta.geoip2, ipmeta.ipinfo) --------------------
+# -- the GeoIP2 web service and ipinfo shapes (ipmeta.shapes) ----------------------------------
 
 
 class GeoIP2Document(BaseModel):

@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-from ipmeta.settings import METRICS_NAMESPACE
+from ipmeta.schema.settings import METRICS_NAMESPACE
 
 SERVICE = "lookup"
 logger = Logger(service=SERVICE)

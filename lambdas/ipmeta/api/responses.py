@@ -6,8 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from ipmeta import exact_json
 from ipmeta.api.models import ERROR_CODES, ErrorResponse, LookupResponse
+from ipmeta.shapes import exact_json
 
 __all__ = ["ERROR_CODES", "NotModified", "cache_headers", "etag_matches"]
 

@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.credentials import presented_key
+from ipmeta.api.credentials import presented_key
 
 #: The message API Gateway turns into its 401 UNAUTHORIZED response.
 UNAUTHORIZED = "Unauthorized"

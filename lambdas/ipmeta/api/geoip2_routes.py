@@ -3,7 +3,7 @@
 ``geoip2.webservice.Client(account_id, key, host=...)`` calls these with HTTP
 Basic auth (the front checks the password as an ipmeta key). Each service reads
 the datasets the deployment maps to it (``IPMETA_GEOIP2_DATASETS``), else those
-a lookup reads, and ``ipmeta.geoip2`` shapes the document. Errors are MaxMind's
+a lookup reads, and ``ipmeta.shapes.geoip2_document`` shapes the document. Errors are MaxMind's
 ``{"code", "error"}`` (``ipmeta.api.app`` maps them, by path, in one place).
 """
 
@@ -14,15 +14,15 @@ from collections.abc import Callable
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from ipmeta import exact_json, geoip2
-from ipmeta.answers import CombinedResult, lookup_datasets
 from ipmeta.api import dependencies
-from ipmeta.api.lookups import caller_of
+from ipmeta.api.ip_routes import caller_of
 from ipmeta.api.models import GeoIP2Document, GeoIP2Error
 from ipmeta.api.observability import count_lookups
-from ipmeta.bogons import is_bogon
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved
-from ipmeta.ips import Address, parse_ip
+from ipmeta.lookup.answers import CombinedResult, lookup_datasets
+from ipmeta.schema.bogons import is_bogon
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
+from ipmeta.schema.ips import Address, parse_ip
+from ipmeta.shapes import exact_json, geoip2_document
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
@@ -31,14 +31,17 @@ CALLER = "me"
 
 
 def _error(description: str) -> dict[str, object]:
-    return {"description": description, "content": {geoip2.ERROR_CONTENT_TYPE: {"model": GeoIP2Error}}}
+    return {
+        "description": description,
+        "content": {geoip2_document.ERROR_CONTENT_TYPE: {"model": GeoIP2Error}},
+    }
 
 
 def _responses(service: str) -> dict[int, object]:
     return {
         200: {
             "description": f"MaxMind's GeoIP2 {service} document",
-            "content": {geoip2.CONTENT_TYPES[service]: {"model": GeoIP2Document}},
+            "content": {geoip2_document.CONTENT_TYPES[service]: {"model": GeoIP2Document}},
         },
         400: _error(
             "IP_ADDRESS_INVALID, or IP_ADDRESS_RESERVED: a private or reserved address no dataset holds"
@@ -67,14 +70,14 @@ def answer(service: str, ip: str) -> Response[str]:
     address = _address(ip)
     result = _lookup(service, address)
     sections = [(found.data, found.start, found.end) for _, found in result.found]
-    document = geoip2.document(service, address, sections)
+    document = geoip2_document.document(service, address, sections)
     if document is None:
         # Datasets held the address, but none has a field this service answers (a cloud list, say).
         if is_bogon(address):
             raise IpAddressReserved(f"{address} is a reserved address; no dataset has {service} data for it")
         raise IpAddressNotFound(f"no dataset has {service} data for {address}")
     return Response(
-        status_code=200, content_type=geoip2.CONTENT_TYPES[service], body=exact_json.dumps(document)
+        status_code=200, content_type=geoip2_document.CONTENT_TYPES[service], body=exact_json.dumps(document)
     )
 
 
@@ -86,9 +89,9 @@ def _route(service: str) -> Callable[[str], Response[str]]:
     return lookup
 
 
-for _service in geoip2.SERVICES:
+for _service in geoip2_document.SERVICES:
     router.get(
-        f"{geoip2.PATH_PREFIX}/{_service}/<ip>",
+        f"{geoip2_document.PATH_PREFIX}/{_service}/<ip>",
         operation_id=f"geoip2{_service.capitalize()}",
         summary=f"GeoIP2 {_service} web service (MaxMind's document, for MaxMind's clients)",
         description="`ip` is an IPv4 or IPv6 address, or `me` for the caller. HTTP Basic auth: "

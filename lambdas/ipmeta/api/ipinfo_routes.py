@@ -2,7 +2,7 @@
 
 The ipinfo clients (``ipinfo.getHandler(token)``) send ``Authorization: Bearer``
 or ``?token=`` (the front checks it as an ipmeta key) and read ipinfo's flat
-answer, which ``ipmeta.ipinfo`` makes from the merged view of the datasets the
+answer, which ``ipmeta.shapes.ipinfo_document`` makes from the merged view of the datasets the
 deployment maps to ipinfo (``IPMETA_IPINFO_DATASETS``, else what a lookup reads).
 With ``IPMETA_IPINFO_AT_ROOT`` the same routes answer at the root, so a
 client's own ``API_URL`` (no path) works. As ipinfo does, a valid address no
@@ -20,17 +20,17 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from ipmeta import exact_json, ipinfo
-from ipmeta.answers import CombinedResult, lookup_datasets, lookup_datasets_many
 from ipmeta.api import dependencies
-from ipmeta.api.lookups import caller_of, parse_batch_body, raw_body
+from ipmeta.api.ip_routes import caller_of, parse_batch_body, raw_body
 from ipmeta.api.models import IpinfoBatchResponse, IpinfoDetails, IpinfoError
 from ipmeta.api.observability import count_lookups
-from ipmeta.bogons import is_bogon
-from ipmeta.catalog import Targets
-from ipmeta.errors import FieldNotFound, IpAddressNotFound, IpmetaError
-from ipmeta.ips import Address, parse_ip
-from ipmeta.settings import ApiSettings
+from ipmeta.lookup.answers import CombinedResult, lookup_datasets, lookup_datasets_many
+from ipmeta.lookup.catalog import Targets
+from ipmeta.schema.bogons import is_bogon
+from ipmeta.schema.errors import FieldNotFound, IpAddressNotFound, IpmetaError
+from ipmeta.schema.ips import Address, parse_ip
+from ipmeta.schema.settings import ApiSettings
+from ipmeta.shapes import exact_json, ipinfo_document
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
@@ -41,9 +41,9 @@ WHOLE = "json"
 
 
 @cache
-def fields() -> dict[str, tuple[ipinfo.Candidate, ...]]:
+def fields() -> dict[str, tuple[ipinfo_document.Candidate, ...]]:
     """ipinfo's field map, made once per container: a container's settings never change."""
-    return ipinfo.field_map(dependencies.current().api.ipinfo_fields)
+    return ipinfo_document.field_map(dependencies.current().api.ipinfo_fields)
 
 
 def _targets() -> Targets:
@@ -54,7 +54,7 @@ def _targets() -> Targets:
 
 def _details(address: Address, result: CombinedResult | None) -> dict[str, Any]:
     data = result.merged_data() if result is not None else None
-    return ipinfo.details(str(address), data, is_bogon(address), fields())
+    return ipinfo_document.details(str(address), data, is_bogon(address), fields())
 
 
 def details_of(address: Address) -> dict[str, Any]:
@@ -119,7 +119,7 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     for text, value in wanted.items():
         if isinstance(value, IpmetaError):
-            answers[text] = ipinfo.error_body(*ipinfo.WRONG_IP)
+            answers[text] = ipinfo_document.error_body(*ipinfo_document.WRONG_IP)
             continue
         address, field = value
         outcome = results[address]
@@ -128,7 +128,7 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
             answers[text] = answer
         else:
             answers[text] = answer.get(
-                field, ipinfo.error_body(404, "Wrong field", f"no field {field[:64]!r}")
+                field, ipinfo_document.error_body(404, "Wrong field", f"no field {field[:64]!r}")
             )
     return answers
 
@@ -227,6 +227,6 @@ def register(prefix: str, *, at_root: bool) -> None:
     )(handlers["batch"])
 
 
-register(ipinfo.PATH_PREFIX, at_root=False)
+register(ipinfo_document.PATH_PREFIX, at_root=False)
 # Last, after every other API's routes: the root's ``/<ip>/<field>`` would match their paths.
 register("", at_root=True)

@@ -1,6 +1,6 @@
 """One answer from several datasets: each dataset's own range and data, and a merged, flat view.
 
-A lookup reads every target dataset (``ipmeta.catalog.Targets``) with one
+A lookup reads every target dataset (``ipmeta.lookup.catalog.Targets``) with one
 Query each, concurrently, so the answer costs one round trip however many
 datasets there are; the range cache answers what an earlier Query proved, per
 dataset version. Each dataset's section keeps its own range, version and
@@ -17,12 +17,9 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
-from ipmeta import keys
-from ipmeta.bogons import is_bogon
-from ipmeta.catalog import Target, Targets
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
-from ipmeta.ips import Address, format_address
-from ipmeta.lookup import (
+from ipmeta.lookup.catalog import Target, Targets
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.lookup.runs import (
     LookupResult,
     RangeReader,
     Stretch,
@@ -33,7 +30,10 @@ from ipmeta.lookup import (
     remember_and_answer,
     span_of,
 )
-from ipmeta.range_cache import RangeCache
+from ipmeta.schema import keys
+from ipmeta.schema.bogons import is_bogon
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
+from ipmeta.schema.ips import Address, format_address
 
 _P = ParamSpec("_P")
 #: One dataset's outcome for one address: its range, or the miss (a gap) it answered with.

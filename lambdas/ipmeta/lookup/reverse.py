@@ -25,16 +25,16 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ipmeta import keys
-from ipmeta.errors import (
+from ipmeta.schema import keys
+from ipmeta.schema.errors import (
     FieldNotIndexed,
     FlagsNotIndexed,
     InvalidToken,
     ValueInvalid,
     ValueMissing,
 )
-from ipmeta.ips import address_value, format_address, range_cidrs
-from ipmeta.records import VersionMeta
+from ipmeta.schema.ips import address_value, format_address, range_cidrs
+from ipmeta.schema.records import VersionMeta
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -50,7 +50,7 @@ _MAX_NUMBER_DIGITS = 38
 
 
 class IndexReader(Protocol):
-    """What a reverse lookup needs from the data layer (``ipmeta.store.Store`` provides it)."""
+    """What a reverse lookup needs from the data layer (``ipmeta.store.dynamodb.Store`` provides it)."""
 
     def query_index(
         self, index: keys.IndexSchema, partition_key: str, *, prefix: str, after: str | None, limit: int

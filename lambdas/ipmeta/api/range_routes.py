@@ -15,13 +15,14 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from ipmeta import keys, reverse
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetRef, FlaggedResponse, RangeEntry, RangesResponse
 from ipmeta.api.responses import documented, json_answer, json_model
-from ipmeta.catalog import parse_version
-from ipmeta.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, IpmetaError, LimitInvalid
-from ipmeta.settings import page_token_key
+from ipmeta.lookup import reverse
+from ipmeta.lookup.catalog import parse_version
+from ipmeta.schema import keys
+from ipmeta.schema.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, IpmetaError, LimitInvalid
+from ipmeta.schema.settings import page_token_key
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 

@@ -87,7 +87,7 @@ class ApiSettings:
     trusted_proxy_hops: int = 0
     #: ``/v1/health`` turns 503 when an active dataset was loaded longer ago (unless it has its own).
     health_max_dataset_age_seconds: int = 8 * 24 * 3600
-    #: The datasets declared at deploy time, in precedence order (``ipmeta.catalog``): lookups
+    #: The datasets declared at deploy time, in precedence order (``ipmeta.lookup.catalog``): lookups
     #: answer from these first. Empty: every dataset of the table, by name.
     datasets: tuple[str, ...] = ()
     #: A maximum age per dataset, where it differs from ``health_max_dataset_age_seconds``.
@@ -97,7 +97,7 @@ class ApiSettings:
     geoip2_datasets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: The datasets the ipinfo routes read; empty: what a lookup reads.
     ipinfo_datasets: tuple[str, ...] = ()
-    #: ipinfo field -> column(s), replacing that field's defaults (``ipmeta.ipinfo``).
+    #: ipinfo field -> column(s), replacing that field's defaults (``ipmeta.shapes.ipinfo_document``).
     ipinfo_fields: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
     #: Serve the ipinfo routes at the root as well, so ipinfo's own ``API_URL`` works unchanged.
     ipinfo_at_root: bool = False

@@ -1,6 +1,6 @@
 """Which datasets a lookup answers from, and at which version: the catalog and a request's targets.
 
-A table holds named datasets (``ipmeta.keys``: ``city``, ``asn``, ``blocklist``),
+A table holds named datasets (``ipmeta.schema.keys``: ``city``, ``asn``, ``blocklist``),
 each with its own active-version pointer. A lookup answers from every active
 dataset at once, or from those ``?datasets=`` names. The catalog is what a
 container knows of them: their names, in precedence order, and each one's
@@ -34,16 +34,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ipmeta import keys
-from ipmeta.errors import DatasetInvalid, DatasetNotFound, NoDataset, VersionInvalid, VersionNotFound
-from ipmeta.records import ActiveVersion, VersionMeta
+from ipmeta.schema import keys
+from ipmeta.schema.errors import DatasetInvalid, DatasetNotFound, NoDataset, VersionInvalid, VersionNotFound
+from ipmeta.schema.records import ActiveVersion, VersionMeta
 
 #: Longest ``?datasets=`` / ``?version=`` value read: names are short, and a table holds few datasets.
 MAX_SELECTOR_LENGTH = 1024
 
 
 class PointerReader(Protocol):
-    """What the catalog reads (``ipmeta.store.Store`` provides it)."""
+    """What the catalog reads (``ipmeta.store.dynamodb.Store`` provides it)."""
 
     def read_dataset_names(self, *, consistent: bool = False) -> list[str]: ...
 
@@ -62,7 +62,7 @@ class ActiveDatasets:
     versions: Mapping[str, int | None]
     #: What a request without ``?datasets=`` reads: the declared datasets, or every one.
     defaults: tuple[str, ...] = ()
-    #: The base of each active version that is a delta (``ipmeta.lookup.delta_span``).
+    #: The base of each active version that is a delta (``ipmeta.lookup.runs.delta_span``).
     bases: Mapping[str, int] = field(default_factory=dict)
 
     def knows(self, name: str) -> bool:

@@ -1,7 +1,7 @@
 """Data access for the lookup: the only lookup code that builds DynamoDB requests, and only reads.
 
-It speaks the key schema of ``ipmeta.keys`` and returns typed records
-(``ipmeta.records``). Everything that writes (loads, the lock, the pointer
+It speaks the key schema of ``ipmeta.schema.keys`` and returns typed records
+(``ipmeta.schema.records``). Everything that writes (loads, the lock, the pointer
 switch) is the loader's, in ``loader.store.table``, which extends this class.
 """
 
@@ -17,10 +17,10 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore.config import Config
 
-from ipmeta import keys
-from ipmeta.covers import CoverCatalog
-from ipmeta.records import ActiveVersion, Cover, VersionMeta
-from ipmeta.settings import Settings
+from ipmeta.lookup.covers import CoverCatalog
+from ipmeta.schema import keys
+from ipmeta.schema.records import ActiveVersion, Cover, VersionMeta
+from ipmeta.schema.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -123,7 +123,7 @@ def item_key(partition_key: str, sort_key: int) -> dict[str, AttributeValueTypeD
 
 
 class Store:
-    """The reads of one DynamoDB table laid out as ``ipmeta.keys`` describes, in one dataset's keys."""
+    """The reads of one DynamoDB table laid out as ``ipmeta.schema.keys`` describes, in one dataset's keys."""
 
     def __init__(self, client: DynamoDBClient, table_name: str, space: keys.KeySpace | None = None) -> None:
         self.client = client

@@ -128,7 +128,7 @@ class FlagsNotIndexed(IpmetaError):
 
 
 class DatasetInvalid(IpmetaError):
-    """A dataset name outside ``ipmeta.keys.DATASET_NAME`` (``?datasets=``, ``?version=``, ``dataset=``)."""
+    """A dataset name outside ``keys.DATASET_NAME`` (``?datasets=``, ``?version=``, ``dataset=``)."""
 
     status = 400
     code = "DATASET_INVALID"

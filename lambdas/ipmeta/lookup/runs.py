@@ -1,4 +1,4 @@
-"""Forward lookup in one dataset version: which range holds an address (``ipmeta.answers`` fans out)."""
+"""Forward lookup in one dataset version: which range holds an address."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
-from ipmeta import keys
-from ipmeta.bogons import is_bogon
-from ipmeta.errors import IpAddressNotFound, IpAddressReserved
-from ipmeta.ips import Address, address_value, range_cidrs
-from ipmeta.range_cache import RangeCache
-from ipmeta.records import Cover
+from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema import keys
+from ipmeta.schema.bogons import is_bogon
+from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
+from ipmeta.schema.ips import Address, address_value, range_cidrs
+from ipmeta.schema.records import Cover
 
 
 class RangeReader(Protocol):
-    """What a lookup needs from the data layer (``ipmeta.store.Store`` provides it), in one dataset."""
+    """What a lookup needs from the data layer (``ipmeta.store``), in one dataset."""
 
     @property
     def space(self) -> keys.KeySpace: ...
@@ -27,7 +27,7 @@ class RangeReader(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LookupResult:
-    """The range of one dataset version that holds an address (``ipmeta.answers`` combines datasets)."""
+    """The range of one dataset version that holds an address (``answers`` combines datasets)."""
 
     address: Address
     start: int
@@ -82,7 +82,7 @@ def lookup_address(
 def query_and_answer(
     reader: RangeReader, version: int, address: Address, cache: RangeCache | None, base: int = 0
 ) -> LookupResult:
-    """The Queries one after the other (``ipmeta.answers`` sends them together)."""
+    """The Queries one after the other (``ipmeta.lookup.answers`` sends them together)."""
     if not base:
         item = reader.find_range_piece(*reader.space.lookup_key(version, address))
         return remember_and_answer(reader, version, address, cache, span_of(reader, version, address, item))
@@ -118,7 +118,7 @@ def span_of(reader: RangeReader, version: int, address: Address, item: dict[str,
     that piece and the address and pieces never overlap, so ``end + 1`` up to
     the address is a gap. If the Query finds nothing, the bucket may lie in one
     of the version's covers (whole buckets a range owns with no item,
-    ``ipmeta.covers``): the run is then the cover's whole range. Otherwise
+    ``ipmeta.lookup.covers``): the run is then the cover's whole range. Otherwise
     everything from the bucket's first address is a gap. A gap never reaches
     past the address asked (a range may start right after it) nor out of the
     bucket queried (another bucket may hold anything).

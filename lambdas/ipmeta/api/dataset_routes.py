@@ -10,13 +10,13 @@ from typing import Any, Literal
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from ipmeta import keys
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetHealth, DatasetInfo, DatasetList, DatasetSummary, HealthResponse
 from ipmeta.api.responses import documented
-from ipmeta.catalog import ActiveDatasets
-from ipmeta.errors import DatasetInvalid, DatasetNotFound, DatasetStale, NoDataset
-from ipmeta.records import VersionMeta
+from ipmeta.lookup.catalog import ActiveDatasets
+from ipmeta.schema import keys
+from ipmeta.schema.errors import DatasetInvalid, DatasetNotFound, DatasetStale, NoDataset
+from ipmeta.schema.records import VersionMeta
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ipmeta.ips import Address, format_address
+from ipmeta.schema.ips import Address, format_address
 
 SERVICES: Final = ("country", "city", "insights")
 #: Where the routes live: ``https://{host}/geoip/v2.1/{service}/{ip}``, as the clients build it.

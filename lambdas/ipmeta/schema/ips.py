@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ipmeta.errors import InvalidIpAddress
+from ipmeta.schema.errors import InvalidIpAddress
 
 __all__ = [
     "Address",

@@ -3,7 +3,7 @@
 ipinfo answers ``{"ip", "city", "region", "country", "loc", "org", "postal",
 "timezone"}`` with ``loc`` as ``"lat,long"`` and ``org`` as ``"AS15169 Google LLC"``,
 and ``{"ip", "bogon": true}`` for a bogon. Each field is read from a column of
-the merged view (``ipmeta.answers``: each column from the first dataset, in
+the merged view (``ipmeta.lookup.answers``: each column from the first dataset, in
 precedence order, that has it), the first of its candidates that the answer
 has. The defaults cover the layouts ipmeta loads:
 
@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
-from ipmeta.exact_json import plain_text
-from ipmeta.geoip2 import as_number
+from ipmeta.shapes.exact_json import plain_text
+from ipmeta.shapes.geoip2_document import as_number
 
 #: Where the routes live (``/ipinfo/8.8.8.8``), unless a deployment serves them at the root too.
 PATH_PREFIX: Final = "/ipinfo"

@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-from ipmeta.ips import Address, Family
+from ipmeta.schema.ips import Address, Family
 
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
@@ -89,7 +89,7 @@ SORT_KEY_TYPE: Final = "N"
 ATTR_START = "start"
 ATTR_END = "end"
 ATTR_DATA = "data"
-#: Delta versions only (``ipmeta.lookup``, "Delta versions"): a *gap item* says that its
+#: Delta versions only (``ipmeta.lookup.runs``, "Delta versions"): a *gap item* says that its
 #: ``start``..``end`` holds no range (where the base has one); every delta item names in
 #: ``next`` where the next delta item of its bucket starts; a *marker* at offset 0, with
 #: ``next`` alone, names the first one when it does not start at the bucket's first address.
@@ -402,7 +402,7 @@ class KeySpace:
         return f"{self.version_key(version)}#{family}#{bucket_label(family, bucket)}"
 
     def covers_partition_key(self, version: int) -> str:
-        """The partition of a version's cover list (``ipmeta.records.Cover``); sk = page number."""
+        """The partition of a version's cover list (``ipmeta.schema.records.Cover``); sk = page number."""
         return self.meta(f"covers#{format_version(version)}")
 
     def lookup_key(self, version: int, address: Address) -> tuple[str, int]:

@@ -161,7 +161,7 @@ class VersionMeta:
     value_index: ValueIndexMeta | None = None
     flag_index: FlagIndexMeta | None = None
     #: A delta version's base: the full version whose ranges answer wherever this one holds
-    #: none (``ipmeta.lookup``, "Delta versions"); 0 for a full version.
+    #: none (``ipmeta.lookup.runs``, "Delta versions"); 0 for a full version.
     base: int = 0
 
     @property

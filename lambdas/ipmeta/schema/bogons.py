@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 from bisect import bisect_right
 
-from ipmeta.ips import Address
+from ipmeta.schema.ips import Address
 
 #: (network, why): the reason is for people reading this table, and for tests.
 BOGONS_V4: tuple[tuple[str, str], ...] = (

@@ -3,7 +3,7 @@
 One Query proves something about a whole run of addresses, not just the one
 asked: the range it finds holds every address from its ``start`` to its
 ``end``, and an address past that end lies in a gap that runs back to the end
-of that range (``ipmeta.lookup.span_of`` states the gap rule). The cache
+of that range (``ipmeta.lookup.runs.span_of`` states the gap rule). The cache
 keeps these runs, so a later lookup of any address inside one needs no Query.
 
 - **By version.** A run is true of one dataset version only; entries of
@@ -64,7 +64,7 @@ class Span:
     or None when no range holds any of them (a gap). The cache shares ``data``
     between every answer it serves, so it must never be mutated. ``whole`` is
     that range's bounds where they reach past the run (a delta version's base
-    answers only up to the next delta item, ``ipmeta.lookup.delta_span``): the
+    answers only up to the next delta item, ``ipmeta.lookup.runs.delta_span``): the
     answer names the range, the run is only what the cache may answer for.
     """
 

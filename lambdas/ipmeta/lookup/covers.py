@@ -14,7 +14,7 @@ import bisect
 import threading
 from collections.abc import Callable, Sequence
 
-from ipmeta.records import Cover
+from ipmeta.schema.records import Cover
 
 
 class CoverIndex:

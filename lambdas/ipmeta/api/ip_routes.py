@@ -1,8 +1,8 @@
 """Lookup routes: one IP, one field of one IP, the caller's IP, and a batch.
 
 Each answers from every active dataset (``?datasets=`` narrows, ``?version=``
-pins versions; ``ipmeta.catalog``), one Query per dataset, concurrently
-(``ipmeta.answers``). Routes parse their input and call the pure lookup
+pins versions; ``ipmeta.lookup.catalog``), one Query per dataset, concurrently
+(``ipmeta.lookup.answers``). Routes parse their input and call the pure lookup
 functions; every error is raised and turned into a response in ``ipmeta.api.app``.
 """
 
@@ -16,7 +16,6 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from ipmeta.answers import CombinedResult, lookup_datasets, lookup_datasets_many
 from ipmeta.api import dependencies
 from ipmeta.api.models import BatchResponse
 from ipmeta.api.observability import count_lookups
@@ -29,8 +28,9 @@ from ipmeta.api.responses import (
     json_answer,
     json_model,
 )
-from ipmeta.catalog import MAX_SELECTOR_LENGTH, Targets
-from ipmeta.errors import (
+from ipmeta.lookup.answers import CombinedResult, lookup_datasets, lookup_datasets_many
+from ipmeta.lookup.catalog import MAX_SELECTOR_LENGTH, Targets
+from ipmeta.schema.errors import (
     BatchBodyNotArray,
     BatchBodyNotJson,
     BatchItemNotString,
@@ -39,9 +39,9 @@ from ipmeta.errors import (
     IpmetaError,
     RequestInvalid,
 )
-from ipmeta.exact_json import plain_text
-from ipmeta.ips import Address, parse_ip
-from ipmeta.settings import ApiSettings
+from ipmeta.schema.ips import Address, parse_ip
+from ipmeta.schema.settings import ApiSettings
+from ipmeta.shapes.exact_json import plain_text
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 

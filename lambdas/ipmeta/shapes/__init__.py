@@ -1,0 +1,10 @@
+"""The answer documents: how a lookup's result is written for each kind of client.
+
+- ``exact_json``: every stored value as JSON of its exact type and digits;
+- ``ipmeta_document``: ipmeta's own answer (merged data, each dataset's section);
+- ``geoip2_document``: MaxMind's GeoIP2 web-service documents;
+- ``ipinfo_document``: ipinfo's flat details.
+
+Imports: ``ipmeta.schema`` and ``ipmeta.lookup`` (the result they shape); never
+``ipmeta.store`` or ``ipmeta.api``.
+"""
