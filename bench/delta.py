@@ -142,7 +142,7 @@ def pieces(family: int, ranges: Sequence[tuple[int, int, str]]) -> set[tuple[int
     return {
         (piece.first, start, end, country)
         for start, end, country in ranges
-        for piece in keys.split_at_buckets(family, start, end)  # type: ignore[arg-type]
+        for piece in keys.split_at_buckets(family, start, end)
     }
 
 
@@ -161,7 +161,7 @@ def _gap_stretches(family: int, old: list[tuple[int, int, str]], new: list[tuple
     covered = [(start, end) for start, end, _ in new]
     count, at = 0, 0
     for start, end, _ in old:
-        for piece in keys.split_at_buckets(family, start, end):  # type: ignore[arg-type]
+        for piece in keys.split_at_buckets(family, start, end):
             cursor = piece.first
             while at < len(covered) and covered[at][1] < cursor:
                 at += 1

@@ -157,8 +157,8 @@ def join_edges(
             edges.append((spec.index, run, low_element, high_element))
     covers: list[_Element] = []
     for family, first, last, row in plan.cover_only:
-        bits = keys.ADDRESS_BITS[family] - keys.BUCKET_PREFIX_BITS[family]
-        element = _Element(first << bits, ((last + 1) << bits) - 1, _cover_key(plan, row, coalesce=coalesce))
+        start, end = keys.bucket_bounds(family, first)[0], keys.bucket_bounds(family, last)[1]
+        element = _Element(start, end, _cover_key(plan, row, coalesce=coalesce))
         elements[family].append(element)
         covers.append(element)
     for family_elements in elements.values():

@@ -251,7 +251,6 @@ def _claims_of(rows: _Rows, index: int, policy: str, bits: int) -> list[normaliz
 
 def _add_cover_claims(rows: _Rows, spec: PartitionSpec, plan: PartitionPlan, keep_origin: bool) -> None:
     """Each cover block meeting this partition claims the partition's buckets it covers, run by run."""
-    bits = keys.ADDRESS_BITS[spec.family] - keys.BUCKET_PREFIX_BITS[spec.family]
     for block_index in spec.covers:
         block = plan.cover_blocks[block_index]
         seq, _, _, _, origin, values = plan.cover_rows[block.row]
@@ -260,9 +259,11 @@ def _add_cover_claims(rows: _Rows, spec: PartitionSpec, plan: PartitionPlan, kee
             first, last = max(run_first, block.first), min(run_last, block.last)
             if first <= last:
                 rows.cover_priority[len(rows.seqs)] = cover_priority(block, int(seq))
-                rows.add(
-                    int(seq), first << bits, ((last + 1) << bits) - 1, text, origin if keep_origin else ""
+                start, end = (
+                    keys.bucket_bounds(spec.family, first)[0],
+                    keys.bucket_bounds(spec.family, last)[1],
                 )
+                rows.add(int(seq), start, end, text, origin if keep_origin else "")
 
 
 def bucket_runs(buckets: Sequence[int]) -> list[tuple[int, int]]:
@@ -290,14 +291,14 @@ def _items(
     coalesce: bool,
 ) -> list[_Item]:
     """Segments cut at bucket edges, each piece with its run, edge flags and whole segment bounds."""
-    bits = keys.ADDRESS_BITS[spec.family] - keys.BUCKET_PREFIX_BITS[spec.family]
     runs = bucket_runs(spec.buckets)
     run_of = {bucket: index for index, (first, last) in enumerate(runs) for bucket in range(first, last + 1)}
     edges: dict[int, list[Any]] = {}
     items: list[_Item] = []
     for segment in segments:
-        run = run_of[segment.start >> bits]
-        run_first, run_last = runs[run][0] << bits, ((runs[run][1] + 1) << bits) - 1
+        run = run_of[keys.bucket_of_value(spec.family, segment.start)]
+        run_first = keys.bucket_bounds(spec.family, runs[run][0])[0]
+        run_last = keys.bucket_bounds(spec.family, runs[run][1])[1]
         flags = (LOW_EDGE if segment.start == run_first else 0) | (
             HIGH_EDGE if segment.end == run_last else 0
         )
@@ -307,8 +308,8 @@ def _items(
         identity = rows.data[segment.row]
         text = rows.texts[identity]
         bounds = sizes.bounds(segment.start, segment.end)
-        for bucket in range(segment.start >> bits, (segment.end >> bits) + 1):
-            first = max(segment.start, bucket << bits)
+        for piece in keys.split_at_buckets(spec.family, segment.start, segment.end):
+            bucket, first = piece.bucket, piece.first
             items.append((bucket, f"[{run},{flags},{bucket},{first},{segment.start},{segment.end},{text}]"))
             sizes.add(summary, identity, bucket, first, bounds)
             label = format(bucket, "x")

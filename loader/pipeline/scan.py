@@ -203,22 +203,21 @@ class CoverRun:
 
 def split_row(family: int, start: int, end: int) -> Iterator[tuple[int, int, int] | CoverRun]:
     """``(bucket, first, last)`` pieces of a row, with a ``CoverRun`` for a long run of whole buckets."""
-    bits = keys.ADDRESS_BITS[family] - keys.BUCKET_PREFIX_BITS[family]
-    first_bucket, last_bucket = start >> bits, end >> bits
+    first_bucket, last_bucket = keys.bucket_of_value(family, start), keys.bucket_of_value(family, end)
     if first_bucket == last_bucket:
         yield first_bucket, start, end
         return
-    whole_first = first_bucket if start == first_bucket << bits else first_bucket + 1
-    whole_last = last_bucket if end == ((last_bucket + 1) << bits) - 1 else last_bucket - 1
+    whole_first = first_bucket if start == keys.bucket_bounds(family, first_bucket)[0] else first_bucket + 1
+    whole_last = last_bucket if end == keys.bucket_bounds(family, last_bucket)[1] else last_bucket - 1
     if whole_last - whole_first + 1 >= COVER_MIN_BUCKETS:
         if whole_first > first_bucket:
-            yield first_bucket, start, ((first_bucket + 1) << bits) - 1
+            yield first_bucket, start, keys.bucket_bounds(family, first_bucket)[1]
         yield CoverRun(whole_first, whole_last)
         if whole_last < last_bucket:
-            yield last_bucket, last_bucket << bits, end
+            yield last_bucket, keys.bucket_bounds(family, last_bucket)[0], end
         return
-    for bucket in range(first_bucket, last_bucket + 1):
-        yield bucket, max(start, bucket << bits), min(end, ((bucket + 1) << bits) - 1)
+    for piece in keys.split_at_buckets(family, start, end):
+        yield piece.bucket, piece.first, piece.last
 
 
 def row_file_ranges(spans: Sequence[staged.BucketSpan]) -> dict[tuple[int, int], tuple[int, int]]:

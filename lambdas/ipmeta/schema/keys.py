@@ -124,6 +124,11 @@ def bucket_of(address: Address) -> int:
     return address.value >> _offset_bits(address.family)
 
 
+def bucket_of_value(family: int, value: int) -> int:
+    """``bucket_of`` an address given as family and integer."""
+    return value >> _offset_bits(family)
+
+
 def bucket_label(family: int, bucket: int) -> str:
     """How a bucket is spelled in a partition key: decimal octet for v4, hex for v6."""
     if family == 4:
@@ -160,14 +165,14 @@ def format_version(version: int) -> str:
 class BucketPiece:
     """The part of a range that lies inside one bucket."""
 
-    family: Family
+    family: int
     bucket: int
     first: int
     last: int
 
 
-def split_at_buckets(family: Family, start: int, end: int) -> Iterator[BucketPiece]:
-    """Cut ``start..end`` at bucket boundaries, so each bucket stands alone."""
+def split_at_buckets(family: int, start: int, end: int) -> Iterator[BucketPiece]:
+    """Cut ``start..end`` at bucket boundaries, so each bucket stands alone (an item a bucket)."""
     bits = _offset_bits(family)
     for bucket in range(start >> bits, (end >> bits) + 1):
         first, last = bucket_bounds(family, bucket)
