@@ -14,8 +14,9 @@
    uncached lookup costs the same Query, so its mean converges within a few
    thousand). Handler CPU is ``process_time`` around each ``resolve``; dynalite
    runs in its own process, so its CPU is not counted, botocore's is.
-4. **Hit ratio against cache size**: each workload replayed through the same
-   ``lookup_address`` and ``RangeCache`` over an in-memory copy of the table's
+4. **Hit ratio against cache size**: each workload replayed through the lookup
+   the handler runs (``ipmeta.lookup.answers.lookup_addresses``, one address at a
+   time) and a ``RangeCache`` of each size, over an in-memory copy of the table's
    items (scanned from dynalite). Same answers, so the same cache decisions: the
    default size's point is checked against the handler run.
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import contextlib
 import csv
 import ipaddress
 import json
@@ -43,6 +43,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -58,10 +59,10 @@ from bench import reverse
 from bench.datasets import COUNTRY_ATTRIBUTION, COUNTRY_COLUMNS, country_csv
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, metrics
+from ipmeta.lookup.answers import lookup_addresses
+from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta.lookup.runs import lookup_address
 from ipmeta.schema import keys
-from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from ipmeta.schema.ips import Address, Family
 from ipmeta.schema.records import Cover
 from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS, DEFAULT_RANGE_CACHE_BYTES, Settings
@@ -297,11 +298,13 @@ def scan_items(store: LoaderTable, version: int) -> list[dict[str, Any]]:
 def replay_hit_ratio(
     index: ItemIndex, version: int, addresses: list[Address], max_bytes: int
 ) -> dict[str, Any]:
-    """The workload through ``lookup_address`` and a cache of ``max_bytes``: its hit ratio."""
+    """The workload through the served lookup and a cache of ``max_bytes``: its hit ratio."""
     cache = RangeCache(max_bytes)
-    for address in addresses:
-        with contextlib.suppress(IpAddressNotFound, IpAddressReserved):
-            lookup_address(index, version, address, cache)
+    targets = Targets((Target(index.space.dataset, version),))
+    # One address a request, as the handler run asks them: a single Query runs in this thread.
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        for address in addresses:
+            lookup_addresses(lambda _dataset: index, targets, [address], executor, cache)
     return {
         "hit_ratio": round(cache.hits / len(addresses), 4),
         "entries": len(cache),

@@ -5,8 +5,8 @@ and ``2000::/3`` 2.1 M (20 s, 1 GB). Each row here is loaded on its own, with
 a smaller range inside it that must win (last-wins), end to end into dynalite:
 ``ipmeta load`` as a child process, its wall time and peak RSS (the child's
 ``ru_maxrss``, pool workers included) measured. Then addresses spread over the
-huge range are looked up through the real lookup code (``Store`` and
-``lookup_address``) and compared with what the rows say.
+huge range are looked up in one batch through the lookup the API serves
+(``Store`` and ``ipmeta.lookup.answers.lookup_addresses``) and compared with what the rows say.
 
 Goals (issue 12): under 10 s and under 300 MB each, every answer right.
 
@@ -24,11 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from ipmeta.lookup.runs import lookup_address
-from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
+from ipmeta.lookup.answers import CombinedResult, lookup_addresses
+from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.schema.ips import Address
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store.dynamodb import Store
@@ -89,13 +90,15 @@ def probe(store: Store, version: int, huge: str, inner: str) -> dict[str, Any]:
     values = [first, last, int(small.network_address), int(small.broadcast_address)]
     values += [rng.randint(first, last) for _ in range(PROBES)]
     values += [rng.randint(int(small.network_address), int(small.broadcast_address)) for _ in range(100)]
+    addresses = [Address(outer.version, value) for value in values]
+    targets = Targets((Target(store.dataset, version),))
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        answers = lookup_addresses(lambda _dataset: store, targets, addresses, executor)
     wrong = []
-    for value in values:
+    for address, value in zip(addresses, values, strict=True):
         expected = "inner" if int(small.network_address) <= value <= int(small.broadcast_address) else "huge"
-        try:
-            found = lookup_address(store, version, Address(outer.version, value)).data.get("label")
-        except (IpAddressNotFound, IpAddressReserved):
-            found = None
+        answer = answers[address]
+        found = answer.merged_data().get("label") if isinstance(answer, CombinedResult) else None
         if found != expected:
             wrong.append({"ip": str(ipaddress.ip_address(value)), "expected": expected, "found": found})
     return {"probes": len(values), "wrong": len(wrong), "first_wrong": wrong[:5]}

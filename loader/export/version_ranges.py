@@ -8,7 +8,7 @@ yielded once, with ``data`` as stored, Numbers exact (``Decimal``).
 
 A delta version answers with its own entries where it has them (ranges, and
 gaps where its base has ranges and it has none) and with its base everywhere
-else (``ipmeta.lookup.runs.delta_span``). Its ranges are that view: ``overlay``
+else (``ipmeta.lookup.runs``, "Delta versions"). Its ranges are that view: ``overlay``
 walks the delta's entries and the base's ranges in one pass, both sorted, each
 base range cut where delta entries lie over it. The delta is read twice (once
 to cut, once for its own ranges) rather than held in memory.

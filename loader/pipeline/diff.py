@@ -14,7 +14,7 @@ bucket:
 - a *gap item* over every stretch the base holds and the new release does not;
 - ``next`` on each, the first address of the next one in the bucket, and a
   *marker* at the bucket's offset 0 naming the first, so a lookup knows how far
-  the base's answer reaches (``ipmeta.lookup.runs.delta_span``).
+  the base's answer reaches (``ipmeta.lookup.runs``, "Delta versions").
 
 The base is read with one Query per bucket, eventually consistent (the base
 never changes), rather than from a snapshot staged when the base was loaded: a

@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta.lookup.runs import lookup_address
 from ipmeta.schema.errors import IpAddressNotFound
 from ipmeta.schema.ips import Address, format_address
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
@@ -35,6 +34,7 @@ from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from tests.integration.conftest import RequestCounter, get_json, running_api_server
 from tests.killing import kill_when
+from tests.one_version import lookup_version
 
 #: The releases live in buckets 1 to 5 (IPv4 /8s): small enough to probe every edge,
 #: with room for whole buckets (covers) and for buckets one release leaves empty.
@@ -117,7 +117,7 @@ def probes(first: list[Row], second: list[Row]) -> list[int]:
 
 def answer(table: LoaderTable, version: int, base: int, value: int, cache: RangeCache | None) -> Any:
     try:
-        found = lookup_address(table, version, Address(4, value), cache, base=base)
+        found = lookup_version(table, version, Address(4, value), cache, base=base)
     except IpAddressNotFound:
         return None
     return found.data["name"], found.start, found.end

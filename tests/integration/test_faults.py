@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from ipmeta.lookup.catalog import DatasetCatalog
-from ipmeta.lookup.runs import lookup_address
 from ipmeta.schema import keys
 from ipmeta.schema.errors import IpAddressNotFound, NoDataset
 from ipmeta.schema.ips import Address
@@ -31,6 +30,7 @@ from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from tests.bad_inputs import EXPECTED_REASONS
 from tests.killing import kill_when
+from tests.one_version import lookup_version
 
 BAD = Path(__file__).parent.parent / "fixtures" / "bad"
 NOT_FOUND = "404"
@@ -72,7 +72,7 @@ def answer_of(store: LoaderTable, catalog: DatasetCatalog, value: int) -> str:
     if version is None:
         raise NoDataset("no version of the default dataset is active")
     try:
-        return str(lookup_address(store, version, Address(4, value)).data["label"])
+        return str(lookup_version(store, version, Address(4, value)).data["label"])
     except IpAddressNotFound:
         return NOT_FOUND
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta.lookup.runs import lookup_address
 from ipmeta.schema import keys
 from ipmeta.schema.errors import VersionNotFound
 from ipmeta.schema.ips import parse_ip
@@ -26,6 +25,7 @@ from loader.records import LoadStatus
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from tests.one_version import lookup_version
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 SMALL = LoadOptions(chunk_size=2)
@@ -40,7 +40,7 @@ def csv_of(tmp_path: Path, name: str, label: str, rows: int = 6) -> Path:
 
 
 def label_at(store: LoaderTable, version: int, ip: str) -> str:
-    return str(lookup_address(store, version, parse_ip(ip)).data["name"])
+    return str(lookup_version(store, version, parse_ip(ip)).data["name"])
 
 
 def test_a_load_records_its_progress_and_report(store: LoaderTable, tmp_path: Path) -> None:
@@ -133,7 +133,7 @@ def test_chunks_whose_marks_were_lost_are_written_again_before_activation(
     assert sorted(load.done) == list(range(load.chunks))
     assert result.report.items_written == result.items == 12
     for ip, organization in (("1.0.0.1", "Cloudflare, Inc."), ("2001:200::1", "WIDE Project")):
-        assert lookup_address(store, result.version, parse_ip(ip)).data["organization"] == organization
+        assert lookup_version(store, result.version, parse_ip(ip)).data["organization"] == organization
 
 
 def test_running_the_same_source_again_resumes_the_unfinished_load(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta.lookup.answers import lookup_datasets
+from ipmeta.lookup.answers import lookup_address
 from ipmeta.lookup.catalog import (
     ActiveDatasets,
     DatasetCatalog,
@@ -35,6 +35,7 @@ from ipmeta.schema.errors import (
 )
 from ipmeta.schema.ips import Address, parse_ip
 from ipmeta.schema.records import ActiveVersion, VersionMeta, VersionStatus
+from ipmeta.shapes import ipmeta_document
 from tests.memory_table import InMemoryTable
 
 SNAPSHOT = ActiveDatasets(
@@ -174,22 +175,26 @@ READERS = {"city": CITY, "asn": ASN}
 def ask(address: str, order: tuple[str, ...] = ("city", "asn")) -> Any:
     with ThreadPoolExecutor(max_workers=2) as pool:
         targets = Targets(tuple(Target(name, 1) for name in order))
-        return lookup_datasets(READERS.__getitem__, targets, parse_ip(address), pool)
+        return lookup_address(READERS.__getitem__, targets, parse_ip(address), pool)
 
 
 def test_the_first_dataset_in_precedence_wins_a_field_both_have() -> None:
     assert ask("1.0.1.9").merged_data() == {"city": "Sydney", "country": "AU", "asn": 64500}
     assert ask("1.0.1.9", ("asn", "city")).merged_data()["country"] == "ZZ"
     # Each section keeps its own value, and the range is the one both share
-    body = ask("1.0.1.9").to_response()
+    body = ipmeta_document.document(ask("1.0.1.9"))
     assert body["datasets"]["asn"]["data"]["country"] == "ZZ"
     assert (body["range"]["start"], body["range"]["end"]) == ("1.0.1.0", "1.0.1.255")
-    assert ask("1.0.1.9").to_response({"country"})["data"] == {"country": "AU"}
+    assert ipmeta_document.document(ask("1.0.1.9"), {"country"})["data"] == {"country": "AU"}
 
 
 def test_a_gap_in_one_dataset_is_its_section_not_the_answer() -> None:
     answer = ask("1.0.2.9")
-    assert answer.to_response()["datasets"]["city"] == {"version": "v1", "range": None, "data": None}
+    assert ipmeta_document.document(answer)["datasets"]["city"] == {
+        "version": "v1",
+        "range": None,
+        "data": None,
+    }
     assert answer.merged_data() == {"asn": 64500, "country": "ZZ"}
     assert answer.field("asn") == 64500
     with pytest.raises(KeyError):
@@ -221,7 +226,7 @@ def test_the_merged_view_is_each_field_of_the_first_dataset_that_holds_it(addres
     for name in READERS:
         with ThreadPoolExecutor(max_workers=1) as pool:
             try:
-                sections[name] = lookup_datasets(
+                sections[name] = lookup_address(
                     READERS.__getitem__, Targets((Target(name, 1),)), address, pool
                 ).merged_data()
             except IpAddressNotFound:

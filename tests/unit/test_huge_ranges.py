@@ -15,12 +15,12 @@ from typing import cast
 import pytest
 
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta.lookup.runs import lookup_address
 from ipmeta.schema import keys
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from ipmeta.schema.ips import Address, Family
 from loader.options import LoadOptions
 from tests.memory_table import InMemoryTable
+from tests.one_version import lookup_version
 from tests.pipeline import Row, Staged, stage
 
 Found = tuple[str, int, int] | None
@@ -35,7 +35,7 @@ def answer(staged: Staged, family: int, value: int, cache: RangeCache | None = N
     """What the real lookup answers over the staged items and covers: (label, start, end), or None."""
     table = InMemoryTable(staged.items, active=0, covers=staged.covers)
     try:
-        result = lookup_address(table, 0, Address(cast(Family, family), value), cache)
+        result = lookup_version(table, 0, Address(cast(Family, family), value), cache)
     except (IpAddressNotFound, IpAddressReserved):
         return None
     return str(result.data["label"]), result.start, result.end
@@ -111,12 +111,12 @@ def test_a_cover_answer_costs_one_query_and_is_cached_as_the_whole_range(tmp_pat
     table = InMemoryTable(staged.items, active=0, covers=staged.covers)
     cache = RangeCache(1 << 20)
     covered = int(ipaddress.ip_address("99.1.2.3"))  # a bucket with no item: the cover answers
-    first = lookup_address(table, 0, Address(4, covered), cache)
+    first = lookup_version(table, 0, Address(4, covered), cache)
     assert (first.data["label"], table.queries) == ("all v4", 1)
     assert (first.start, first.end) == (int(ipaddress.ip_address("10.1.3.0")), 2**32 - 1)
     # Another covered bucket, far away: the cached run answers, no Query.
-    again = lookup_address(table, 0, Address(4, int(ipaddress.ip_address("200.0.0.1"))), cache)
+    again = lookup_version(table, 0, Address(4, int(ipaddress.ip_address("200.0.0.1"))), cache)
     assert (again.data["label"], table.queries) == ("all v4", 1)
     # The lab inside 10/8 is not in that run: it is queried, and wins.
-    inside = lookup_address(table, 0, Address(4, int(ipaddress.ip_address("10.1.2.9"))), cache)
+    inside = lookup_version(table, 0, Address(4, int(ipaddress.ip_address("10.1.2.9"))), cache)
     assert (inside.data["label"], table.queries) == ("a lab", 2)

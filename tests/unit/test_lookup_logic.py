@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta.lookup.catalog import DatasetCatalog, VersionMetaReader, select_targets
-from ipmeta.lookup.runs import lookup_address
 from ipmeta.schema.errors import IpAddressNotFound, NoDataset
 from ipmeta.schema.ips import Address, Family
 from loader.formats import SourceRow
 from tests.memory_table import InMemoryTable
+from tests.one_version import lookup_version
 from tests.pipeline import stage
 
 
@@ -61,9 +61,9 @@ def test_lookup_matches_brute_force(rows: list[SourceRow], probes: list[int]) ->
         expected = brute_force(rows, address)
         if expected is None:
             with pytest.raises(IpAddressNotFound):
-                lookup_address(table, 0, address)
+                lookup_version(table, 0, address)
         else:
-            result = lookup_address(table, 0, address)
+            result = lookup_version(table, 0, address)
             assert result.data == {"label": int(expected.values["label"])}
             assert result.start <= value <= result.end
 
@@ -73,9 +73,9 @@ def test_ipv6_top_address_is_found(tmp_path: Path) -> None:
     top = 2**128 - 1
     rows = [SourceRow("t.csv:2", family, top - 255, top, {"name": "top"})]
     table = InMemoryTable(stage(rows, tmp_path).items, active=0)
-    assert lookup_address(table, 0, Address(6, top)).data == {"name": "top"}
+    assert lookup_version(table, 0, Address(6, top)).data == {"name": "top"}
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 0, Address(6, top - 256))
+        lookup_version(table, 0, Address(6, top - 256))
 
 
 def test_the_pointers_are_read_once_per_ttl() -> None:

@@ -24,16 +24,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta.lookup.answers import CombinedResult, lookup_datasets_many
+from ipmeta.lookup.answers import CombinedResult, lookup_addresses
 from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.lookup.range_cache import RangeCache, entry_bytes
-from ipmeta.lookup.runs import LookupResult, lookup_address
+from ipmeta.lookup.runs import Run
 from ipmeta.schema import keys
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
 from ipmeta.schema.ips import Address, Family, format_address
 from ipmeta.schema.records import Cover
 from loader.formats import SourceRow
+from tests.one_version import lookup_one_version, lookup_version
 from tests.pipeline import stage
 
 Range = tuple[int, int, dict[str, Any]]
@@ -82,14 +83,14 @@ class CountingTable:
 
 def answer(
     table: CountingTable, version: int, value: int, cache: RangeCache | None, family: Family = 4
-) -> LookupResult | IpmetaError:
+) -> CombinedResult | IpmetaError:
     try:
-        return lookup_address(table, version, Address(family, value), cache)
+        return lookup_one_version(table, version, Address(family, value), cache)
     except (IpAddressNotFound, IpAddressReserved) as error:
         return error
 
 
-def same(left: LookupResult | IpmetaError, right: LookupResult | IpmetaError) -> bool:
+def same(left: CombinedResult | IpmetaError, right: CombinedResult | IpmetaError) -> bool:
     if isinstance(left, IpmetaError) or isinstance(right, IpmetaError):
         return type(left) is type(right)
     return left == right
@@ -106,15 +107,15 @@ def test_a_cached_range_never_answers_for_another_version() -> None:
     # Given v1 and v2 hold different data for the same range, and v1's answer is cached
     table = CountingTable({1: [(B5, B5 + 255, {"asn": 1})], 2: [(B5, B5 + 255, {"asn": 2})]})
     cache = RangeCache(BIG)
-    assert lookup_address(table, 1, Address(4, B5 + 1), cache).data == {"asn": 1}
-    assert lookup_address(table, 1, Address(4, B5 + 2), cache).data == {"asn": 1}
+    assert lookup_version(table, 1, Address(4, B5 + 1), cache).data == {"asn": 1}
+    assert lookup_version(table, 1, Address(4, B5 + 2), cache).data == {"asn": 1}
     assert table.queries == 1
     # When the same range is asked of v2
-    result = lookup_address(table, 2, Address(4, B5 + 2), cache)
+    result = lookup_version(table, 2, Address(4, B5 + 2), cache)
     # Then v2 is queried and answers its own data, and each version keeps its own entry
     assert (result.data, result.version, table.queries) == ({"asn": 2}, 2, 2)
-    assert lookup_address(table, 1, Address(4, B5 + 3), cache).data == {"asn": 1}
-    assert lookup_address(table, 2, Address(4, B5 + 4), cache).data == {"asn": 2}
+    assert lookup_version(table, 1, Address(4, B5 + 3), cache).data == {"asn": 1}
+    assert lookup_version(table, 2, Address(4, B5 + 4), cache).data == {"asn": 2}
     assert table.queries == 2
 
 
@@ -123,9 +124,9 @@ def test_a_cached_gap_never_answers_for_another_version() -> None:
     table = CountingTable({1: [(B5, B5 + 9, {"asn": 1})], 2: [(B5, B5 + 255, {"asn": 2})]})
     cache = RangeCache(BIG)
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 100), cache)
+        lookup_version(table, 1, Address(4, B5 + 100), cache)
     # Then v2 still finds its range
-    assert lookup_address(table, 2, Address(4, B5 + 100), cache).data == {"asn": 2}
+    assert lookup_version(table, 2, Address(4, B5 + 100), cache).data == {"asn": 2}
     assert table.queries == 2
 
 
@@ -136,25 +137,25 @@ def test_a_cached_range_never_answers_across_a_gap() -> None:
     # Given two ranges with a gap between them: B5+10..B5+19, gap, B5+30..B5+39
     table = CountingTable({1: [(B5 + 10, B5 + 19, {"n": "a"}), (B5 + 30, B5 + 39, {"n": "b"})]})
     cache = RangeCache(BIG)
-    assert lookup_address(table, 1, Address(4, B5 + 19), cache).data == {"n": "a"}
+    assert lookup_version(table, 1, Address(4, B5 + 19), cache).data == {"n": "a"}
     # When the address right after the cached range is asked
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 20), cache)
+        lookup_version(table, 1, Address(4, B5 + 20), cache)
     # Then it was queried (the range's entry stops at its end) and is not found
     assert table.queries == 2
     # And the gap learnt stops at the address asked: past it, the cache does not claim to know
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 20), cache)
+        lookup_version(table, 1, Address(4, B5 + 20), cache)
     assert table.queries == 2
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 29), cache)
+        lookup_version(table, 1, Address(4, B5 + 29), cache)
     assert table.queries == 3
-    assert lookup_address(table, 1, Address(4, B5 + 30), cache).data == {"n": "b"}
+    assert lookup_version(table, 1, Address(4, B5 + 30), cache).data == {"n": "b"}
     assert table.queries == 4
     # And every address of the learnt gap answers "not found" without a Query
     for value in range(B5 + 20, B5 + 30):
         with pytest.raises(IpAddressNotFound):
-            lookup_address(table, 1, Address(4, value), cache)
+            lookup_version(table, 1, Address(4, value), cache)
     assert table.queries == 4
 
 
@@ -165,14 +166,14 @@ def test_a_gap_found_by_an_empty_query_stays_in_its_bucket() -> None:
     cache = RangeCache(BIG)
     # When an address early in bucket 5 finds nothing (the Query returns no item)
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 1000), cache)
+        lookup_version(table, 1, Address(4, B5 + 1000), cache)
     # Then the gap runs from the bucket's first address to the address asked, and no further
     span = cache.find(V1, 4, B5)
     assert span is not None
     assert (span.start, span.end, span.data) == (B5, B5 + 1000, None)
     assert cache.find(V1, 4, B5 + 1001) is None
-    assert lookup_address(table, 1, Address(4, top_of_5), cache).data == {"n": "a"}
-    assert lookup_address(table, 1, Address(4, 6 << 24), cache).data == {"n": "b"}
+    assert lookup_version(table, 1, Address(4, top_of_5), cache).data == {"n": "a"}
+    assert lookup_version(table, 1, Address(4, 6 << 24), cache).data == {"n": "b"}
 
 
 def test_a_longer_gap_replaces_the_shorter_one_with_the_same_start() -> None:
@@ -180,7 +181,7 @@ def test_a_longer_gap_replaces_the_shorter_one_with_the_same_start() -> None:
     cache = RangeCache(BIG)
     for value in (B5 + 20, B5 + 50, B5 + 30):
         with pytest.raises(IpAddressNotFound):
-            lookup_address(table, 1, Address(4, value), cache)
+            lookup_version(table, 1, Address(4, value), cache)
     span = cache.find(V1, 4, B5 + 10)
     assert span is not None
     assert (span.start, span.end) == (B5 + 10, B5 + 50)
@@ -197,12 +198,13 @@ def test_a_range_across_buckets_answers_in_every_bucket_with_each_address_own_bo
     table = CountingTable({1: [(start, end, {"n": "x"})]})
     cache = RangeCache(BIG)
     # When a bogon address of it is looked up, then one in the next bucket
-    first = lookup_address(table, 1, Address(4, start + 1), cache)
-    second = lookup_address(table, 1, Address(4, end - 1), cache)
+    first = lookup_one_version(table, 1, Address(4, start + 1), cache)
+    second = lookup_one_version(table, 1, Address(4, end - 1), cache)
     # Then one Query answered both, and the bogon flag is each address's own
     assert table.queries == 1
     assert (first.bogon, second.bogon) == (True, False)
-    assert (second.start, second.end, second.data) == (start, end, {"n": "x"})
+    ((_, found),) = second.found
+    assert (found.start, found.end, found.data) == (start, end, {"n": "x"})
 
 
 def test_a_cached_gap_of_a_bogon_is_reserved_and_of_a_public_address_not_found() -> None:
@@ -210,13 +212,13 @@ def test_a_cached_gap_of_a_bogon_is_reserved_and_of_a_public_address_not_found()
     table = CountingTable({1: [(B5, B5 + 9, {"n": "a"})]})
     cache = RangeCache(BIG)
     with pytest.raises(IpAddressReserved):
-        lookup_address(table, 1, Address(4, 1000), cache)
+        lookup_version(table, 1, Address(4, 1000), cache)
     with pytest.raises(IpAddressReserved):
-        lookup_address(table, 1, Address(4, 999), cache)
+        lookup_version(table, 1, Address(4, 999), cache)
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 100), cache)
+        lookup_version(table, 1, Address(4, B5 + 100), cache)
     with pytest.raises(IpAddressNotFound):
-        lookup_address(table, 1, Address(4, B5 + 99), cache)
+        lookup_version(table, 1, Address(4, B5 + 99), cache)
     assert table.queries == 2
 
 
@@ -257,7 +259,7 @@ def test_cached_answers_equal_uncached_ones(
     for version, value in probes:
         cached = answer(table, version, value, cache)
         assert same(cached, answer(table, version, value, None))
-        if isinstance(cached, LookupResult):
+        if isinstance(cached, CombinedResult):
             assert cached.bogon == is_bogon(Address(4, value))
         assert cache.bytes <= cache.max_bytes
 
@@ -301,7 +303,7 @@ def test_cached_answers_equal_uncached_ones_on_the_loaders_items(
     for value in probes:
         cached = answer(table, 0, value, cache)
         assert same(cached, answer(table, 0, value, None))
-        found += isinstance(cached, LookupResult)
+        found += isinstance(cached, CombinedResult)
     assert found >= 2  # every row holds at least one probe, asked twice
 
 
@@ -309,8 +311,8 @@ def test_ipv6_ranges_and_gaps_are_cached_to_the_last_address() -> None:
     top = 2**128 - 1
     table = CountingTable({1: [(top - 255, top, {"n": "top"})]}, family=6)
     cache = RangeCache(BIG)
-    assert answer(table, 1, top, cache, 6).data == {"n": "top"}  # type: ignore[union-attr]
-    assert answer(table, 1, top - 255, cache, 6).data == {"n": "top"}  # type: ignore[union-attr]
+    assert lookup_version(table, 1, Address(6, top), cache).data == {"n": "top"}
+    assert lookup_version(table, 1, Address(6, top - 255), cache).data == {"n": "top"}
     assert isinstance(answer(table, 1, top - 256, cache, 6), IpAddressNotFound)
     assert table.queries == 2
     assert cache.find(V1, 4, top - 1) is None  # families never mix
@@ -325,9 +327,9 @@ def test_the_least_recently_used_entry_goes_first_and_bytes_stay_under_the_bound
     room = entry_bytes(B5, B5 + 9, {"n": "0"})
     cache = RangeCache(3 * room)
     for n in (0, 1, 2):
-        lookup_address(table, 1, Address(4, B5 + 10 * n), cache)
-    lookup_address(table, 1, Address(4, B5 + 1), cache)  # range 0 is now the most recent
-    lookup_address(table, 1, Address(4, B5 + 30), cache)  # admitting range 3 evicts range 1
+        lookup_version(table, 1, Address(4, B5 + 10 * n), cache)
+    lookup_version(table, 1, Address(4, B5 + 1), cache)  # range 0 is now the most recent
+    lookup_version(table, 1, Address(4, B5 + 30), cache)  # admitting range 3 evicts range 1
     assert len(cache) == 3
     assert cache.bytes <= cache.max_bytes
     assert cache.find(V1, 4, B5 + 15) is None
@@ -339,7 +341,7 @@ def test_an_entry_larger_than_the_bound_is_not_admitted_and_zero_disables() -> N
     small, off = RangeCache(1000), RangeCache(0)
     for cache in (small, off):
         for _ in range(2):
-            lookup_address(table, 1, Address(4, B5), cache)
+            lookup_version(table, 1, Address(4, B5), cache)
         assert (len(cache), cache.bytes) == (0, 0)
     assert table.queries == 4
 
@@ -361,7 +363,7 @@ def test_the_byte_estimate_is_close_to_what_the_entries_allocate(family: Family)
     try:
         before = tracemalloc.get_traced_memory()[0]
         for start, end, data in rows:
-            cache.put(1, family, start, end, data)
+            cache.put(1, family, Run(start, end, data))
         allocated = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
@@ -397,12 +399,10 @@ def test_concurrent_lookups_keep_the_cache_consistent() -> None:
 def test_a_batch_answers_cached_addresses_without_a_query() -> None:
     table = CountingTable({1: [(B5, B5 + 255, {"n": "a"})]})
     cache = RangeCache(BIG)
-    lookup_address(table, 1, Address(4, B5), cache)
+    lookup_version(table, 1, Address(4, B5), cache)
     addresses = [Address(4, B5 + n) for n in range(100)] + [Address(4, B5 + 300)]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = lookup_datasets_many(
-            lambda name: table, Targets((Target(DEFAULT, 1),)), addresses, pool, cache
-        )
+        answers = lookup_addresses(lambda name: table, Targets((Target(DEFAULT, 1),)), addresses, pool, cache)
     assert list(answers) == addresses
     assert all(isinstance(answers[address], CombinedResult) for address in addresses[:100])
     assert isinstance(answers[addresses[-1]], IpAddressNotFound)

@@ -18,7 +18,7 @@ from ipmeta.api import dependencies
 from ipmeta.api.ip_routes import caller_of
 from ipmeta.api.models import GeoIP2Document, GeoIP2Error
 from ipmeta.api.observability import count_lookups
-from ipmeta.lookup.answers import CombinedResult, lookup_datasets
+from ipmeta.lookup.answers import CombinedResult, lookup_address
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from ipmeta.schema.ips import Address, parse_ip
@@ -61,7 +61,7 @@ def _lookup(service: str, address: Address) -> CombinedResult:
     mapped = deps.api.geoip2_datasets.get(service)
     targets = deps.targets(",".join(mapped) if mapped else None)
     try:
-        return lookup_datasets(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+        return lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
     finally:
         count_lookups(targets.names, 1)
 

@@ -28,7 +28,7 @@ from ipmeta.api.responses import (
     json_answer,
     json_model,
 )
-from ipmeta.lookup.answers import CombinedResult, lookup_datasets, lookup_datasets_many
+from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
 from ipmeta.lookup.catalog import MAX_SELECTOR_LENGTH, Targets
 from ipmeta.schema.errors import (
     BatchBodyNotArray,
@@ -41,6 +41,7 @@ from ipmeta.schema.errors import (
 )
 from ipmeta.schema.ips import Address, parse_ip
 from ipmeta.schema.settings import ApiSettings
+from ipmeta.shapes import ipmeta_document
 from ipmeta.shapes.exact_json import plain_text
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
@@ -121,7 +122,7 @@ def _lookup(address: Address) -> CombinedResult:
     deps = dependencies.current()
     targets = _targets()
     try:
-        return lookup_datasets(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+        return lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
     finally:
         count_lookups(targets.names, 1)
 
@@ -139,7 +140,9 @@ def _cached_json(
     result: CombinedResult, fields: frozenset[str] | None, *, private: bool = False
 ) -> Response[str]:
     etag = result.etag(",".join(sorted(fields)) if fields else "")
-    return json_answer(result.to_response(fields), _answer_headers(result, etag, private=private))
+    return json_answer(
+        ipmeta_document.document(result, fields), _answer_headers(result, etag, private=private)
+    )
 
 
 @router.get(
@@ -262,7 +265,7 @@ def post_batch() -> Response[str]:
     results: dict[Address, CombinedResult | IpmetaError] = {}
     if addresses:
         targets = _targets()
-        results = lookup_datasets_many(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
+        results = lookup_addresses(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
         count_lookups(targets.names, len(results))
     wanted = parse_fields(query("fields"))
     answers: dict[str, Any] = {}
@@ -271,5 +274,5 @@ def post_batch() -> Response[str]:
         if isinstance(outcome, IpmetaError):
             answers[text] = {"error": {"code": outcome.code, "message": outcome.message}}
         else:
-            answers[text] = outcome.to_response(wanted)
+            answers[text] = ipmeta_document.document(outcome, wanted)
     return json_answer(answers)

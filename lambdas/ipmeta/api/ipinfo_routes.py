@@ -24,7 +24,7 @@ from ipmeta.api import dependencies
 from ipmeta.api.ip_routes import caller_of, parse_batch_body, raw_body
 from ipmeta.api.models import IpinfoBatchResponse, IpinfoDetails, IpinfoError
 from ipmeta.api.observability import count_lookups
-from ipmeta.lookup.answers import CombinedResult, lookup_datasets, lookup_datasets_many
+from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
 from ipmeta.lookup.catalog import Targets
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.errors import FieldNotFound, IpAddressNotFound, IpmetaError
@@ -61,7 +61,7 @@ def details_of(address: Address) -> dict[str, Any]:
     deps = dependencies.current()
     targets = _targets()
     try:
-        result: CombinedResult | None = lookup_datasets(
+        result: CombinedResult | None = lookup_address(
             deps.reader, targets, address, deps.batch_executor, deps.ranges
         )
     except IpAddressNotFound:
@@ -114,7 +114,7 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
     if addresses:
         deps = dependencies.current()
         targets = _targets()
-        results = lookup_datasets_many(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
+        results = lookup_addresses(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
         count_lookups(targets.names, len(results))
     answers: dict[str, Any] = {}
     for text, value in wanted.items():

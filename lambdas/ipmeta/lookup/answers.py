@@ -1,43 +1,44 @@
-"""One answer from several datasets: each dataset's own range and data, and a merged, flat view.
+"""The one lookup: addresses answered from dataset versions, each dataset's own range and a merged view.
 
-A lookup reads every target dataset (``ipmeta.lookup.catalog.Targets``) with one
-Query each, concurrently, so the answer costs one round trip however many
-datasets there are; the range cache answers what an earlier Query proved, per
-dataset version. Each dataset's section keeps its own range, version and
-data, because the ranges of two databases differ (a city database's /24 sits
-inside an ASN's /16). The merged ``data`` takes each field from the first
-dataset, in precedence order, that holds the address and has the field.
+``lookup_addresses`` is what the API, the CLI, the tests and the benchmarks
+call. It reads every target dataset version (``ipmeta.lookup.catalog.Targets``)
+with one Query each, concurrently, so an answer costs one round trip however
+many datasets there are: a full version's Query, or a delta version's own and
+its base's (``ipmeta.lookup.runs``). The range cache answers what an earlier
+Query of the same version proved, and keeps what each new Query proves. Each
+dataset's section keeps its own range, version and data, because the ranges of
+two databases differ (a city database's /24 sits inside an ASN's /16). The
+merged ``data`` takes each field from the first dataset, in precedence order,
+that holds the address and has the field (``ipmeta.shapes.ipmeta_document``
+writes the answer).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, ParamSpec
+from typing import Any
 
 from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta.lookup.runs import (
-    LookupResult,
-    RangeReader,
-    Stretch,
-    answer_span,
-    cidrs_of,
-    delta_span,
-    known_stretch,
-    remember_and_answer,
-    span_of,
-)
+from ipmeta.lookup.runs import RangeReader, Run, Stretch, base_within, delta_own, full_run
 from ipmeta.schema import keys
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved, IpmetaError
-from ipmeta.schema.ips import Address, format_address
+from ipmeta.schema.ips import Address
 
-_P = ParamSpec("_P")
-#: One dataset's outcome for one address: its range, or the miss (a gap) it answered with.
-Outcome = LookupResult | IpAddressNotFound
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """The range of one dataset version that holds an address."""
+
+    address: Address
+    start: int
+    end: int
+    data: dict[str, Any]
+    version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ class CombinedResult:
     """What every target dataset answered for one address, in precedence order."""
 
     address: Address
-    #: (dataset, version, outcome): the range found, or None where the address is in a gap.
+    #: (dataset, version, result): the range found, or None where the address is in a gap.
     sections: tuple[tuple[str, int, LookupResult | None], ...]
     inactive: tuple[str, ...] = ()
 
@@ -78,21 +79,6 @@ class CombinedResult:
             return self.bogon
         return self.merged_data()[name]
 
-    def to_response(self, fields: Collection[str] | None = None) -> dict[str, Any]:
-        """The API body; ``fields`` keeps only those data attributes (None keeps all)."""
-        family = self.address.family
-        start, end = self.span()
-        body: dict[str, Any] = {
-            "ip": str(self.address),
-            "bogon": self.bogon,
-            "range": _range(family, start, end),
-            "data": self.merged_data(fields),
-            "datasets": {name: _section(version, result, fields) for name, version, result in self.sections},
-            # Empty when every dataset answered: one shape always.
-            "inactive": list(self.inactive),
-        }
-        return body
-
     def etag(self, variant: str = "") -> str:
         """Strong validator of one representation: a version's data never changes, so the
         versions and ranges of every section identify the data, and ``variant`` the shape."""
@@ -104,32 +90,9 @@ class CombinedResult:
         return f'"{digest}"'
 
 
-def _range(family: int, start: int, end: int) -> dict[str, Any]:
-    return {
-        "start": format_address(family, start),
-        "end": format_address(family, end),
-        "cidrs": list(cidrs_of(family, start, end)),
-    }
-
-
-def _section(version: int, result: LookupResult | None, fields: Collection[str] | None) -> dict[str, Any]:
-    if result is None:
-        return {"version": keys.format_version(version), "range": None, "data": None}
-    data = result.data if fields is None else {k: v for k, v in result.data.items() if k in fields}
-    return {
-        "version": keys.format_version(version),
-        "range": _range(result.address.family, result.start, result.end),
-        "data": data,
-    }
-
-
-def combine(address: Address, targets: Targets, outcomes: Mapping[str, Outcome]) -> CombinedResult:
-    """The answer from each dataset's outcome; raises the address's 404 if no dataset holds it."""
-    sections = tuple(
-        (target.dataset, target.version, outcome if isinstance(outcome, LookupResult) else None)
-        for target in targets.versions
-        for outcome in (outcomes[target.dataset],)
-    )
+def combine(address: Address, targets: Targets, results: Mapping[str, LookupResult | None]) -> CombinedResult:
+    """The answer from each dataset's result; raises the address's 404 if no dataset holds it."""
+    sections = tuple((target.dataset, target.version, results[target.dataset]) for target in targets.versions)
     if all(result is None for _, _, result in sections):
         where = ", ".join(
             f"{target.dataset} {keys.format_version(target.version)}" for target in targets.versions
@@ -142,125 +105,139 @@ def combine(address: Address, targets: Targets, outcomes: Mapping[str, Outcome])
     return CombinedResult(address, sections, targets.inactive)
 
 
-def lookup_datasets(
+def lookup_address(
     readers: Callable[[str], RangeReader],
     targets: Targets,
     address: Address,
     executor: Executor,
     cache: RangeCache | None = None,
 ) -> CombinedResult:
-    """One address in every target dataset: the cache first, then one Query per dataset left."""
-    answers = lookup_datasets_many(readers, targets, [address], executor, cache)
-    answer = answers[address]
+    """One address in every target dataset (``lookup_addresses``); raises its error."""
+    answer = lookup_addresses(readers, targets, [address], executor, cache)[address]
     if isinstance(answer, IpmetaError):
         raise answer
     return answer
 
 
-def lookup_datasets_many(
+def lookup_addresses(
     readers: Callable[[str], RangeReader],
     targets: Targets,
     addresses: Iterable[Address],
     executor: Executor,
     cache: RangeCache | None = None,
 ) -> dict[Address, CombinedResult | IpmetaError]:
-    """Each distinct address in every target dataset, each (dataset, address) queried once.
+    """Each distinct address in every target dataset, each (dataset, address) queried at most once.
 
     What the cache proves is answered in the caller's thread: handing it to
-    the pool would cost more than answering it. The Queries left (one per
-    dataset, two for a delta version: its own and its base's) run on the
+    the pool would cost more than answering it. The Queries left run on the
     executor together, the first of them in the caller's thread, so a single
     Query never waits for a pool thread.
     """
     distinct = list(dict.fromkeys(addresses))
-    outcomes: dict[tuple[str, Address], Outcome] = {}
-    misses: list[tuple[Target, Address]] = []
+    results: dict[tuple[str, Address], LookupResult | None] = {}
+    misses: list[_Miss] = []
     for target in targets.versions:
-        version_key = readers(target.dataset).space.version_key(target.version)
+        reader = readers(target.dataset)
+        version_key = reader.space.version_key(target.version)
         for address in distinct:
-            span = cache.find(version_key, address.family, address.value) if cache is not None else None
-            if span is None:
-                misses.append((target, address))
+            run = cache.find(version_key, address.family, address.value) if cache is not None else None
+            if run is None:
+                misses.append(_Miss(reader, target, address, cache))
             else:
-                start, end = span.bounds
-                outcomes[target.dataset, address] = _caught(
-                    answer_span, address, target.version, start, end, span.data
-                )
-    outcomes.update(_answer_misses(readers, misses, executor, cache))
+                results[target.dataset, address] = _result(address, target.version, run)
+    found = iter(_query_all([query for miss in misses for query in miss.queries], executor))
+    for miss in misses:
+        results[miss.target.dataset, miss.address] = _result(
+            miss.address, miss.target.version, miss.prove(found)
+        )
     answers: dict[Address, CombinedResult | IpmetaError] = {}
     for address in distinct:
         try:
             answers[address] = combine(
-                address, targets, {name: outcomes[name, address] for name in targets.names}
+                address, targets, {name: results[name, address] for name in targets.names}
             )
-        except IpAddressNotFound as error:
+        except IpAddressNotFound as error:  # IpAddressReserved included
             answers[address] = error
     return answers
 
 
 #: One Query: the reader of its dataset, and its key (pk, sk).
-_Probe = tuple[RangeReader, tuple[str, int]]
+_Query = tuple[RangeReader, tuple[str, int]]
 
 
-def _answer_misses(
-    readers: Callable[[str], RangeReader],
-    misses: Sequence[tuple[Target, Address]],
-    executor: Executor,
-    cache: RangeCache | None,
-) -> dict[tuple[str, Address], Outcome]:
-    """Every Query the misses need, sent together; then each miss's run, cached, and its outcome.
+class _Miss:
+    """One (dataset version, address) the cache could not answer: its Queries, then what they prove.
 
-    A delta version's miss needs its own Query and its base's, unless the cache
-    knows the stretch of the delta the address falls through in: then the base's alone.
+    A full version needs one Query. A delta version needs its own and its
+    base's, sent together; where the cache knows the stretch of the delta the
+    address falls through in (a delta is small beside its base, so one stretch
+    spans many of the base's ranges), the base's alone.
     """
-    probes: list[_Probe] = []
-    stretches: list[Stretch | None] = []
-    for target, address in misses:
-        reader = readers(target.dataset)
-        stretch = known_stretch(reader, target.version, address, cache) if target.base else None
-        stretches.append(stretch)
+
+    __slots__ = ("address", "cache", "queries", "reader", "stretch", "target")
+
+    def __init__(
+        self, reader: RangeReader, target: Target, address: Address, cache: RangeCache | None
+    ) -> None:
+        self.reader, self.target, self.address, self.cache = reader, target, address, cache
+        self.stretch = self._known_stretch() if target.base else None
+        self.queries: list[_Query] = []
+        if self.stretch is None:
+            self.queries.append((reader, reader.space.lookup_key(target.version, address)))
+        if target.base:
+            self.queries.append((reader, reader.space.lookup_key(target.base, address)))
+
+    def prove(self, found: Iterator[dict[str, Any] | None]) -> Run:
+        """The run this miss's Queries prove (taken from ``found`` in the order of ``queries``), cached."""
+        reader, target, address = self.reader, self.target, self.address
+        own = None if self.stretch is not None else next(found)
+        if not target.base:
+            return self._remember(full_run(reader, target.version, address, own))
+        base_item = next(found)
+        stretch = self.stretch
         if stretch is None:
-            probes.append((reader, reader.space.lookup_key(target.version, address)))
-        if target.base:
-            probes.append((reader, reader.space.lookup_key(target.base, address)))
-    found = iter(_run_probes(probes, executor))
-    outcomes: dict[tuple[str, Address], Outcome] = {}
-    for (target, address), stretch in zip(misses, stretches, strict=True):
-        reader = readers(target.dataset)
-        item = None if stretch is not None else next(found)
-        if target.base:
-            span = delta_span(
-                reader,
-                target.version,
-                address,
-                item,
-                base=target.base,
-                base_item=next(found),
-                cache=cache,
-                stretch=stretch,
-            )
-        else:
-            span = span_of(reader, target.version, address, item)
-        outcomes[target.dataset, address] = _caught(
-            remember_and_answer, reader, target.version, address, cache, span
-        )
-    return outcomes
+            proved = delta_own(reader, target.version, address, own)
+            if isinstance(proved, Run):
+                return self._remember(proved)
+            stretch = self._remember_stretch(proved)
+        return self._remember(base_within(full_run(reader, target.base, address, base_item), stretch))
+
+    def _remember(self, run: Run) -> Run:
+        if self.cache is not None:
+            version_key = self.reader.space.version_key(self.target.version)
+            self.cache.put(version_key, self.address.family, run)
+        return run
+
+    def _stretch_key(self) -> tuple[str, str]:
+        """Where the cache keeps a delta version's stretches: beside its runs, never mistaken for one."""
+        return (self.reader.space.version_key(self.target.version), "falls-through")
+
+    def _known_stretch(self) -> Stretch | None:
+        if self.cache is None:
+            return None
+        run = self.cache.find(self._stretch_key(), self.address.family, self.address.value, count=False)
+        return Stretch(run.start, run.end) if run is not None else None
+
+    def _remember_stretch(self, stretch: Stretch) -> Stretch:
+        if self.cache is not None:
+            self.cache.put(self._stretch_key(), self.address.family, Run(stretch.start, stretch.end, None))
+        return stretch
 
 
-def _run_probes(probes: Sequence[_Probe], executor: Executor) -> list[dict[str, Any] | None]:
-    def one(probe: _Probe) -> dict[str, Any] | None:
-        reader, (partition_key, sort_key) = probe
+def _query_all(queries: Sequence[_Query], executor: Executor) -> list[dict[str, Any] | None]:
+    def one(query: _Query) -> dict[str, Any] | None:
+        reader, (partition_key, sort_key) = query
         return reader.find_range_piece(partition_key, sort_key)
 
-    if not probes:
+    if not queries:
         return []
-    pending: list[Future[dict[str, Any] | None]] = [executor.submit(one, probe) for probe in probes[1:]]
-    return [one(probes[0]), *(future.result() for future in pending)]
+    pending: list[Future[dict[str, Any] | None]] = [executor.submit(one, query) for query in queries[1:]]
+    return [one(queries[0]), *(future.result() for future in pending)]
 
 
-def _caught(answer: Callable[_P, LookupResult], *args: _P.args, **kwargs: _P.kwargs) -> Outcome:
-    """Each dataset answers each address on its own: a gap is that pair's miss, not the request's."""
-    try:
-        return answer(*args, **kwargs)
-    except IpAddressNotFound as error:  # IpAddressReserved included
-        return error
+def _result(address: Address, version: int, run: Run) -> LookupResult | None:
+    """The dataset's result for ``address`` in ``run``: its range, or None in a gap."""
+    if run.data is None:
+        return None
+    start, end = run.bounds
+    return LookupResult(address, start, end, run.data, version)

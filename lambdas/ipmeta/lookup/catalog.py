@@ -62,7 +62,7 @@ class ActiveDatasets:
     versions: Mapping[str, int | None]
     #: What a request without ``?datasets=`` reads: the declared datasets, or every one.
     defaults: tuple[str, ...] = ()
-    #: The base of each active version that is a delta (``ipmeta.lookup.runs.delta_span``).
+    #: The base of each active version that is a delta (``ipmeta.lookup.runs``, "Delta versions").
     bases: Mapping[str, int] = field(default_factory=dict)
 
     def knows(self, name: str) -> bool:

@@ -3,8 +3,8 @@
 One Query proves something about a whole run of addresses, not just the one
 asked: the range it finds holds every address from its ``start`` to its
 ``end``, and an address past that end lies in a gap that runs back to the end
-of that range (``ipmeta.lookup.runs.span_of`` states the gap rule). The cache
-keeps these runs, so a later lookup of any address inside one needs no Query.
+of that range (``ipmeta.lookup.runs`` states the gap rule). The cache keeps
+these runs (``runs.Run``), so a later lookup of any address inside one needs no Query.
 
 - **By version.** A run is true of one dataset version only; entries of
   another version are never consulted, so once the pointer moves the old
@@ -38,59 +38,37 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Final
 
-#: What an entry costs beyond its bounds and its data: the entry object (``Span``,
-#: 6 slots), its node in the LRU ``OrderedDict`` and its slots in the two sorted
-#: lists. tracemalloc measures 180 to 270 bytes on CPython 3.11, depending on how
-#: full the dict's table happens to be; the upper end keeps the bound a bound
-#: (``tests/unit/test_range_cache.py`` checks the estimate against tracemalloc).
-ENTRY_OVERHEAD_BYTES: Final = 256
+from ipmeta.lookup.runs import Run
+
+#: What an entry costs beyond its bounds and its data: the run (a 4-tuple), the
+#: entry holding it (3 slots), its node in the LRU ``OrderedDict`` and its slots
+#: in the two sorted lists. tracemalloc measures about 230 to 300 bytes on
+#: CPython 3.11, depending on how full the dict's table happens to be; the upper
+#: end keeps the bound a bound (``tests/unit/test_range_cache.py`` checks the
+#: estimate against tracemalloc).
+ENTRY_OVERHEAD_BYTES: Final = 304
 
 
 class _Shelf:
     """The runs of one version and family, ordered by their first address."""
 
-    __slots__ = ("key", "spans", "starts")
+    __slots__ = ("entries", "key", "starts")
 
     def __init__(self, key: tuple[Hashable, int]) -> None:
         self.key = key
         self.starts: list[int] = []
-        self.spans: list[Span] = []
+        self.entries: list[_Entry] = []
 
 
-class Span:
-    """A run of addresses ``start..end`` (inclusive) of one version and family, with one answer.
+class _Entry:
+    """One cached run, with what eviction needs: its size and its shelf (hashed by identity)."""
 
-    ``data`` is the metadata of the range that holds every address of the run,
-    or None when no range holds any of them (a gap). The cache shares ``data``
-    between every answer it serves, so it must never be mutated. ``whole`` is
-    that range's bounds where they reach past the run (a delta version's base
-    answers only up to the next delta item, ``ipmeta.lookup.runs.delta_span``): the
-    answer names the range, the run is only what the cache may answer for.
-    """
+    __slots__ = ("nbytes", "run", "shelf")
 
-    __slots__ = ("_nbytes", "_shelf", "data", "end", "start", "whole")
-
-    def __init__(
-        self,
-        start: int,
-        end: int,
-        data: dict[str, Any] | None,
-        nbytes: int,
-        shelf: _Shelf,
-        *,
-        whole: tuple[int, int] | None = None,
-    ) -> None:
-        self.start = start
-        self.end = end
-        self.data = data
-        self.whole = whole
-        self._nbytes = nbytes
-        self._shelf = shelf
-
-    @property
-    def bounds(self) -> tuple[int, int]:
-        """The answering range's first and last address."""
-        return self.whole or (self.start, self.end)
+    def __init__(self, run: Run, nbytes: int, shelf: _Shelf) -> None:
+        self.run = run
+        self.nbytes = nbytes
+        self.shelf = shelf
 
 
 def _value_bytes(value: Any) -> int:
@@ -131,7 +109,7 @@ class RangeCache:
         self._lock = threading.Lock()
         self._shelves: dict[tuple[Hashable, int], _Shelf] = {}
         #: Keys are the entries themselves (hashed by identity); values are unused.
-        self._lru: OrderedDict[Span, None] = OrderedDict()
+        self._lru: OrderedDict[_Entry, None] = OrderedDict()
 
     @property
     def bytes(self) -> int:
@@ -141,7 +119,7 @@ class RangeCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def find(self, version: Hashable, family: int, value: int, *, count: bool = True) -> Span | None:
+    def find(self, version: Hashable, family: int, value: int, *, count: bool = True) -> Run | None:
         """The cached run of ``version`` that holds address ``value``, if any.
 
         ``count`` False leaves ``hits`` and ``misses`` alone: a look that is not a lookup's answer.
@@ -151,26 +129,16 @@ class RangeCache:
             if shelf is not None:
                 at = bisect_right(shelf.starts, value) - 1
                 if at >= 0:
-                    span = shelf.spans[at]
-                    if value <= span.end:
-                        self._lru.move_to_end(span)
+                    entry = shelf.entries[at]
+                    if value <= entry.run.end:
+                        self._lru.move_to_end(entry)
                         self.hits += count
-                        return span
+                        return entry.run
             self.misses += count
             return None
 
-    def put(
-        self,
-        version: Hashable,
-        family: int,
-        start: int,
-        end: int,
-        data: dict[str, Any] | None,
-        *,
-        whole: tuple[int, int] | None = None,
-    ) -> None:
-        """Remember that ``start..end`` of ``version`` answers ``data`` (None: a gap), the range
-        ``whole`` when that reaches past the run.
+    def put(self, version: Hashable, family: int, run: Run) -> None:
+        """Remember that ``run`` is true of ``version``: its addresses answer ``run.data`` (None: a gap).
 
         A run with the start of a cached one replaces it only if it reaches
         further: a gap is found again, longer, when an address past the first
@@ -178,9 +146,9 @@ class RangeCache:
         """
         if not self.max_bytes:
             return
-        if data is not None:
-            data = {sys.intern(name): value for name, value in data.items()}
-        nbytes = entry_bytes(start, end, data) + (sys.getsizeof(whole) if whole else 0)
+        if run.data is not None:
+            run = run._replace(data={sys.intern(name): value for name, value in run.data.items()})
+        nbytes = entry_bytes(run.start, run.end, run.data) + (sys.getsizeof(run.whole) if run.whole else 0)
         if nbytes > self.max_bytes:
             return
         with self._lock:
@@ -188,30 +156,30 @@ class RangeCache:
             shelf = self._shelves.get(key)
             if shelf is None:
                 shelf = self._shelves[key] = _Shelf(key)
-            at = bisect_left(shelf.starts, start)
-            if at < len(shelf.starts) and shelf.starts[at] == start:
-                held = shelf.spans[at]
-                if held.end >= end:
+            at = bisect_left(shelf.starts, run.start)
+            entry = _Entry(run, nbytes, shelf)
+            if at < len(shelf.starts) and shelf.starts[at] == run.start:
+                held = shelf.entries[at]
+                if held.run.end >= run.end:
                     return
                 del self._lru[held]
-                self._bytes -= held._nbytes
-                shelf.spans[at] = span = Span(start, end, data, nbytes, shelf, whole=whole)
+                self._bytes -= held.nbytes
+                shelf.entries[at] = entry
             else:
-                span = Span(start, end, data, nbytes, shelf, whole=whole)
-                shelf.starts.insert(at, start)
-                shelf.spans.insert(at, span)
-            self._lru[span] = None
+                shelf.starts.insert(at, run.start)
+                shelf.entries.insert(at, entry)
+            self._lru[entry] = None
             self._bytes += nbytes
             self._evict()
 
     def _evict(self) -> None:
         while self._bytes > self.max_bytes:
-            span, _ = self._lru.popitem(last=False)
-            shelf = span._shelf
-            at = bisect_left(shelf.starts, span.start)
+            entry, _ = self._lru.popitem(last=False)
+            shelf = entry.shelf
+            at = bisect_left(shelf.starts, entry.run.start)
             del shelf.starts[at]
-            del shelf.spans[at]
-            self._bytes -= span._nbytes
+            del shelf.entries[at]
+            self._bytes -= entry.nbytes
             if not shelf.starts:
                 del self._shelves[shelf.key]
 
