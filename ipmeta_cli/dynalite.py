@@ -136,10 +136,6 @@ class SharedLocalStore:
             return None
         return dict(record) if port_open(int(record["port"])) else None
 
-    def running_endpoint(self) -> str | None:
-        record = self._running_record()
-        return str(record["endpoint"]) if record else None
-
     def __enter__(self) -> str:
         record = self._running_record()
         if record is not None and self.long_lived and not record.get("long_lived"):

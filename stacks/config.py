@@ -39,7 +39,6 @@ BILLING_PROVISIONED: Final = "provisioned"
 API_TYPE_REST: Final = "rest"
 API_TYPE_HTTP: Final = "http"
 
-_QUOTA_PERIODS: Final = ("DAY", "WEEK", "MONTH")
 #: Child executions a Distributed Map of the loader runs at once, at most: far beyond what a
 #: table absorbs (each writer does ~1,000 items/s), and within Step Functions' 10,000.
 _MAX_MAP_CONCURRENCY: Final = 1000

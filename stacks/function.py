@@ -25,6 +25,7 @@ from aws_cdk import (
     RemovalPolicy,
     Size,
     Stack,
+    Tags,
 )
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -38,6 +39,7 @@ from stacks.constants import (
     POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_LAYER_NAME,
     POWERTOOLS_LAYER_VERSION,
+    POWERTOOLS_VERSION,
 )
 from stacks.nag import acknowledge
 
@@ -186,6 +188,9 @@ class PythonFunction(Construct):
             # Lambda's own X-Ray segments, with no SDK in the code (docs/decisions.md).
             tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,
         )
+        # The layer's ARN names a layer number, not the Powertools release the code is
+        # tested with (requirements.txt); the tag says which one, on every function.
+        Tags.of(self.function).add("ipmeta:powertools-version", POWERTOOLS_VERSION)
         # Grants land in the role's default policy after the function exists in
         # the tree; depending on the whole role makes CloudFormation attach them
         # before the function can first run.

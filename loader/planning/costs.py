@@ -128,11 +128,12 @@ def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
 
 #: CloudWatch Logs bills each event's bytes plus this much.
 LOG_EVENT_OVERHEAD_BYTES: Final = 26
-#: What one request logs: its access-log line only (about 210 bytes with typical values,
-#: plus the event overhead), since the lookup function drops Lambda's START, END and
-#: REPORT lines and publishes no per-request metric line (``stacks/api.py``). Rounded
-#: up; ``tests/infra/test_lookup_api.py`` renders both fronts' synthesized formats to check it.
-DEFAULT_LOG_BYTES: Final = {ApiFront.REST: 256, ApiFront.HTTP: 256}
+#: One access-log line: about 210 bytes with typical values, rounded up;
+#: ``tests/infra/test_lookup_api.py`` renders both fronts' synthesized formats to check it.
+ACCESS_LOG_LINE_BYTES: Final = 230
+#: What one request logs: its access-log line only, since the lookup function drops
+#: Lambda's START, END and REPORT lines and publishes no per-request metric line (``stacks/api.py``).
+DEFAULT_LOG_BYTES: Final = dict.fromkeys(ApiFront, ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES)
 #: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU measured locally
 #: (``bench/lookup.py``), about 6.9× longer on the 0.145 vCPU that 256 MB buys, plus a
 #: ~5 ms in-region Query; rounded up (docs/deploy.md, "One lookup").

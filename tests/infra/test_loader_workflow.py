@@ -136,7 +136,7 @@ def test_loader_asset_holds_the_loader_and_the_core_package_at_its_root(synthesi
     asset = Path(synthesized.asset_dirs[DEFAULT]) / f"asset.{asset_hash}"
 
     assert (asset / "loader" / "__init__.py").is_file()
-    assert (asset / "ipmeta" / "keys.py").is_file()
+    assert (asset / "ipmeta" / "schema" / "keys.py").is_file()
     assert not list(asset.rglob("__pycache__"))
 
 

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from loader.planning.costs import DEFAULT_LOG_BYTES, LOG_EVENT_OVERHEAD_BYTES, ApiFront
+from loader.planning.costs import (
+    ACCESS_LOG_LINE_BYTES,
+    DEFAULT_LOG_BYTES,
+    LOG_EVENT_OVERHEAD_BYTES,
+    ApiFront,
+)
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
@@ -27,6 +32,7 @@ from stacks.constants import (
     POWERTOOLS_LAYER_ACCOUNT,
     POWERTOOLS_LAYER_NAME,
     POWERTOOLS_LAYER_VERSION,
+    POWERTOOLS_VERSION,
 )
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, SOURCE_URL, Synthesized, cdk_json
@@ -53,6 +59,8 @@ def test_every_function_is_python313_arm64_with_the_pinned_powertools_layer(
         assert properties["Runtime"] == "python3.13", logical_id
         assert properties["Architectures"] == ["arm64"], logical_id
         assert properties["Layers"] == [EXPECTED_LAYER_ARN], logical_id
+        tags = {tag["Key"]: tag["Value"] for tag in properties.get("Tags", [])}
+        assert tags.get("ipmeta:powertools-version") == POWERTOOLS_VERSION, logical_id
 
 
 def test_lookup_function_runs_the_api_handler_with_its_settings(synthesized: Synthesized) -> None:
@@ -74,7 +82,7 @@ def test_lookup_asset_is_the_lambdas_folder(synthesized: Synthesized) -> None:
     _, function = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
     asset = _asset_dir(synthesized.asset_dirs[DEFAULT], function)
 
-    assert (asset / "ipmeta" / "keys.py").is_file()
+    assert (asset / "ipmeta" / "schema" / "keys.py").is_file()
     assert not list(asset.rglob("__pycache__"))
     # The lookup ships no loader code: no loader package, no write path of the table
     assert sorted(path.name for path in asset.iterdir()) == ["ipmeta"]
@@ -243,7 +251,8 @@ def test_an_access_log_line_weighs_what_the_cost_model_counts(
     assert "$context" not in line
     # The cost model (loader.planning.costs) counts this many bytes per request.
     front = ApiFront.HTTP if variant == HTTP_API else ApiFront.REST
-    assert len(line.encode()) + LOG_EVENT_OVERHEAD_BYTES <= DEFAULT_LOG_BYTES[front]
+    assert len(line.encode()) <= ACCESS_LOG_LINE_BYTES
+    assert DEFAULT_LOG_BYTES[front] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
 
 
 def test_page_tokens_are_signed_with_a_generated_secret_only_the_lookup_reads(

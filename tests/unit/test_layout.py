@@ -3,7 +3,10 @@
 These read the source (``ast``) or import it in a fresh interpreter; they fail
 when a change puts loader code on the lookup's path, a write in the lookup's
 data access, boto3 outside the data-access modules, an import against the
-direction of the loader's parts (``loader/__init__.py``), or a function over 60 lines.
+direction of the loader's parts (``loader/__init__.py``) or of the lookup's
+packages (``lambdas/ipmeta/__init__.py``), a module name twice in the lookup
+package, a product definition that only tests or benchmarks use, or a function
+over 60 lines.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -227,3 +231,143 @@ def test_the_feeds_reach_the_network_only_through_their_http_module() -> None:
         if any(name.startswith(NETWORK_MODULES) for name in imported_modules(tree_of(path)))
     }
     assert importers == {FEEDS_HTTP_MODULE}
+
+
+# -- the lookup package, by role -------------------------------------------------------------------
+
+#: The sub-packages of ``lambdas/ipmeta`` and what each may import of the others (itself always):
+#: the schema is everyone's vocabulary; the lookup is pure logic over it; the store fills the
+#: lookup's cover index; the shapes write what the lookup found; the API uses them all.
+LOOKUP_PACKAGES_ALLOWED: dict[str, set[str]] = {
+    "schema": set(),
+    "lookup": {"schema"},
+    "store": {"schema", "lookup"},
+    "shapes": {"schema", "lookup"},
+    "api": {"schema", "lookup", "store", "shapes"},
+}
+
+
+def lookup_part(module: str) -> str:
+    """``ipmeta.lookup.answers`` is in ``lookup``; ``ipmeta`` itself in ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+@pytest.mark.parametrize("path", list(python_files("lambdas/ipmeta")), ids=module_of)
+def test_each_lookup_package_imports_only_the_packages_below_it(path: Path) -> None:
+    module = ".".join(path.relative_to(ROOT / "lambdas").with_suffix("").parts)
+    part = lookup_part(module)
+    if part == "__init__":
+        return
+    imported = {name for name in imported_modules(tree_of(path)) if name.split(".")[0] == "ipmeta"}
+    # ``from ipmeta.schema import keys`` names the package; that is enough to place it.
+    against = {name for name in imported if lookup_part(name) not in LOOKUP_PACKAGES_ALLOWED[part] | {part}}
+    assert against == set(), f"{part} may import only {sorted(LOOKUP_PACKAGES_ALLOWED[part])}"
+
+
+def test_the_lookup_packages_are_exactly_the_ones_with_rules_and_hold_every_module() -> None:
+    package = ROOT / "lambdas" / "ipmeta"
+    folders = sorted(path.name for path in package.iterdir() if (path / "__init__.py").is_file())
+    assert folders == sorted(LOOKUP_PACKAGES_ALLOWED)
+    # Nothing lives beside them but the package's own docstring
+    assert sorted(path.name for path in package.glob("*.py")) == ["__init__.py"]
+
+
+def test_no_module_name_is_repeated_in_the_lookup_package() -> None:
+    names = [path.stem for path in python_files("lambdas/ipmeta") if path.stem != "__init__"]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
+
+
+@pytest.mark.parametrize("package", sorted(LOOKUP_PACKAGES_ALLOWED))
+def test_each_lookup_package_says_what_it_holds_and_may_import(package: str) -> None:
+    folder = ROOT / "lambdas" / "ipmeta" / package
+    docstring = ast.get_docstring(tree_of(folder / "__init__.py")) or ""
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
+    assert [module for module in modules if f"``{module}``" not in docstring] == []
+    assert "import" in docstring.lower()
+
+
+def test_the_lookup_package_rules_catch_an_import_against_the_direction() -> None:
+    # The schema importing the lookup, and the lookup importing the API, are refused.
+    assert lookup_part("ipmeta.lookup.answers") not in LOOKUP_PACKAGES_ALLOWED["schema"]
+    assert lookup_part("ipmeta.api.dependencies") not in LOOKUP_PACKAGES_ALLOWED["lookup"]
+    assert lookup_part("ipmeta.store.dynamodb") not in LOOKUP_PACKAGES_ALLOWED["shapes"]
+
+
+# -- no definition only tests or benchmarks use -----------------------------------------------------
+
+PRODUCT_FOLDERS = ("lambdas", "loader", "ipmeta_cli", "stacks")
+#: Definitions the product never names because a library calls them: each with the caller.
+CALLED_BY_A_LIBRARY = {
+    # Lambda's context interface, which powertools' logger reads.
+    "LocalLambdaContext.get_remaining_time_in_millis",
+    # http.server's hooks.
+    "ProxyRequestHandler.log_message",
+    # CDK's ILocalBundling interface.
+    "_LoaderSources.try_bundle",
+}
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def product_definitions(tree: ast.Module) -> Iterator[tuple[str, int, bool]]:
+    """Functions, classes, methods and module constants: (name, line, registered by a decorator)."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name, node.lineno, bool(node.decorator_list)
+        if isinstance(node, ast.ClassDef):
+            for inner in node.body:
+                if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef) and not inner.name.startswith(
+                    "__"
+                ):
+                    yield f"{node.name}.{inner.name}", inner.lineno, bool(inner.decorator_list)
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id.lstrip("_").isupper():
+                yield target.id, node.lineno, False
+
+
+def names_read(tree: ast.Module) -> set[str]:
+    """Every name a module reads, imports, passes as a keyword, or spells in a string (handler paths)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.name.split(".")[-1])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(_WORDS.findall(node.value))
+    return names
+
+
+def test_no_product_definition_is_used_only_by_tests_or_benchmarks() -> None:
+    """A definition the product never names is a second path users never run (or dead).
+
+    By name, so a name that happens to be read elsewhere passes; ``reset…`` hooks of
+    module state may stay, and so may what a library calls (``CALLED_BY_A_LIBRARY``).
+    """
+    paths = [*python_files(*PRODUCT_FOLDERS), ROOT / "app.py"]
+    trees = {path: tree_of(path) for path in paths}
+    read = set().union(*(names_read(tree) for tree in trees.values()))
+    unused = [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for path, tree in trees.items()
+        for name, line, registered in product_definitions(tree)
+        if name.split(".")[-1] not in read
+        and not registered
+        and not name.split(".")[-1].startswith("reset")
+        and name not in CALLED_BY_A_LIBRARY
+    ]
+    assert unused == []
+
+
+def test_the_unused_definition_check_sees_an_unused_function_and_a_used_one() -> None:
+    tree = ast.parse("LIMIT = 3\ndef used() -> int:\n    return LIMIT\ndef unused() -> None: ...\nused()\n")
+    assert [name for name, _, _ in product_definitions(tree) if name not in names_read(tree)] == ["unused"]

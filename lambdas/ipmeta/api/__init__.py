@@ -1,1 +1,17 @@
-"""The lookup API: powertools resolver, routes and the Lambda handler."""
+"""The lookup API: powertools routes, the key authorizers and the thin Lambda handlers.
+
+- ``handler``: the lookup function's entry point (decorators and one line);
+- ``app``: the resolver, CORS, the one place errors become responses, the OpenAPI document;
+- ``ip_routes``: ``/v1/ip``, ``/v1/ip/{ip}[/{field}]`` and ``/v1/batch``;
+- ``dataset_routes``: ``/v1/datasets`` and ``/v1/health``;
+- ``range_routes``: the reverse lookups (``/v1/ranges``, ``/v1/flagged``);
+- ``geoip2_routes`` and ``ipinfo_routes``: MaxMind's and ipinfo's APIs, for their clients;
+- ``dependencies``: the per-container singletons (store, catalog, range cache, pool);
+- ``models`` and ``responses``: the documented bodies, headers and error answers;
+- ``observability``: the logger and metrics;
+- ``credentials``: a key in every form the clients send it;
+- ``authorizer`` and ``usage_plan_authorizer``: the fronts' key checks.
+
+Imports: every other ipmeta package (``schema``, ``lookup``, ``store``, ``shapes``);
+nothing imports the API but the handlers' callers (Lambda, the local server, tests).
+"""

@@ -36,9 +36,6 @@ class CoverIndex:
         return None
 
 
-EMPTY = CoverIndex(())
-
-
 class CoverCatalog:
     """Each version's cover index, read once per container: a version's covers never change."""
 
