@@ -20,13 +20,18 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ipmeta.api.credentials import REFUSAL_STATUS, refusal_body
+from ipmeta.api.credentials import (
+    GEOIP2_KEYS,
+    IPINFO_KEYS,
+    REFUSAL_STATUS,
+    V1_KEYS,
+    RouteFamily,
+    refusal_body,
+)
 from stacks.config import API_TYPE_HTTP, IpmetaConfig
 from stacks.constants import (
-    API_KEY_HEADER,
     API_STAGE_NAME,
     API_VERSION_PATH,
-    AUTHORIZATION_HEADER,
     AUTHORIZER_SERVICE_NAME,
     CORS_ALLOW_HEADERS,
     CORS_ALLOW_METHODS,
@@ -295,12 +300,14 @@ class LookupApi(Construct):
             log_retention=self._config.log_retention,
         )
 
-    def _authorizer(self, construct_id: str, header: str | None) -> apigateway.RequestAuthorizer:
-        """One authorizer per route family: API Gateway caches its answer per ``header`` value.
+    def _authorizer(self, construct_id: str, family: RouteFamily) -> apigateway.RequestAuthorizer:
+        """One authorizer per route family: API Gateway caches its answer per value of the
+        family's identity header, the one header the authorizer reads the family's key from.
 
         ipinfo's key comes as a header or a query parameter, so its family has no identity
         source, and API Gateway caches nothing without one: it is invoked on every request.
         """
+        header = family.identity_header
         cached = header is not None and self._config.api_key_cache_seconds > 0
         return apigateway.RequestAuthorizer(
             self,
@@ -319,9 +326,9 @@ class LookupApi(Construct):
         )
         cors = self._cors_options()
         authorizers = {
-            API_VERSION_PATH: self._authorizer("V1Keys", API_KEY_HEADER),
-            GEOIP2_PATH: self._authorizer("GeoIP2Keys", AUTHORIZATION_HEADER),
-            IPINFO_PATH: self._authorizer("IpinfoKeys", None),
+            API_VERSION_PATH: self._authorizer("V1Keys", V1_KEYS),
+            GEOIP2_PATH: self._authorizer("GeoIP2Keys", GEOIP2_KEYS),
+            IPINFO_PATH: self._authorizer("IpinfoKeys", IPINFO_KEYS),
         }
         for path, authorizer in authorizers.items():
             resource = api.root.add_resource(path, default_cors_preflight_options=cors)
