@@ -18,6 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from ipmeta.api.credentials import (
@@ -142,6 +143,7 @@ class LookupApi(Construct):
             self._build_routes(self.rest)
             self._build_refusals(self.rest)
             self.api_key = self._build_usage_plan(self.rest)
+            self.web_acl = self._build_web_acl_association(self.rest)
             self._acknowledge_nag_findings(self.rest)
         for function in self.functions.values():
             emit_lean_logs(function)
@@ -393,19 +395,30 @@ class LookupApi(Construct):
         plan.add_api_key(api_key)
         return api_key
 
+    def _build_web_acl_association(self, api: apigateway.RestApi) -> wafv2.CfnWebACLAssociation | None:
+        """``wafWebAclArn``: the operator's web ACL in front of the stage (its rules, its price)."""
+        if not self._config.waf_web_acl_arn:
+            acknowledge(
+                api,
+                "APIG3",
+                "No WAF web ACL by default (a fixed monthly cost plus a per-request fee at the "
+                "volumes this API serves); API keys, the usage plan and stage throttling bound "
+                "each client. Set wafWebAclArn to associate a web ACL with the stage.",
+            )
+            return None
+        return wafv2.CfnWebACLAssociation(
+            self,
+            "WebAcl",
+            resource_arn=api.deployment_stage.stage_arn,
+            web_acl_arn=self._config.waf_web_acl_arn,
+        )
+
     def _acknowledge_nag_findings(self, api: apigateway.RestApi) -> None:
         acknowledge(
             api,
             "APIG2",
             "Every route is a Lambda proxy: the handler parses the path and maps invalid "
             "input to 400 in one exception handler, so there is no model to validate here.",
-        )
-        acknowledge(
-            api,
-            "APIG3",
-            "No WAF web ACL by default (a fixed monthly cost plus a per-request fee at the "
-            "volumes this API serves); API keys, the usage plan and stage throttling bound "
-            "each client. Attach a web ACL to the stage if the API faces untrusted traffic.",
         )
         acknowledge(
             api,
