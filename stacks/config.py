@@ -311,6 +311,21 @@ class IpmetaConfig(BaseModel):
     _key = field_validator("source_key", mode="before")(_relative_key)
     _options = field_validator("source_options", mode="before")(_checked_options)
 
+    @field_validator("source_url")
+    @classmethod
+    def _https_source(cls, value: str) -> str:
+        """Checked as the ``url`` feed it becomes: a plain ``http://`` is refused here, at synth."""
+        from loader.errors import LoadError
+        from loader.feeds.config import FeedConfig
+
+        if not value:
+            return value
+        try:
+            FeedConfig("url", value, dataset=DEFAULT_DATASET)
+        except LoadError as error:
+            raise ValueError(f"sourceUrl: {error}") from None
+        return value
+
     @field_validator("datasets", mode="before")
     @classmethod
     def _dataset_map(cls, value: Any) -> Any:
