@@ -87,9 +87,7 @@ def test_the_alarm_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     assert key["Properties"]["EnableKeyRotation"] is True
     # Alarms publish as CloudWatch: without these in the key policy, every notification fails
-    [statement] = [
-        s for s in _key_statements(template) if s.get("Principal") == {"Service": CLOUDWATCH}
-    ]
+    [statement] = [s for s in _key_statements(template) if s.get("Principal") == {"Service": CLOUDWATCH}]
     assert statement["Effect"] == "Allow"
     assert set(as_list(statement["Action"])) == PUBLISHER_KEY_ACTIONS
 
