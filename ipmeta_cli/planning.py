@@ -7,7 +7,8 @@ before it: both are prepared, diffed as a delta load would diff them
 (``loader.pipeline.diff``), and the cost of a full reload is printed next to
 the delta's. ``--reproduce-blog`` runs the AWS blog's four experiments through
 the same model; ``--lookups-per-month N`` adds the monthly bill of N lookups
-behind each API front.
+behind each API front, ``--batch-size`` and ``--batch-share`` how many of them
+arrive in ``POST /v1/batch`` requests (which API Gateway and Lambda count once).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipmeta_cli.arguments import positive_int
+from ipmeta_cli.arguments import positive_int, share
 from ipmeta_cli.loading import add_source_arguments, load_options
-from loader.planning.costs import TWICE_A_WEEK_PER_MONTH
+from loader.planning.costs import NO_BATCHES, TWICE_A_WEEK_PER_MONTH, Batching
 
 
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
@@ -119,8 +120,31 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.reproduce_blog:
         report["blog"] = reproduce_blog()
     if args.lookups_per_month:
-        report["lookups"] = lookup_costs(args.lookups_per_month)
+        report["lookups"] = lookup_costs(args.lookups_per_month, batching=lookup_batching(args))
     return report
+
+
+def lookup_batching(args: argparse.Namespace) -> Batching:
+    """``--batch-size N`` alone: every lookup in batches of N; ``--batch-share F``: that share of them."""
+    if args.batch_size is None:
+        return NO_BATCHES
+    return Batching(share=1.0 if args.batch_share is None else args.batch_share, size=args.batch_size)
+
+
+def batching_problem(args: argparse.Namespace) -> str | None:
+    """Why the batch options cannot be priced, or None."""
+    from ipmeta.schema.settings import ApiSettings
+
+    largest = ApiSettings().batch_max_ips
+    if args.batch_size is None and args.batch_share is None:
+        return None
+    if not args.lookups_per_month:
+        return "--batch-size and --batch-share price lookups: give --lookups-per-month N"
+    if args.batch_size is None:
+        return "--batch-share needs --batch-size, the mean number of addresses in a batch"
+    if args.batch_size > largest:
+        return f"--batch-size {args.batch_size}: a batch holds at most {largest:,} addresses"
+    return None
 
 
 def reload_costs(
@@ -192,11 +216,35 @@ def summarize(report: Mapping[str, Any]) -> str:
                 f"({scenario['off_by']:+.1%}; limited by {scenario['limited_by']})"
             )
     if "lookups" in report:
-        lookups = report["lookups"]
-        lines.append(f"A month of {lookups['lookups_per_month']:,} lookups:")
-        for front, cost in lookups["fronts"].items():
-            lines.append(f"  {front:<6} ${cost['total']:>12,.2f}  (${cost['per_million']:.2f} per million)")
+        lines.extend(_lookup_lines(report["lookups"]))
     return "\n".join(lines)
+
+
+#: How the text report names each line of a front's bill.
+_BILL_LINES = {
+    "api_gateway": "API Gateway",
+    "lambda_requests": "Lambda requests",
+    "lambda_duration": "Lambda duration",
+    "dynamodb_reads": "DynamoDB reads",
+    "data_transfer": "transfer out",
+    "logs": "logs",
+}
+
+
+def _lookup_lines(lookups: Mapping[str, Any]) -> list[str]:
+    assumptions = lookups["assumptions"]
+    batches = (
+        f" in {lookups['requests_per_month']:,} API requests ({assumptions['batch_share']:.0%} of the "
+        f"lookups in batches of {assumptions['batch_size']:,g})"
+        if assumptions["batch_share"]
+        else ""
+    )
+    lines = [f"A month of {lookups['lookups_per_month']:,} lookups{batches}:"]
+    for front, cost in lookups["fronts"].items():
+        lines.append(f"  {front:<6} ${cost['total']:>12,.2f}  (${cost['per_million']:.2f} per million)")
+        bill = ", ".join(f"{_BILL_LINES[line]} ${usd:,.2f}" for line, usd in cost["breakdown"].items())
+        lines.append(f"         {bill}")
+    return lines
 
 
 def _load_lines(plan: Mapping[str, Any]) -> list[str]:
@@ -256,6 +304,9 @@ def command_plan(args: argparse.Namespace) -> int:
     if not args.files and not args.reproduce_blog and not args.lookups_per_month:
         print("ipmeta plan: give FILE..., --reproduce-blog or --lookups-per-month N")
         return 2
+    if problem := batching_problem(args):
+        print(f"ipmeta plan: {problem}")
+        return 2
     report = plan_report(args)
     print(json.dumps(report, indent=2) if args.json else summarize(report))
     return 0
@@ -284,6 +335,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     plan.add_argument(
         "--lookups-per-month", type=positive_int, help="the monthly cost of N lookups per API front"
+    )
+    plan.add_argument(
+        "--batch-size",
+        type=positive_int,
+        metavar="N",
+        help="with --lookups-per-month: the mean number of addresses per POST /v1/batch (at most 1,000); "
+        "API Gateway, Lambda invocations and access logs count requests, reads and duration count lookups",
+    )
+    plan.add_argument(
+        "--batch-share",
+        type=share,
+        metavar="F",
+        help="the share of the lookups that arrive in batches of --batch-size (default: all of them)",
     )
     plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"

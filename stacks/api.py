@@ -18,15 +18,21 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from ipmeta.api.credentials import REFUSAL_STATUS, refusal_body
+from ipmeta.api.credentials import (
+    GEOIP2_KEYS,
+    IPINFO_KEYS,
+    REFUSAL_STATUS,
+    V1_KEYS,
+    RouteFamily,
+    refusal_body,
+)
 from stacks.config import API_TYPE_HTTP, IpmetaConfig
 from stacks.constants import (
-    API_KEY_HEADER,
     API_STAGE_NAME,
     API_VERSION_PATH,
-    AUTHORIZATION_HEADER,
     AUTHORIZER_SERVICE_NAME,
     CORS_ALLOW_HEADERS,
     CORS_ALLOW_METHODS,
@@ -137,6 +143,7 @@ class LookupApi(Construct):
             self._build_routes(self.rest)
             self._build_refusals(self.rest)
             self.api_key = self._build_usage_plan(self.rest)
+            self.web_acl = self._build_web_acl_association(self.rest)
             self._acknowledge_nag_findings(self.rest)
         for function in self.functions.values():
             emit_lean_logs(function)
@@ -295,12 +302,14 @@ class LookupApi(Construct):
             log_retention=self._config.log_retention,
         )
 
-    def _authorizer(self, construct_id: str, header: str | None) -> apigateway.RequestAuthorizer:
-        """One authorizer per route family: API Gateway caches its answer per ``header`` value.
+    def _authorizer(self, construct_id: str, family: RouteFamily) -> apigateway.RequestAuthorizer:
+        """One authorizer per route family: API Gateway caches its answer per value of the
+        family's identity header, the one header the authorizer reads the family's key from.
 
         ipinfo's key comes as a header or a query parameter, so its family has no identity
         source, and API Gateway caches nothing without one: it is invoked on every request.
         """
+        header = family.identity_header
         cached = header is not None and self._config.api_key_cache_seconds > 0
         return apigateway.RequestAuthorizer(
             self,
@@ -319,9 +328,9 @@ class LookupApi(Construct):
         )
         cors = self._cors_options()
         authorizers = {
-            API_VERSION_PATH: self._authorizer("V1Keys", API_KEY_HEADER),
-            GEOIP2_PATH: self._authorizer("GeoIP2Keys", AUTHORIZATION_HEADER),
-            IPINFO_PATH: self._authorizer("IpinfoKeys", None),
+            API_VERSION_PATH: self._authorizer("V1Keys", V1_KEYS),
+            GEOIP2_PATH: self._authorizer("GeoIP2Keys", GEOIP2_KEYS),
+            IPINFO_PATH: self._authorizer("IpinfoKeys", IPINFO_KEYS),
         }
         for path, authorizer in authorizers.items():
             resource = api.root.add_resource(path, default_cors_preflight_options=cors)
@@ -386,19 +395,30 @@ class LookupApi(Construct):
         plan.add_api_key(api_key)
         return api_key
 
+    def _build_web_acl_association(self, api: apigateway.RestApi) -> wafv2.CfnWebACLAssociation | None:
+        """``wafWebAclArn``: the operator's web ACL in front of the stage (its rules, its price)."""
+        if not self._config.waf_web_acl_arn:
+            acknowledge(
+                api,
+                "APIG3",
+                "No WAF web ACL by default (a fixed monthly cost plus a per-request fee at the "
+                "volumes this API serves); API keys, the usage plan and stage throttling bound "
+                "each client. Set wafWebAclArn to associate a web ACL with the stage.",
+            )
+            return None
+        return wafv2.CfnWebACLAssociation(
+            self,
+            "WebAcl",
+            resource_arn=api.deployment_stage.stage_arn,
+            web_acl_arn=self._config.waf_web_acl_arn,
+        )
+
     def _acknowledge_nag_findings(self, api: apigateway.RestApi) -> None:
         acknowledge(
             api,
             "APIG2",
             "Every route is a Lambda proxy: the handler parses the path and maps invalid "
             "input to 400 in one exception handler, so there is no model to validate here.",
-        )
-        acknowledge(
-            api,
-            "APIG3",
-            "No WAF web ACL by default (a fixed monthly cost plus a per-request fee at the "
-            "volumes this API serves); API keys, the usage plan and stage throttling bound "
-            "each client. Attach a web ACL to the stage if the API faces untrusted traffic.",
         )
         acknowledge(
             api,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -48,6 +49,23 @@ _MAX_DATA_AGE_HOURS: Final = 7 * 24
 _MAX_FEED_FAILURES_TO_ALARM: Final = 100
 #: API Gateway caches an HTTP API authorizer's answer for at most an hour.
 _MAX_API_KEY_CACHE_SECONDS: Final = 3600
+#: Lambda's memory sizes, in MB.
+_MIN_MEMORY_MB: Final = 128
+_MAX_MEMORY_MB: Final = 10_240
+#: How long a lookup container may trust the active-version pointer, at most.
+_MAX_POINTER_CACHE_SECONDS: Final = 3600
+#: A throttle (requests per second, or a burst) beyond any account's reach. API Gateway's
+#: account quota is 10,000 requests per second unless raised; zero or less stops every request.
+_MAX_THROTTLE: Final = 1_000_000
+#: An EventBridge Scheduler expression: cron() with its six fields, or rate().
+_SCHEDULE_EXPRESSION: Final = re.compile(r"cron\((\S+ ){5}\S+\)|rate\(\d+ (minute|hour|day)s?\)")
+#: A regional WAFv2 web ACL: the only kind an API Gateway REST stage can be associated with.
+_WEB_ACL_ARN: Final = re.compile(
+    r"arn:aws[a-z-]*:wafv2:(?P<region>[a-z]{2}(-[a-z]+)+-\d):\d{12}:"
+    r"(?P<scope>regional|global)/webacl/[\w-]{1,128}/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+)
+#: An address SNS can subscribe: something@domain.tld, no spaces.
+_EMAIL: Final = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 #: What the warm lookup function holds besides its range cache, rounded up: the
 #: runtime, the handler's imports and one DynamoDB client (docs/deploy.md, "Memory").
 LOOKUP_BASELINE_MB: Final = 96
@@ -262,6 +280,10 @@ class IpmetaConfig(BaseModel):
     ipinfo_fields: dict[str, Any] = {}
     #: Serve the ipinfo routes at the API's root too, so ipinfo's own client works with no path.
     ipinfo_at_root: bool = False
+    #: A regional WAFv2 web ACL to associate with the REST API's stage (``""``: none).
+    waf_web_acl_arn: str = ""
+    #: Encrypt the alarm topic with a customer-managed KMS key that CloudWatch may use.
+    alarm_topic_encryption: bool = True
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -281,13 +303,28 @@ class IpmetaConfig(BaseModel):
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("source_url", "alarm_email", mode="before")
+    @field_validator("source_url", "alarm_email", "waf_web_acl_arn", mode="before")
     @classmethod
     def _trimmed(cls, value: Any) -> Any:
         return value.strip() if isinstance(value, str) else value
 
     _key = field_validator("source_key", mode="before")(_relative_key)
     _options = field_validator("source_options", mode="before")(_checked_options)
+
+    @field_validator("source_url")
+    @classmethod
+    def _https_source(cls, value: str) -> str:
+        """Checked as the ``url`` feed it becomes: a plain ``http://`` is refused here, at synth."""
+        from loader.errors import LoadError
+        from loader.feeds.config import FeedConfig
+
+        if not value:
+            return value
+        try:
+            FeedConfig("url", value, dataset=DEFAULT_DATASET)
+        except LoadError as error:
+            raise ValueError(f"sourceUrl: {error}") from None
+        return value
 
     @field_validator("datasets", mode="before")
     @classmethod
@@ -406,6 +443,22 @@ class IpmetaConfig(BaseModel):
         return next((source for source in self.dataset_sources if source.name == DEFAULT_DATASET), None)
 
     @property
+    def web_acl_region(self) -> str | None:
+        """The region of ``wafWebAclArn``, or None without one (or with one the rules refuse)."""
+        found = _WEB_ACL_ARN.fullmatch(self.waf_web_acl_arn)
+        return found["region"] if found else None
+
+    def check_region(self, region: str | None) -> None:
+        """Refuse what only the stack's region can tell: a web ACL of another region cannot be
+        associated (None: an environment-agnostic stack, whose region is known at deploy only)."""
+        acl_region = self.web_acl_region
+        if region and acl_region and acl_region != region:
+            raise ConfigError(
+                f"wafWebAclArn is a web ACL of {acl_region}, but the stack deploys to {region}: "
+                "a REST stage can only be associated with a web ACL of its own region"
+            )
+
+    @property
     def provisioned(self) -> bool:
         return self.billing_mode == BILLING_PROVISIONED
 
@@ -439,8 +492,86 @@ class IpmetaConfig(BaseModel):
             ),
         ]
 
+    def _waf_rules(self) -> list[tuple[bool, str]]:
+        if not self.waf_web_acl_arn:
+            return []
+        found = _WEB_ACL_ARN.fullmatch(self.waf_web_acl_arn)
+        return [
+            (
+                found is None,
+                "wafWebAclArn must be a WAFv2 web ACL's ARN: "
+                "arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>",
+            ),
+            (
+                found is not None and found["scope"] == "global",
+                "wafWebAclArn names a CloudFront (global) web ACL; a REST stage takes a regional one",
+            ),
+            (
+                self.api_type == API_TYPE_HTTP,
+                "wafWebAclArn: AWS WAF cannot be associated with an HTTP API (apiType=http); "
+                "use apiType=rest, or put a CloudFront distribution with the web ACL in front of it",
+            ),
+        ]
+
+    def _bound_rules(self) -> list[tuple[bool, str]]:
+        """Numbers no deployment can mean: sizes Lambda has not, throttles that stop every request."""
+        throttles = {
+            "apiThrottleRateLimit": self.api_throttle_rate_limit,
+            "apiThrottleBurstLimit": self.api_throttle_burst_limit,
+            "usagePlanRateLimit": self.usage_plan_rate_limit,
+            "usagePlanBurstLimit": self.usage_plan_burst_limit,
+        }
+        memory = {"lookupMemoryMb": self.lookup_memory_mb, "loaderMemoryMb": self.loader_memory_mb}
+        return [
+            *(
+                (
+                    not _MIN_MEMORY_MB <= size <= _MAX_MEMORY_MB,
+                    f"{key} must be {_MIN_MEMORY_MB}..{_MAX_MEMORY_MB}",
+                )
+                for key, size in memory.items()
+            ),
+            *(
+                (not 1 <= limit <= _MAX_THROTTLE, f"{key} must be 1..{_MAX_THROTTLE} requests per second")
+                for key, limit in throttles.items()
+            ),
+            (self.usage_plan_quota_limit < 1, "usagePlanQuotaLimit must be at least 1: 0 refuses every key"),
+            (
+                not 0 <= self.pointer_cache_seconds <= _MAX_POINTER_CACHE_SECONDS,
+                f"pointerCacheSeconds must be 0..{_MAX_POINTER_CACHE_SECONDS}",
+            ),
+            (
+                min(self.provisioned_read_capacity, self.provisioned_write_max_capacity) < 1,
+                "provisionedReadCapacity and provisionedWriteMaxCapacity must be at least 1",
+            ),
+            (
+                min(self.warm_read_units_per_second, self.warm_write_units_per_second) < 0,
+                "warmReadUnitsPerSecond and warmWriteUnitsPerSecond must be 0 (off) or more",
+            ),
+            (
+                bool(self.alarm_email) and not _EMAIL.fullmatch(self.alarm_email),
+                "alarmEmail must be an email address such as ops@example.com",
+            ),
+        ]
+
+    def _schedule_rules(self) -> list[tuple[bool, str]]:
+        crons = {
+            "scheduleCron": self.schedule_cron,
+            **{f"scheduleCron of {source.name}": source.schedule_cron for source in self.dataset_sources},
+            **{f"cron of feed {feed.name}": feed.cron for feed in self.feed_sources},
+        }
+        return [
+            (
+                not _SCHEDULE_EXPRESSION.fullmatch(cron),
+                f"{key} must be a schedule expression such as cron(0 3 * * ? *) or rate(12 hours)",
+            )
+            for key, cron in crons.items()
+        ]
+
     def _rules(self) -> list[tuple[bool, str]]:
         return [
+            *self._waf_rules(),
+            *self._bound_rules(),
+            *self._schedule_rules(),
             (
                 self.log_retention_days not in LOG_RETENTION,
                 f"logRetentionDays must be one of {sorted(LOG_RETENTION)}",

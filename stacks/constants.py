@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
-from ipmeta.api.credentials import AUTHORIZATION_HEADER
+from ipmeta.api.credentials import AUTHORIZATION_HEADER, GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS
 from ipmeta.schema.settings import (
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
@@ -151,10 +151,12 @@ DATASETS_PREFIX: Final = "datasets"
 API_STAGE_NAME: Final = "api"
 #: The HTTP API serves from its default stage: no stage in the URL, so paths are /v1/... as locally.
 HTTP_API_STAGE_NAME: Final = "$default"
-API_VERSION_PATH: Final = "v1"
-#: The GeoIP2 web service's and ipinfo's first path segments (``ipmeta.shapes``' documents).
-GEOIP2_PATH: Final = "geoip"
-IPINFO_PATH: Final = "ipinfo"
+#: Each route family's first path segment: its authorizer reads the key in the family's forms
+#: (``ipmeta.api.credentials``), and its identity source is the family's header.
+API_VERSION_PATH: Final = V1_KEYS.path
+#: The GeoIP2 web service's and ipinfo's (``ipmeta.shapes``' documents).
+GEOIP2_PATH: Final = GEOIP2_KEYS.path
+IPINFO_PATH: Final = IPINFO_KEYS.path
 
 #: The change event goes to the account's default EventBridge bus.
 DEFAULT_EVENT_BUS: Final = "default"

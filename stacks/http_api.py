@@ -6,10 +6,10 @@
 - **Same paths.** The ``$default`` stage puts no stage name in the URL:
   ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
 - **A key per client.** A Lambda authorizer checks the key against a generated
-  secret, in any form ``ipmeta.api.credentials`` reads: ``x-api-key`` on ``/v1``,
-  HTTP Basic's password on the GeoIP2 web service, ``Bearer`` or ``?token=`` on
-  ipinfo's routes. API Gateway caches its answer per identity source (the
-  family's header), so most requests invoke nothing; ipinfo's routes have no
+  secret, in the route family's form (``ipmeta.api.credentials``): ``x-api-key`` on
+  ``/v1``, HTTP Basic's password on the GeoIP2 web service, ``Bearer`` or ``?token=``
+  on ipinfo's routes. API Gateway caches its answer per identity source (the
+  family's header, the only one it reads), so most requests invoke nothing; ipinfo's routes have no
   single identity source, so their authorizer is called on every request
   (docs/decisions.md says why not IAM or JWT). A refused key is API Gateway's
   own 401/403 ``{"message": ...}``: an HTTP API cannot reshape it.
@@ -34,11 +34,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from ipmeta.api.credentials import GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS, RouteFamily
 from stacks.config import IpmetaConfig
 from stacks.constants import (
-    API_KEY_HEADER,
     API_VERSION_PATH,
-    AUTHORIZATION_HEADER,
     AUTHORIZER_HANDLER,
     AUTHORIZER_SERVICE_NAME,
     CORS_ALLOW_HEADERS,
@@ -181,9 +180,11 @@ class HttpLookupFront(Construct):
         self.keys.grant_read(function.role)
         return function
 
-    def _authorizer(self, construct_id: str, header: str | None) -> authorizers.HttpLambdaAuthorizer:
-        """One per route family: the answer is cached per value of the family's header; a family
-        without one (ipinfo: a header or ``?token=``) is checked on every request."""
+    def _authorizer(self, construct_id: str, family: RouteFamily) -> authorizers.HttpLambdaAuthorizer:
+        """One per route family: the answer is cached per value of the family's identity header, the
+        one header the authorizer reads its key from; a family without one (ipinfo: a header or
+        ``?token=``) is checked on every request."""
+        header = family.identity_header
         return authorizers.HttpLambdaAuthorizer(
             construct_id,
             self.authorizer.function,
@@ -200,10 +201,10 @@ class HttpLookupFront(Construct):
             # One invoke permission for this API rather than one per route.
             scope_permission_to_route=False,
         )
-        ipinfo = self._authorizer("IpinfoKey", None)
+        ipinfo = self._authorizer("IpinfoKey", IPINFO_KEYS)
         families = [
-            (ROUTED_PATHS, self._authorizer("ApiKey", API_KEY_HEADER)),
-            (GEOIP2_PATHS, self._authorizer("GeoIP2Key", AUTHORIZATION_HEADER)),
+            (ROUTED_PATHS, self._authorizer("ApiKey", V1_KEYS)),
+            (GEOIP2_PATHS, self._authorizer("GeoIP2Key", GEOIP2_KEYS)),
             (IPINFO_PATHS, ipinfo),
         ]
         if self._config.ipinfo_at_root:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Stack, Token
 from constructs import Construct
 
 from stacks.api import LookupApi
@@ -30,6 +30,8 @@ class IpmetaStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         config = IpmetaConfig.from_node(self.node)
+        # An environment-agnostic stack learns its region at deploy time only.
+        config.check_region(None if Token.is_unresolved(self.region) else self.region)
 
         self.ranges = RangesTable(self, TABLE_ID, config=config)
         table = self.ranges.table

@@ -1,15 +1,23 @@
-"""Alarms on everything that can go wrong, all sent to one SNS topic."""
+"""Alarms on everything that can go wrong, all sent to one SNS topic.
+
+With ``alarmTopicEncryption`` (the default) the topic is encrypted with a customer-managed
+KMS key whose policy lets CloudWatch use it: an alarm publishes as ``cloudwatch.amazonaws.com``,
+and the AWS-managed ``alias/aws/sns`` key's policy, which no one can edit, does not admit it
+(its notifications would fail, silently but for the alarm's history).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Final
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -27,6 +35,9 @@ from stacks.constants import (
 )
 
 PERIOD: Final = Duration.minutes(5)
+#: Who publishes an alarm's notification, and what it needs of an encrypted topic's key.
+CLOUDWATCH_PRINCIPAL: Final = "cloudwatch.amazonaws.com"
+CLOUDWATCH_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey*")
 API_5XX_THRESHOLD: Final = 5
 LAMBDA_ERRORS_THRESHOLD: Final = 5
 LAMBDA_THROTTLES_THRESHOLD: Final = 1
@@ -79,7 +90,10 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        self.topic = sns.Topic(self, "AlarmTopic", display_name="ipmeta alarms", enforce_ssl=True)
+        self.topic_key = self._build_topic_key() if config.alarm_topic_encryption else None
+        self.topic = sns.Topic(
+            self, "AlarmTopic", display_name="ipmeta alarms", enforce_ssl=True, master_key=self.topic_key
+        )
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
         self.alarms: list[cloudwatch.Alarm] = []
@@ -93,6 +107,20 @@ class Monitoring(Construct):
         for alarm in self.alarms:
             alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
             alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+
+    def _build_topic_key(self) -> kms.Key:
+        """The alarm topic's key: rotated yearly, usable by CloudWatch's alarms to publish."""
+        key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description="ipmeta: encrypts the alarm topic's messages",
+            enable_key_rotation=True,
+            # It protects messages in flight only: nothing outlives the stack that needs it.
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(7),
+        )
+        key.grant(iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL), *CLOUDWATCH_KEY_ACTIONS)
+        return key
 
     def _add(
         self,

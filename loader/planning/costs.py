@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
@@ -141,6 +142,22 @@ DEFAULT_LOOKUP_MS: Final = 12.0
 _API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS}
 
 
+@dataclass(frozen=True)
+class Batching:
+    """How lookups arrive: ``share`` of them in ``POST /v1/batch`` requests of ``size`` addresses
+    on average, the rest one per request. A batch is one API request, one Lambda invocation and
+    one access-log line, but a Query per address and dataset, and the duration of every lookup."""
+
+    share: float = 0.0
+    size: float = 1.0
+
+    def requests(self, lookups: float) -> float:
+        return lookups * (1 - self.share) + lookups * self.share / self.size
+
+
+NO_BATCHES: Final = Batching()
+
+
 def lookup_costs(
     lookups_per_month: int,
     *,
@@ -149,16 +166,23 @@ def lookup_costs(
     dynamodb_reads_per_lookup: float = 1.0,
     log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
     response_bytes: float = 0.4 * KB,
+    batching: Batching = NO_BATCHES,
 ) -> dict[str, Any]:
-    """The monthly bill of ``lookups_per_month`` lookups behind each API front (docs/deploy.md's model)."""
+    """The monthly bill of ``lookups_per_month`` lookups behind each API front (docs/deploy.md's model).
+
+    API Gateway, Lambda's requests and the access logs count API requests; DynamoDB's reads, Lambda's
+    duration and the bytes answered count lookups (``batching`` says how many requests they take).
+    ``per_million`` is per million lookups.
+    """
     log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
-    millions = lookups_per_month / MILLION
+    requests = batching.requests(lookups_per_month)
     gb_seconds = lookups_per_month * lambda_memory_mb / KB * lambda_ms / 1_000
     transfer_gb = lookups_per_month * response_bytes / GB
     shared = {
-        "lambda_requests": millions * LAMBDA_PRICE_PER_MILLION,
+        "lambda_requests": requests / MILLION * LAMBDA_PRICE_PER_MILLION,
         "lambda_duration": gb_seconds * LAMBDA_PRICE_PER_GB_SECOND,
-        "dynamodb_reads": millions
+        "dynamodb_reads": lookups_per_month
+        / MILLION
         * dynamodb_reads_per_lookup
         * READ_UNITS_PER_LOOKUP_READ
         * READ_PRICE_PER_MILLION,
@@ -166,20 +190,20 @@ def lookup_costs(
     }
     fronts = {}
     for front in ApiFront:
-        logs_gb = lookups_per_month * log_bytes[front] / GB
         breakdown = {
-            "api_gateway": tiered_cost(millions, _API_TIERS[front]),
+            "api_gateway": tiered_cost(requests / MILLION, _API_TIERS[front]),
             **shared,
-            "logs": logs_gb * LOGS_PRICE_PER_GB,
+            "logs": requests * log_bytes[front] / GB * LOGS_PRICE_PER_GB,
         }
         total = sum(breakdown.values())
         fronts[str(front)] = {
             "total": round(total, 4),
-            "per_million": round(total / millions, 4) if millions else 0.0,
+            "per_million": round(total / lookups_per_month * MILLION, 4) if lookups_per_month else 0.0,
             "breakdown": {line: round(cost, 4) for line, cost in breakdown.items()},
         }
     return {
         "lookups_per_month": lookups_per_month,
+        "requests_per_month": round(requests),
         "assumptions": {
             "lambda_memory_mb": lambda_memory_mb,
             "lambda_ms": lambda_ms,
@@ -187,6 +211,8 @@ def lookup_costs(
             "log_bytes_per_request": {str(front): size for front, size in log_bytes.items()},
             "response_bytes": response_bytes,
             "transfer_gb": round(transfer_gb, 2),
+            "batch_share": batching.share,
+            "batch_size": batching.size,
         },
         "fronts": fronts,
     }

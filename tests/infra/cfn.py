@@ -92,3 +92,19 @@ def policy_statements_of_role(template: dict[str, Any], role_logical_id: str) ->
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def rest_method_routes(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every REST API method with its resource path (``/geoip/{proxy+}``, ``/`` for the root)."""
+    resources = resources_of_type(template, "AWS::ApiGateway::Resource")
+
+    def path_of(resource_id: Any) -> str:
+        if "Ref" not in resource_id:  # Fn::GetAtt [RestApi, RootResourceId]
+            return ""
+        properties = resources[resource_id["Ref"]]["Properties"]
+        return f"{path_of(properties['ParentId'])}/{properties['PathPart']}"
+
+    return [
+        (path_of(method["Properties"]["ResourceId"]) or "/", method["Properties"])
+        for method in resources_of_type(template, "AWS::ApiGateway::Method").values()
+    ]

@@ -39,6 +39,10 @@ DATASETS = "datasets"
 FEEDS = "feeds"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
+#: A regional web ACL of the tests' region (the stacks are environment-agnostic).
+EXAMPLE_WEB_ACL_ARN = (
+    "arn:aws:wafv2:us-east-1:123456789012:regional/webacl/ipmeta-acl/a1b2c3d4-5678-90ab-cdef-0123456789ab"
+)
 EXAMPLE_ORIGIN = "https://app.example.com"
 #: What a GeoIP2 CSV user's triggered loads run with.
 EXAMPLE_SOURCE_OPTIONS = {
@@ -92,6 +96,8 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "alarmEmail": "ops@example.com",
         "mapMaxConcurrency": 3,
         "apiTracing": True,
+        "wafWebAclArn": EXAMPLE_WEB_ACL_ARN,
+        "alarmTopicEncryption": False,
     },
     UPLOAD_TRIGGER: {
         "uploadTrigger": True,

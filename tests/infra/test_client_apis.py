@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
-from ipmeta.api.credentials import refusal_body
+from ipmeta.api.credentials import FORM_HEADERS, RouteFamily, family_of_route, refusal_body
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
     API_KEY_HEADER,
@@ -27,7 +27,14 @@ from stacks.constants import (
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
 from stacks.http_api import AUTHORIZER_MEMORY_MB
-from tests.infra.cfn import as_list, function_by_handler, policy_statements_of_role, resources_of_type
+from tests.authorizer_events import admitted_forms
+from tests.infra.cfn import (
+    as_list,
+    function_by_handler,
+    policy_statements_of_role,
+    resources_of_type,
+    rest_method_routes,
+)
 from tests.infra.conftest import DATASETS, DEFAULT, VARIANTS, Synthesized, cdk_json
 
 
@@ -148,3 +155,31 @@ def test_client_api_settings_parse_from_the_command_line() -> None:
     assert config.geoip2_datasets == {"city": ["city", "asn"]}
     assert config.ipinfo_datasets == ["city", "asn"]
     assert config.ipinfo_at_root is True
+
+
+def family_of(route: str) -> RouteFamily:
+    family = family_of_route(route)
+    assert family is not None, route
+    return family
+
+
+@pytest.mark.parametrize("variant", [DEFAULT, DATASETS])  # DATASETS: ipinfo at the root too
+def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
+    synthesized: Synthesized, variant: str
+) -> None:
+    template = synthesized.templates[variant]
+    authorizers = resources_of_type(template, "AWS::ApiGateway::Authorizer")
+    routes: dict[str, set[str]] = {}
+    for path, method in rest_method_routes(template):
+        if method["HttpMethod"] != "OPTIONS":
+            routes.setdefault(method["AuthorizerId"]["Ref"], set()).add(path)
+    assert set(routes) == set(authorizers)
+    for authorizer_id, paths in routes.items():
+        source = authorizers[authorizer_id]["Properties"].get("IdentitySource")
+        header = source.removeprefix("method.request.header.") if source else None
+        for path in paths:
+            # The forms the real handler admits on this route are read from that header only
+            forms = admitted_forms("rest", path, header)
+            assert forms, path
+            assert header is None or {FORM_HEADERS[form] for form in forms} == {header}, (path, forms)
+            assert forms == set(family_of(path).forms), path

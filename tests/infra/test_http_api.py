@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from ipmeta.api import authorizer as http_authorizer
+from ipmeta.api.credentials import FORM_HEADERS, family_of_route
 from stacks.constants import (
     API_KEY_HEADER,
     AUTHORIZER_HANDLER,
@@ -32,6 +34,7 @@ from stacks.http_api import (
     ROUTED_METHODS,
     ROUTED_PATHS,
 )
+from tests.authorizer_events import HTTP_KEYS, admitted_forms
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Synthesized, cdk_json
 
@@ -225,3 +228,22 @@ def test_alarms_watch_the_http_apis_5xx_and_the_authorizer(template: dict[str, A
         if a.get("Namespace") == "AWS/Lambda"
     }
     assert {("Errors", authorizer_id), ("Throttles", authorizer_id)} <= watched
+
+
+def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
+    template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_authorizer, "api_keys", lambda: HTTP_KEYS)
+    authorizers = resources_of_type(template, "AWS::ApiGatewayV2::Authorizer")
+    for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
+        path = route["Properties"]["RouteKey"].split(" ", 1)[1]
+        properties = authorizers[route["Properties"]["AuthorizerId"]["Ref"]]["Properties"]
+        [source] = properties.get("IdentitySource") or [None]
+        header = source.removeprefix("$request.header.") if source else None
+        # The forms the real handler admits on this route are read from that header only
+        forms = admitted_forms("http", path, header)
+        assert forms, route
+        assert header is None or {FORM_HEADERS[form] for form in forms} == {header}, (path, forms)
+        family = family_of_route(path)
+        assert family is not None
+        assert forms == set(family.forms), path

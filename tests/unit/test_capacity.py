@@ -415,3 +415,24 @@ def test_following_every_release_as_deltas_costs_a_fraction_of_full_reloads() ->
     assert month["delta_usd_per_month"] < month["full_usd_per_month"] / 4
     # Releases drifting fast reach the threshold first: fewer deltas per full load
     assert reload_month_costs(3_591_359, 584, 0.1, max_chain=8, threshold=0.25)["releases_per_full_load"] == 3
+
+
+def test_a_batch_is_one_request_but_a_read_and_a_duration_per_lookup() -> None:
+    from loader.planning.costs import Batching
+
+    # Given 100 M lookups, a quarter of them in batches of 50
+    batching = Batching(share=0.25, size=50)
+    costs = lookup_costs(100_000_000, batching=batching)
+    requests = 75_000_000 + 25_000_000 / 50
+    assert costs["requests_per_month"] == requests
+    rest = costs["fronts"]["rest"]["breakdown"]
+    # Then per request: API Gateway, Lambda's request fee, one access-log line
+    assert rest["api_gateway"] == pytest.approx(requests / 1e6 * 3.50, abs=1e-3)
+    assert rest["lambda_requests"] == pytest.approx(requests / 1e6 * 0.20, abs=1e-3)
+    assert rest["logs"] == pytest.approx(requests / 1e6 * LOGS_PER_MILLION, abs=1e-3)
+    # And per lookup: the reads, the duration and the bytes answered
+    alone = lookup_costs(100_000_000)["fronts"]["rest"]["breakdown"]
+    for line in ("dynamodb_reads", "lambda_duration", "data_transfer"):
+        assert rest[line] == alone[line], line
+    total = costs["fronts"]["rest"]["total"]
+    assert costs["fronts"]["rest"]["per_million"] == pytest.approx(total / 100, abs=1e-3)

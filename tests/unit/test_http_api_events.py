@@ -10,7 +10,6 @@ REST front's, byte for byte.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
@@ -22,6 +21,18 @@ from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
 from ipmeta.api.handler import handler
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
+from tests.authorizer_events import (
+    GEOIP2_ROUTE,
+    HTTP_KEYS,
+    IPINFO_ROUTE,
+    ROOT_ROUTE,
+    V1_ROUTE,
+    basic,
+    http_authorizer_event,
+    http_verdict,
+    rest_authorizer_event,
+    rest_verdict,
+)
 from tests.stub_store import SlashTwentyFourStore
 
 CALLER = "198.51.100.23"
@@ -175,61 +186,39 @@ def test_a_rest_stage_url_keeps_its_stage_in_the_documented_server_url() -> None
     assert json.loads(call(event)["body"])["servers"] == [{"url": "/api"}]
 
 
-# -- the authorizer ------------------------------------------------------------------------
+# -- the authorizers: each route family reads its own form of key ------------------------------
 
-KEYS = {"default": "k" * 40, "client-b": "b" * 40, "broken": 7}
-
-
-ADMITTED = {"isAuthorized": True, "context": {"client": "default"}}
-
-
-def authorizer_event(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A REQUEST authorizer event, payload 2.0, as the HTTP API sends it (names lower-cased;
-    no ``queryStringParameters`` at all without a query, as payload 2.0 leaves absent parts out)."""
-    lowered = {name.lower(): value for name, value in headers.items()}
-    extra = {"queryStringParameters": dict(query)} if query else {}
-    return {
-        **extra,
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/$default/GET/v1/ip/1.1.1.1",
-        "identitySource": [lowered[authorizer.API_KEY_HEADER]]
-        if authorizer.API_KEY_HEADER in lowered
-        else [],
-        "routeKey": "GET /v1/{proxy+}",
-        "rawPath": "/v1/ip/1.1.1.1",
-        "rawQueryString": "",
-        "headers": lowered,
-        "requestContext": {"http": {"method": "GET", "path": "/v1/ip/1.1.1.1", "sourceIp": CALLER}},
-    }
+K = "k" * 40  # the HTTP API secret's "default" client
+B = "b" * 40  # its "client-b"
+JUNK = "Basic not-base64!"
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(authorizer, "api_keys", lambda: KEYS)
+    monkeypatch.setattr(authorizer, "api_keys", lambda: HTTP_KEYS)
 
 
-@pytest.mark.usefixtures("keys")
 @pytest.mark.parametrize(
-    ("headers", "expected"),
+    ("route", "headers", "query", "client"),
     [
-        ({"X-Api-Key": "k" * 40}, {"isAuthorized": True, "context": {"client": "default"}}),
-        ({"x-api-key": "b" * 40}, {"isAuthorized": True, "context": {"client": "client-b"}}),
-        ({"x-api-key": "k" * 39}, {"isAuthorized": False}),
-        ({"x-api-key": "7"}, {"isAuthorized": False}),
-        ({"x-api-key": ""}, {"isAuthorized": False}),
-        ({"authorization": "k" * 40}, {"isAuthorized": False}),
-        # The GeoIP2 clients' Basic auth (the password is the key) and the ipinfo clients' Bearer
-        ({"Authorization": "Basic " + base64.b64encode(b"123456:" + b"k" * 40).decode()}, ADMITTED),
-        ({"Authorization": "Basic " + base64.b64encode(b"123456:wrong").decode()}, {"isAuthorized": False}),
-        ({"authorization": "Bearer " + "b" * 40}, {"isAuthorized": True, "context": {"client": "client-b"}}),
+        (V1_ROUTE, [("X-Api-Key", K)], [], "default"),
+        (V1_ROUTE, [("x-api-key", B)], [], "client-b"),
+        (V1_ROUTE, [("x-api-key", "k" * 39)], [], None),
+        (V1_ROUTE, [("x-api-key", "7")], [], None),
+        (V1_ROUTE, [("x-api-key", "")], [], None),
+        (GEOIP2_ROUTE, [("Authorization", basic("123456", K))], [], "default"),
+        (GEOIP2_ROUTE, [("Authorization", basic("123456", "wrong"))], [], None),
+        (GEOIP2_ROUTE, [("authorization", K)], [], None),
+        (IPINFO_ROUTE, [("authorization", "Bearer " + B)], [], "client-b"),
+        (IPINFO_ROUTE, [], [("token", K)], "default"),
+        (IPINFO_ROUTE, [], [("token", "nope")], None),
+        (ROOT_ROUTE, [("authorization", "Bearer " + K)], [], "default"),
     ],
 )
-def test_the_authorizer_admits_exactly_the_keys_of_the_secret(
-    headers: dict[str, str], expected: dict[str, Any]
+def test_the_http_authorizer_admits_exactly_the_keys_of_the_secret(
+    route: str, headers: list[tuple[str, str]], query: list[tuple[str, str]], client: str | None
 ) -> None:
-    response = authorizer.handler(authorizer_event(headers), cast(LambdaContext, LocalLambdaContext()))
-    assert response == expected
+    assert http_verdict(http_authorizer_event(route, headers, query)) == client
 
 
 def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -239,6 +228,7 @@ def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pyte
         asked.update(name=name, **options)
         return {"default": "k" * 40}
 
+    monkeypatch.undo()
     monkeypatch.setenv(authorizer.ENV_API_KEYS_SECRET_ARN, "arn:aws:secretsmanager:us-east-1:1:secret:keys")
     monkeypatch.setattr("ipmeta.api.authorizer.parameters.get_secret", get_secret)
     assert authorizer.api_keys() == {"default": "k" * 40}
@@ -249,47 +239,21 @@ def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pyte
     }
 
 
-@pytest.mark.usefixtures("keys")
-def test_the_authorizer_takes_ipinfos_query_token() -> None:
-    context = cast(LambdaContext, LocalLambdaContext())
-    assert authorizer.handler(authorizer_event({}, {"token": "k" * 40}), context) == ADMITTED
-    assert authorizer.handler(authorizer_event({}, {"token": "nope"}), context) == {"isAuthorized": False}
-
-
-# -- the REST front's key authorizer ------------------------------------------------------------
-
-
-def rest_authorizer_event(
-    headers: Mapping[str, str], query: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """A REQUEST authorizer event of a REST API (payload 1.0, header names as the client sent them)."""
-    return {
-        "type": "REQUEST",
-        "methodArn": "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/api/GET/geoip/v2.1/city/1.1.1.1",
-        "resource": "/geoip/{proxy+}",
-        "path": "/geoip/v2.1/city/1.1.1.1",
-        "httpMethod": "GET",
-        "headers": dict(headers),
-        "queryStringParameters": dict(query) if query else None,
-        "requestContext": {"stage": "api", "identity": {"sourceIp": CALLER}},
-    }
-
-
 @pytest.mark.parametrize(
-    ("headers", "query"),
+    ("route", "headers", "query"),
     [
-        ({"x-api-key": "K" * 20}, None),
-        ({"Authorization": "Basic " + base64.b64encode(b"42:" + b"K" * 20).decode()}, None),
-        ({"Authorization": "Bearer " + "K" * 20}, None),
-        ({}, {"token": "K" * 20}),
+        (V1_ROUTE, [("x-api-key", "K" * 20)], []),
+        (GEOIP2_ROUTE, [("Authorization", basic("42", "K" * 20))], []),
+        (IPINFO_ROUTE, [("Authorization", "Bearer " + "K" * 20)], []),
+        (IPINFO_ROUTE, [], [("token", "K" * 20)]),
+        (ROOT_ROUTE, [], [("token", "K" * 20)]),
     ],
 )
-def test_the_rest_authorizer_hands_any_form_of_key_to_the_usage_plan(
-    headers: dict[str, str], query: dict[str, str] | None
+def test_the_rest_authorizer_hands_each_familys_key_to_the_usage_plan(
+    route: str, headers: list[tuple[str, str]], query: list[tuple[str, str]]
 ) -> None:
-    response = usage_plan_authorizer.handler(
-        rest_authorizer_event(headers, query), cast(LambdaContext, LocalLambdaContext())
-    )
+    event = rest_authorizer_event(route, headers, query)
+    response = usage_plan_authorizer.handler(event, cast(LambdaContext, LocalLambdaContext()))
     assert response["usageIdentifierKey"] == "K" * 20
     assert response["principalId"] == usage_plan_authorizer.principal_of("K" * 20) != "K" * 20
     [statement] = response["policyDocument"]["Statement"]
@@ -299,5 +263,52 @@ def test_the_rest_authorizer_hands_any_form_of_key_to_the_usage_plan(
 
 
 def test_the_rest_authorizer_refuses_a_request_with_no_key_as_unauthorized() -> None:
-    with pytest.raises(PermissionError, match=r"^Unauthorized$"):
-        usage_plan_authorizer.handler(rest_authorizer_event({}), cast(LambdaContext, LocalLambdaContext()))
+    assert rest_verdict(rest_authorizer_event(V1_ROUTE)) is None
+
+
+# -- issue 26: the key checked is the value API Gateway caches the answer by -----------------------
+
+
+@pytest.mark.parametrize("front", ["rest", "http"])
+def test_a_geoip2_request_is_judged_by_its_authorization_header_alone(front: str) -> None:
+    # Given a /geoip request whose Authorization (the identity it is cached by) holds no key,
+    # and a valid key in x-api-key, which that family does not read
+    headers = [("Authorization", JUNK), ("x-api-key", K)]
+    # When its authorizer answers
+    verdict = (
+        rest_verdict(rest_authorizer_event(GEOIP2_ROUTE, headers))
+        if front == "rest"
+        else http_verdict(http_authorizer_event(GEOIP2_ROUTE, headers))
+    )
+    # Then it refuses: an admission cached under the junk would let it alone pass for 300 s
+    assert verdict is None
+
+
+def test_a_geoip2_request_is_metered_to_the_key_in_its_authorization() -> None:
+    # Given Basic with one key and x-api-key with another
+    event = rest_authorizer_event(GEOIP2_ROUTE, [("Authorization", basic("1", "A" * 20)), ("x-api-key", K)])
+    # Then the usage plan meters the key the answer is cached by
+    assert rest_verdict(event) == "A" * 20
+    both = [("authorization", basic("1", B)), ("x-api-key", K)]
+    assert http_verdict(http_authorizer_event(GEOIP2_ROUTE, both)) == "client-b"
+
+
+@pytest.mark.parametrize("route", [V1_ROUTE, GEOIP2_ROUTE])
+def test_a_family_takes_no_key_in_another_familys_form(route: str) -> None:
+    # Given the family's identity header holding junk, and a valid key in every other form
+    identity = "x-api-key" if route == V1_ROUTE else "authorization"
+    others = [("authorization", "Bearer " + K)] if route == V1_ROUTE else [("x-api-key", K)]
+    headers = [(identity, "junk junk"), *others]
+    # Then neither front admits it
+    assert rest_verdict(rest_authorizer_event(route, headers, [("token", K)])) is None
+    assert http_verdict(http_authorizer_event(route, headers, [("token", K)])) is None
+
+
+def test_a_repeated_identity_header_is_refused() -> None:
+    # Given x-api-key twice: junk first, a valid key last (REST's headers map keeps the last)
+    event = rest_authorizer_event(V1_ROUTE, [("x-api-key", "J" * 20), ("x-api-key", K)])
+    assert event["headers"] == {"x-api-key": K}
+    # Then the REST authorizer refuses rather than guess which value API Gateway cached by
+    assert rest_verdict(event) is None
+    # And the HTTP API's joined value is no key
+    assert http_verdict(http_authorizer_event(V1_ROUTE, [("x-api-key", "J" * 20), ("x-api-key", K)])) is None

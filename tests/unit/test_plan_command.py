@@ -99,3 +99,49 @@ def test_stored_sizes_follow_dynamodb_rules() -> None:
     assert stored_bytes(Decimal("-27.4767")) == 4  # 6 significant digits: 3 bytes, plus 1
     assert stored_bytes(13335) == 4
     assert stored_bytes({"a": "xy", "l": [1, True]}) == 3 + (1 + 2 + 1) + (1 + (3 + 2 + 1 + 1 + 1) + 1)
+
+
+def test_batches_are_priced_per_request_and_per_lookup(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a million lookups one by one, and the same million in batches of 100
+    single = run(capsys, "--lookups-per-month", "1000000")["lookups"]
+    batched = run(capsys, "--lookups-per-month", "1000000", "--batch-size", "100")["lookups"]
+    # Then the batches are 10,000 API requests
+    assert single["requests_per_month"] == 1_000_000  # type: ignore[index]
+    assert batched["requests_per_month"] == 10_000  # type: ignore[index]
+    assert batched["assumptions"]["batch_size"] == 100  # type: ignore[index]
+    for front in ("rest", "http"):
+        one, many = single["fronts"][front]["breakdown"], batched["fronts"][front]["breakdown"]  # type: ignore[index]
+        # And API Gateway, Lambda's requests and the access logs shrink a hundredfold
+        for line in ("api_gateway", "lambda_requests", "logs"):
+            assert many[line] == pytest.approx(one[line] / 100, abs=1e-4), (front, line)
+        # While reads and Lambda's duration still count every lookup
+        assert many["dynamodb_reads"] == one["dynamodb_reads"] == 0.0625
+        assert many["lambda_duration"] == one["lambda_duration"]
+    assert batched["fronts"]["rest"]["per_million"] == pytest.approx(0.14, abs=0.005)  # type: ignore[index]
+
+
+def test_a_share_of_lookups_in_batches_and_the_text_report(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--lookups-per-month", "100000000", "--batch-size", "100", "--batch-share", "0.1"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    # 90 M single lookups and 10 M in 100,000 batches
+    assert (
+        "A month of 100,000,000 lookups in 90,100,000 API requests (10% of the lookups in batches of 100)"
+        in text
+    )
+    assert "API Gateway $315.35, Lambda requests $18.02, Lambda duration $4.00, DynamoDB reads $6.25" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lookups-per-month", "5", "--batch-share", "0.5"], "--batch-share needs --batch-size"),
+        (["--lookups-per-month", "5", "--batch-size", "1001"], "at most 1,000 addresses"),
+        (["--reproduce-blog", "--batch-size", "10"], "give --lookups-per-month"),
+    ],
+)
+def test_batch_options_that_cannot_be_priced_are_refused(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["plan", *argv]) == 2
+    assert message in capsys.readouterr().out

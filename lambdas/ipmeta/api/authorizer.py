@@ -1,12 +1,13 @@
 """The HTTP API front's Lambda authorizer: the caller's key against the keys in one secret.
 
-The key comes in any form ``ipmeta.api.credentials`` reads: ``x-api-key`` (the
-``/v1`` routes), HTTP Basic's password (the GeoIP2 routes) or ``Bearer`` and
-``?token=`` (the ipinfo routes). API Gateway calls it only when its authorizer
-cache has no answer for the route's identity source (``apiKeyCacheSeconds``),
-so most requests cost no invocation; a request without that source never gets
-here: API Gateway refuses it with 401. The ipinfo routes take a header or a
-query parameter, so they have no identity source and no cache.
+The key is read in the route family's form only (``ipmeta.api.credentials.request_key``):
+``x-api-key`` on ``/v1``, HTTP Basic's password on the GeoIP2 routes, ``Bearer`` or
+``?token=`` on the ipinfo routes. API Gateway calls it only when its authorizer
+cache has no answer for the family's identity header (``apiKeyCacheSeconds``), so
+most requests cost no invocation, and the answer depends on that header alone: a
+key in another form is not read. A request without the header never gets here:
+API Gateway refuses it with 401. The ipinfo routes take a header or a query
+parameter, so they have no identity source and no cache.
 
 The secret is a JSON object of client name to key. The stack generates it with
 one client, ``default``; adding a pair adds a client (docs/deploy.md). The
@@ -31,7 +32,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.credentials import API_KEY_HEADER, client_of, presented_key
+from ipmeta.api.credentials import API_KEY_HEADER, client_of, request_key
 
 __all__ = ["API_KEY_HEADER", "client_of", "handler"]
 
@@ -50,8 +51,8 @@ def api_keys() -> Mapping[str, Any]:
 
 @event_source(data_class=APIGatewayAuthorizerEventV2)
 def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[str, Any]:
-    # Payload 2.0 leaves out a request's absent parts (no query string: no key at all).
-    key = presented_key(event.get("headers"), event.get("queryStringParameters"))
+    # Payload 2.0 leaves out a request's absent parts, and joins a repeated header's values with commas.
+    key = request_key(event.get("routeKey"), event.get("headers"), event.get("queryStringParameters"))
     client = client_of(key, api_keys())
     response = APIGatewayAuthorizerResponseV2(
         authorize=client is not None, context={"client": client} if client else None

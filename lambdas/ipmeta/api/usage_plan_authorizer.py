@@ -1,14 +1,17 @@
-"""The REST front's request authorizer: the caller's key, in any form, handed to the usage plan.
+"""The REST front's request authorizer: the caller's key, in its family's form, handed to the usage plan.
 
 The REST API reads API keys from its authorizer (``apiKeySource: AUTHORIZER``),
 so a key sent as HTTP Basic's password (GeoIP2 clients), ``Bearer`` or
 ``?token=`` (ipinfo clients) meters and throttles exactly as ``x-api-key`` does.
+Each family's key is read in that family's forms only (``credentials.request_key``):
+API Gateway caches this answer, usage key included, by the family's identity header.
 This function does not judge the key: it returns it as ``usageIdentifierKey``
 and API Gateway checks it against the usage plan's keys, answering 401
 ``AUTHORIZATION_INVALID`` (the gateway response the stack sets) for a key no
 plan holds. So it needs no secret and no table: nothing to read, nothing to leak.
 
-A request with no key at all is refused here ("Unauthorized": API Gateway's 401).
+A request with no key in its family's form, or an ambiguous one, is refused here
+("Unauthorized": API Gateway's 401).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.credentials import presented_key
+from ipmeta.api.credentials import request_key
 
 #: The message API Gateway turns into its 401 UNAUTHORIZED response.
 UNAUTHORIZED = "Unauthorized"
@@ -36,7 +39,13 @@ def principal_of(key: str) -> str:
 
 @event_source(data_class=APIGatewayAuthorizerRequestEvent)
 def handler(event: APIGatewayAuthorizerRequestEvent, context: LambdaContext) -> dict[str, Any]:
-    key = presented_key(event.get("headers"), event.get("queryStringParameters"))
+    key = request_key(
+        event.get("resource"),
+        event.get("headers"),
+        event.get("queryStringParameters"),
+        event.get("multiValueHeaders"),
+        event.get("multiValueQueryStringParameters"),
+    )
     if key is None:
         raise PermissionError(UNAUTHORIZED)  # API Gateway answers its UNAUTHORIZED response
     response = APIGatewayAuthorizerResponse.from_route_arn(
