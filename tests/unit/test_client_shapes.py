@@ -198,3 +198,123 @@ def test_a_deployment_names_its_own_columns() -> None:
         ipinfo_document.field_map({"hostname": "h"})
     with pytest.raises(ValueError, match="reads 2 column"):
         ipinfo_document.field_map({"loc": "latlon"})
+
+
+# -- issue 26: columns named like records, flat layouts, org without a name, Lite and Core -----
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"traits": "gold customer"},
+        {"traits": Decimal(7), "location": "51.5,-0.1", "postal": True},
+        {"city.names": "London", "subdivisions.0": "England", "registered_country": ["DE"]},
+        {"subdivisions.x.iso_code": "ENG", "anonymizer.residential": "yes", "city.locales": "en"},
+    ],
+    ids=["text-traits", "scalars-as-records", "scalars-inside-records", "maps-and-lists-misplaced"],
+)
+def test_a_column_named_like_a_record_never_makes_a_record_a_non_object(data: dict[str, object]) -> None:
+    # Given a dataset whose columns share names with MaxMind's records, beside a real one
+    real = {"country.iso_code": "GB", "traits.is_anycast": True}
+    # When its section becomes a document
+    document = geoip2_document.section_document({**data, **real})
+    # Then every record is an object (subdivisions a list of objects), the real fields kept
+    for name, record in document.items():
+        assert isinstance(record, list if name == "subdivisions" else dict), name
+        assert all(isinstance(item, dict) for item in record) if isinstance(record, list) else True
+    assert document["country"] == {"iso_code": "GB"}
+    assert document["traits"]["is_anycast"] is True
+    assert "locales" not in document.get("city", {})  # geoip2's City(locales, **city) would refuse it
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (  # DB-IP City Lite CSV (loader.formats.dbip_csv)
+            {
+                "continent": "EU",
+                "country": "GB",
+                "region": "England",
+                "city": "London",
+                "lat": Decimal("51.5142"),
+                "lon": Decimal("-0.0931"),
+            },
+            {
+                "continent": {"code": "EU"},
+                "country": {"iso_code": "GB"},
+                "subdivisions": [{"names": {"en": "England"}}],
+                "city": {"names": {"en": "London"}},
+                "location": {"latitude": Decimal("51.5142"), "longitude": Decimal("-0.0931")},
+            },
+        ),
+        (  # GeoLite2 City CSV, Blocks joined with Locations (loader.formats.geoip2_csv)
+            {
+                "continent_code": "OC",
+                "continent_name": "Oceania",
+                "country_iso_code": "AU",
+                "country_name": "Australia",
+                "subdivision_1_iso_code": "QLD",
+                "subdivision_1_name": "Queensland",
+                "city_name": "Brisbane",
+                "time_zone": "Australia/Brisbane",
+                "is_in_european_union": Decimal(0),
+                "postal_code": "4101",
+                "latitude": Decimal("-27.4767"),
+                "longitude": Decimal("153.017"),
+                "accuracy_radius": Decimal(100),
+                "registered_country_iso_code": "AU",
+                "is_anycast": Decimal(1),
+                "geoname_id": Decimal(2174003),
+            },
+            {
+                "continent": {"code": "OC", "names": {"en": "Oceania"}},
+                "country": {"iso_code": "AU", "names": {"en": "Australia"}, "is_in_european_union": False},
+                "registered_country": {"iso_code": "AU"},
+                "subdivisions": [{"iso_code": "QLD", "names": {"en": "Queensland"}}],
+                "city": {"names": {"en": "Brisbane"}},
+                "location": {
+                    "time_zone": "Australia/Brisbane",
+                    "latitude": Decimal("-27.4767"),
+                    "longitude": Decimal("153.017"),
+                    "accuracy_radius": 100,
+                },
+                "postal": {"code": "4101"},
+                "traits": {"is_anycast": True},
+            },
+        ),
+        (  # ip-location-db city (FLAT_CITY) and its postcode typed a number
+            {"country_code": "DE", "state1": "Bavaria", "city": "Munich", "postcode": Decimal(80331)},
+            {
+                "country": {"iso_code": "DE"},
+                "subdivisions": [{"names": {"en": "Bavaria"}}],
+                "city": {"names": {"en": "Munich"}},
+                "postal": {"code": "80331"},
+            },
+        ),
+        (  # IPinfo Lite: country and continent are names there, beside their codes
+            {
+                "country": "United States",
+                "country_code": "US",
+                "continent": "North America",
+                "continent_code": "NA",
+                "asn": "AS15169",
+                "as_name": "Google LLC",
+            },
+            {
+                "country": {"iso_code": "US", "names": {"en": "United States"}},
+                "continent": {"code": "NA", "names": {"en": "North America"}},
+                "traits": {"autonomous_system_number": 15169, "autonomous_system_organization": "Google LLC"},
+            },
+        ),
+    ],
+    ids=["dbip-city-lite-csv", "geoip2-city-csv", "ip-location-db-city", "ipinfo-lite"],
+)
+def test_known_flat_layouts_become_maxminds_records(
+    data: dict[str, object], expected: dict[str, object]
+) -> None:
+    assert geoip2_document.section_document(data) == expected
+
+
+def test_a_dataset_s_own_dotted_column_wins_over_a_flat_one() -> None:
+    document = geoip2_document.section_document({"country": "FR", "country.iso_code": "GB", "location": "x"})
+    assert document == {"country": {"iso_code": "GB"}}

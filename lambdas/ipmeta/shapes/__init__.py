@@ -3,6 +3,7 @@
 - ``exact_json``: every stored value as JSON of its exact type and digits;
 - ``ipmeta_document``: ipmeta's own answer (merged data, each dataset's section);
 - ``geoip2_document``: MaxMind's GeoIP2 web-service documents;
+- ``geoip2_records``: MaxMind's records, the kind of each field, and the flat layouts that name them;
 - ``ipinfo_document``: ipinfo's flat details.
 
 Imports: ``ipmeta.schema`` and ``ipmeta.lookup`` (the result they shape); never

@@ -31,7 +31,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from ipmeta.shapes.exact_json import plain_text
-from ipmeta.shapes.geoip2_document import as_number
+from ipmeta.shapes.geoip2_records import as_number
 
 #: Where the routes live (``/ipinfo/8.8.8.8``), unless a deployment serves them at the root too.
 PATH_PREFIX: Final = "/ipinfo"
