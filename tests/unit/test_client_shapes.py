@@ -318,3 +318,15 @@ def test_known_flat_layouts_become_maxminds_records(
 def test_a_dataset_s_own_dotted_column_wins_over_a_flat_one() -> None:
     document = geoip2_document.section_document({"country": "FR", "country.iso_code": "GB", "location": "x"})
     assert document == {"country": {"iso_code": "GB"}}
+
+
+def test_an_as_number_without_a_name_is_the_org_alone() -> None:
+    fields = ipinfo_document.field_map({})
+    for data in (
+        {"autonomous_system_number": 7018},
+        {"asn": Decimal(7018)},
+        {"traits.autonomous_system_number": 7018},
+    ):
+        assert ipinfo_document.details("12.0.0.1", data, False, fields)["org"] == "AS7018", data
+    named = {"autonomous_system_number": 7018, "autonomous_system_organization": "AT&T Services, Inc."}
+    assert ipinfo_document.details("12.0.0.1", named, False, fields)["org"] == "AS7018 AT&T Services, Inc."

@@ -85,8 +85,10 @@ def _compose(name: str, values: Sequence[Any]) -> str | None:
     if name == "loc":
         return f"{_coordinate(values[0])},{_coordinate(values[1])}"
     if name == "org":
+        # An AS may have a number and no name: ipinfo's org is then "AS7018" alone.
         number = as_number(values[0])
-        return None if number is None else f"AS{number} {plain_text(values[1])}".rstrip()
+        label = "" if values[1] is None else plain_text(values[1])
+        return None if number is None else f"AS{number} {label}".rstrip()
     return plain_text(values[0])
 
 
@@ -100,7 +102,8 @@ def details(
     for name in FIELDS[1:]:
         for candidate in fields.get(name, ()):
             values = [data.get(column) for column in candidate] if data else [None]
-            if all(value is not None for value in values) and (text := _compose(name, values)) is not None:
+            required = values[:1] if name == "org" else values
+            if all(value is not None for value in required) and (text := _compose(name, values)) is not None:
                 answer[name] = text
                 break
     return answer
