@@ -17,7 +17,8 @@ and one API key:
 - not found, reserved, invalid and a bad key raise the client's own exceptions;
 - ``ipinfo.getHandler(token)`` with ``ipinfo.handler.API_URL`` at ipmeta gives the
   same city, region, country, loc and org, one by one and in a batch (``org`` is
-  ``AS7018`` alone where the AS has no name).
+  ``AS7018`` alone where the AS has no name); ``HandlerLite``, ``HandlerCore`` and
+  ``HandlerPlus`` with their API URLs at ipmeta give Lite's and Core's answers.
 """
 
 from __future__ import annotations
@@ -221,9 +222,14 @@ def test_an_invalid_address_and_a_bad_key_raise_the_clients_own_errors(
     with pytest.raises(geoip2.errors.AuthenticationError):
         geoip2.webservice.Client(ACCOUNT, "not-the-key", host=deployment.host).city("81.2.69.160")
     refusing = ipinfo_at(deployment, monkeypatch, "not-the-key")
-    with pytest.raises(APIError) as refused:
-        refusing.classic.getDetails("81.2.69.160")
-    assert refused.value.error_code == 401
+    for handler in (refusing.classic, refusing.lite, refusing.core):
+        with pytest.raises(APIError) as refused:
+            handler.getDetails("81.2.69.160")
+        assert refused.value.error_code == 401
+    # The handlers check an address themselves before asking; the routes refuse a malformed one as ipinfo
+    for api in ("lite", "lookup"):
+        wrong = requests.get(f"https://{deployment.host}/ipinfo/{api}/999.1.1.1?token={KEY}", timeout=10)
+        assert (wrong.status_code, wrong.json()["error"]["title"]) == (404, "Wrong ip"), api
 
 
 def ipinfo_at(deployment: Deployment, patch: pytest.MonkeyPatch, token: str = KEY) -> IpinfoClients:
@@ -321,6 +327,9 @@ def test_ipinfo_at_the_root_serves_the_clients_own_paths(
         "CN",
         "AS4837 CHINA UNICOM China169 Backbone",
     )
+    lite, core = clients.lite.getDetails("175.16.199.1"), clients.core.getDetails("175.16.199.1")
+    assert (lite.asn, lite.country_code) == ("AS4837", "CN")
+    assert (core.geo["city"], core.all["as"]["asn"]) == ("Changchun", "AS4837")
     # The other APIs keep their paths and their errors
     assert (
         requests.get(
@@ -341,8 +350,10 @@ def test_me_is_the_caller_and_without_keys_any_credentials_pass(
     me = requests.get(f"https://{deployment.host}/geoip/v2.1/country/me", auth=("1", KEY), timeout=10)
     assert (me.status_code, me.json()["code"]) == (400, "IP_ADDRESS_RESERVED")
     clients = ipinfo_at(deployment, monkeypatch)
-    caller = clients.classic.getDetails()
-    assert (caller.ip, caller.bogon) == ("127.0.0.1", True)
+    # classic: /ipinfo/json; Lite: /ipinfo/lite/me; Core and Plus: /ipinfo/lookup
+    for handler in (clients.classic, clients.lite, clients.core, clients.plus):
+        caller = handler.getDetails()
+        assert (caller.ip, caller.bogon) == ("127.0.0.1", True), handler
     # As `ipmeta serve` runs by default: no keys configured, so any account and key will do
     from ipmeta.api.handler import handler
 
@@ -408,3 +419,107 @@ def test_a_text_column_named_traits_leaves_every_answer_standing(deployment: Dep
     # /v1 still answers the column as it was loaded: the GeoIP2 document ignores it
     v1 = requests.get(f"https://{deployment.host}/v1/ip/1.0.0.1", headers={"x-api-key": KEY}, timeout=10)
     assert v1.json()["datasets"]["notes"]["data"] == {"traits": "gold customer"}
+
+
+# -- ipinfo's Lite and Core/Plus APIs (issue 26) -------------------------------------------------
+
+
+def expected_lite(city: geoip2.database.Reader, asn: geoip2.database.Reader, ip: str) -> dict[str, str]:
+    record = city.city(ip)
+    wanted = {"ip": ip}
+    try:
+        number = asn.asn(ip)
+        wanted["asn"] = f"AS{number.autonomous_system_number}"
+        if number.autonomous_system_organization:
+            wanted["as_name"] = number.autonomous_system_organization
+    except geoip2.errors.AddressNotFoundError:
+        pass
+    wanted["country_code"] = str(record.country.iso_code)
+    wanted["country"] = record.country.names["en"]
+    wanted["continent_code"] = str(record.continent.code)
+    return wanted
+
+
+def expected_core(city: geoip2.database.Reader, asn: geoip2.database.Reader, ip: str) -> dict[str, Any]:
+    record = city.city(ip)
+    geo: dict[str, Any] = {"city": record.city.names.get("en")}
+    if record.subdivisions:
+        geo |= {"region": record.subdivisions[0].names["en"], "region_code": record.subdivisions[0].iso_code}
+    geo |= {
+        "country": record.country.names["en"],
+        "country_code": record.country.iso_code,
+        "continent_code": record.continent.code,
+        "latitude": record.location.latitude,
+        "longitude": record.location.longitude,
+        "timezone": record.location.time_zone,
+        "postal_code": record.postal.code,
+    }
+    wanted: dict[str, Any] = {
+        "ip": ip,
+        "geo": {name: value for name, value in geo.items() if value is not None},
+    }
+    lite = expected_lite(city, asn, ip)
+    if "asn" in lite:
+        wanted["as"] = {"asn": lite["asn"], "name": lite.get("as_name")}
+        wanted["as"] = {name: value for name, value in wanted["as"].items() if value is not None}
+    return wanted
+
+
+LITE_FIELDS = ("ip", "asn", "as_name", "country_code", "country", "continent_code")
+GEO_FIELDS = (
+    "city",
+    "region",
+    "region_code",
+    "country",
+    "country_code",
+    "continent_code",
+    "latitude",
+    "longitude",
+    "timezone",
+    "postal_code",
+)
+
+
+def test_the_lite_and_core_handlers_answer_what_the_files_hold(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given HandlerLite, HandlerCore and HandlerPlus with their API URLs at ipmeta's /ipinfo
+    clients = ipinfo_at(deployment, monkeypatch)
+    with (
+        geoip2.database.Reader(str(deployment.city)) as city,
+        geoip2.database.Reader(str(deployment.asn)) as asn,
+    ):
+        for ip in edges(deployment.city):
+            # When each asks for an address the City and ASN datasets hold: Then what the files hold
+            lite = clients.lite.getDetails(ip).all
+            assert {name: lite[name] for name in LITE_FIELDS if name in lite} == expected_lite(
+                city, asn, ip
+            ), ip
+            for handler in (clients.core, clients.plus):
+                core = handler.getDetails(ip).all
+                shaped = {
+                    "ip": core["ip"],
+                    "geo": {name: core["geo"][name] for name in GEO_FIELDS if name in core["geo"]},
+                }
+                if "as" in core:
+                    shaped["as"] = core["as"]
+                assert shaped == expected_core(city, asn, ip), ip
+    # What the clients add from their own tables, and what ipmeta sends: the continent's name
+    london = clients.lite.getDetails("81.2.69.160")
+    assert (london.asn, london.as_name, london.country_name, london.isEU) == (
+        "AS20712",
+        "Andrews & Arnold Ltd",
+        "United Kingdom",
+        False,
+    )
+    base = f"https://{deployment.host}/ipinfo"
+    raw = requests.get(f"{base}/lite/81.2.69.160?token={KEY}", timeout=10).json()
+    assert raw["continent"] == "Europe"
+    assert clients.lite.getDetails("89.160.20.120").all.get("as_name") is None  # AS7018 has no name
+    assert clients.core.getDetails("81.2.70.1").is_anycast is True  # Zurich's trait
+    assert clients.core.getDetails("202.196.224.1").is_satellite is True
+    # Fields one by one, and an address no dataset holds: the address alone, as ipinfo answers
+    assert requests.get(f"{base}/lite/81.2.69.160/asn?token={KEY}", timeout=10).text == "AS20712\n"
+    assert requests.get(f"{base}/lookup/81.2.69.160/geo?token={KEY}", timeout=10).json()["city"] == "London"
+    assert requests.get(f"{base}/lite/8.8.8.8?token={KEY}", timeout=10).json() == {"ip": "8.8.8.8"}
+    assert requests.get(f"{base}/lookup/8.8.8.8?token={KEY}", timeout=10).json() == {"ip": "8.8.8.8"}

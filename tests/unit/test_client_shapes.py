@@ -330,3 +330,64 @@ def test_an_as_number_without_a_name_is_the_org_alone() -> None:
         assert ipinfo_document.details("12.0.0.1", data, False, fields)["org"] == "AS7018", data
     named = {"autonomous_system_number": 7018, "autonomous_system_organization": "AT&T Services, Inc."}
     assert ipinfo_document.details("12.0.0.1", named, False, fields)["org"] == "AS7018 AT&T Services, Inc."
+
+
+GEOLITE_CITY_AND_ASN = {
+    "city.names.en": "London",
+    "subdivisions.0.names.en": "England",
+    "subdivisions.0.iso_code": "ENG",
+    "country.iso_code": "GB",
+    "country.names.en": "United Kingdom",
+    "continent.code": "EU",
+    "location.latitude": Decimal("51.5142"),
+    "location.longitude": Decimal("-0.0931"),
+    "postal.code": "EC1A",
+    "location.time_zone": "Europe/London",
+    "traits.is_anycast": False,
+    "autonomous_system_number": Decimal(20712),
+    "autonomous_system_organization": "Andrews & Arnold Ltd",
+}
+
+
+def test_ipinfo_lite_answers_its_fields_from_the_datasets_columns() -> None:
+    fields = ipinfo_document.field_map({})
+    assert ipinfo_document.lite("81.2.69.160", GEOLITE_CITY_AND_ASN, False, fields) == {
+        "ip": "81.2.69.160",
+        "asn": "AS20712",
+        "as_name": "Andrews & Arnold Ltd",
+        "country_code": "GB",
+        "country": "United Kingdom",
+        "continent_code": "EU",
+        "continent": "Europe",  # from the code: the dataset has no continent name
+    }
+    assert ipinfo_document.lite("10.0.0.1", None, True, fields) == {"ip": "10.0.0.1", "bogon": True}
+
+
+def test_ipinfo_core_answers_nested_geo_and_as() -> None:
+    fields = ipinfo_document.field_map({"as_domain": "domain"})
+    answer = ipinfo_document.core(
+        "81.2.69.160", {**GEOLITE_CITY_AND_ASN, "domain": "aa.net.uk"}, False, fields
+    )
+    assert answer == {
+        "ip": "81.2.69.160",
+        "geo": {
+            "city": "London",
+            "region": "England",
+            "region_code": "ENG",
+            "country": "United Kingdom",
+            "country_code": "GB",
+            "continent": "Europe",
+            "continent_code": "EU",
+            "latitude": Decimal("51.5142"),
+            "longitude": Decimal("-0.0931"),
+            "timezone": "Europe/London",
+            "postal_code": "EC1A",
+        },
+        "as": {"asn": "AS20712", "name": "Andrews & Arnold Ltd", "domain": "aa.net.uk"},
+        "is_anycast": False,
+    }
+    # Columns named like ipinfo's own fields are never copied into an answer
+    hostile = {"ip": "6.6.6.6", "geo": "Mars", "as": "AS1", "org": "evil", "loc": "x", "bogon": "yes"}
+    assert ipinfo_document.core("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
+    assert ipinfo_document.lite("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
+    assert ipinfo_document.details("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
