@@ -41,14 +41,26 @@ class ClientServer:
 
 
 @contextmanager
-def serving_clients(table: LoaderTable, folder: Path, api_key: str) -> Iterator[ClientServer]:
-    """The real handler behind the real local server, over TLS, admitting ``api_key`` only."""
+def serving_clients(
+    table: LoaderTable,
+    folder: Path,
+    api_key: str,
+    *,
+    pointer_cache_seconds: float = 0.0,
+    ranges: RangeCache | None = None,
+) -> Iterator[ClientServer]:
+    """The real handler behind the real local server, over TLS, admitting ``api_key`` only;
+    by default every request re-reads the pointers and queries every dataset (no range cache)."""
     certificate = make_server_certificate(folder)
     with pytest.MonkeyPatch.context() as patch:
         # The clients trust the team's own authority, as a deployment's users would.
         patch.setenv("REQUESTS_CA_BUNDLE", str(certificate.authority))
         dependencies.install(
-            dependencies.Dependencies(store=table, pointer_cache_seconds=0.0, ranges=RangeCache(0))
+            dependencies.Dependencies(
+                store=table,
+                pointer_cache_seconds=pointer_cache_seconds,
+                ranges=RangeCache(0) if ranges is None else ranges,
+            )
         )
         from ipmeta.api.handler import handler
 
