@@ -108,6 +108,8 @@ CASES = (
     Case("csv-x.", "x.", "x"),
     Case("csv-traits.", "traits.", "x"),
     Case("csv-..", "..", "x"),
+    Case("csv-0", "0", "x"),
+    Case("csv-subdivisions.²", "subdivisions.²", "x"),
     # MaxMind DB records: booleans, lists, doubles and maps where records and fields are expected
     Case("mmdb-traits-true", record={"traits": True}),
     Case("mmdb-country-list", record={"country": ["GB", "FR"]}),

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 from decimal import Decimal
 
+import geoip2.models
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta.api.credentials import client_of, key_of_authorization, presented_key
 from ipmeta.schema.ips import parse_ip
-from ipmeta.shapes import geoip2_document, ipinfo_document
+from ipmeta.shapes import exact_json, geoip2_document, ipinfo_document
 
 
 def basic(user: str, password: str) -> str:
@@ -391,3 +393,56 @@ def test_ipinfo_core_answers_nested_geo_and_as() -> None:
     assert ipinfo_document.core("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
     assert ipinfo_document.lite("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
     assert ipinfo_document.details("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
+
+
+#: Column parts that collide with MaxMind's records and fields, ipinfo's fields, and odd ones.
+_PARTS = st.sampled_from(
+    [
+        *geoip2_document.RECORDS["insights"],
+        *("names", "en", "iso_code", "code", "latitude", "geoname_id", "is_anycast", "residential"),
+        *("network", "ip_address", "locales", "self", "prefix_len", "network_last_seen"),
+        *("country_code", "asn", "organization", "as_name", "city_name", "lat", "lon", "region"),
+        *("ip", "org", "loc", "bogon", "geo", "as", "hostname", "maxmind", "0", "1", "²", "", "x"),
+    ]
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(["GB", "EU", "AS13335", "2024-01-31", "true", "0", "1"]),
+    st.binary(max_size=3),
+)
+_COLUMNS = st.dictionaries(
+    st.lists(_PARTS, min_size=1, max_size=4).map(".".join),
+    st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3)),
+    max_size=10,
+)
+_MODELS = {"country": geoip2.models.Country, "city": geoip2.models.City, "insights": geoip2.models.Insights}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_COLUMNS)
+def test_any_columns_make_documents_maxminds_client_parses_and_ipinfo_answers_of_its_types(
+    data: dict[str, object],
+) -> None:
+    # Given any columns (a hostile dataset's), When every shape answers from them
+    address = parse_ip("81.2.69.160")
+    for service, model in _MODELS.items():
+        document = geoip2_document.document(service, address, [(data, address.value, address.value)])
+        if document is None:
+            continue
+        # Then MaxMind's client builds its model from the JSON it would read, every record an object
+        answer = model(["en"], **json.loads(exact_json.dumps(document)))
+        answer.to_dict()
+        assert isinstance(answer.country.name, str | None)
+    fields = ipinfo_document.field_map({})
+    classic = ipinfo_document.details("81.2.69.160", data, False, fields)
+    assert all(isinstance(value, str) for value in classic.values())
+    lite = ipinfo_document.lite("81.2.69.160", data, False, fields)
+    assert all(isinstance(value, str) for value in lite.values())
+    core = ipinfo_document.core("81.2.69.160", data, False, fields)
+    assert all(isinstance(value, str | int | Decimal) for value in core.get("geo", {}).values())
+    assert all(isinstance(value, str) for value in core.get("as", {}).values())
+    json.loads(exact_json.dumps(core))

@@ -100,8 +100,8 @@ def nested(data: Mapping[str, Any]) -> dict[str, Any]:
             node = child
         if not isinstance(node.get(leaf), dict):
             node.setdefault(leaf, value)
-    shaped: dict[str, Any] = _arrays(root)
-    return shaped
+    # The root stays a map even when every column is a number ("0"): only records become arrays.
+    return {key: _arrays(value) for key, value in root.items()}
 
 
 def _arrays(node: Any) -> Any:
