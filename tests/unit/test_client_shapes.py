@@ -446,3 +446,19 @@ def test_any_columns_make_documents_maxminds_client_parses_and_ipinfo_answers_of
     assert all(isinstance(value, str | int | Decimal) for value in core.get("geo", {}).values())
     assert all(isinstance(value, str) for value in core.get("as", {}).values())
     json.loads(exact_json.dumps(core))
+
+
+def test_the_openapi_document_describes_ipinfos_lite_and_lookup() -> None:
+    from ipmeta.api.app import openapi_document
+
+    paths = openapi_document()["paths"]
+    operations = {path: item["get"]["operationId"] for path, item in paths.items() if "get" in item}
+    assert operations["/ipinfo/lite/{ip}"] == "ipinfoLite"
+    assert operations["/ipinfo/lookup/{ip}"] == "ipinfoLookup"
+    assert operations["/ipinfo/lookup"] == "ipinfoLookupCaller"
+    assert operations["/ipinfo/lite/{ip}/{field}"] == "ipinfoLiteField"
+    schemas = openapi_document()["components"]["schemas"]
+    assert set(schemas["IpinfoLite"]["properties"]) >= {"asn", "as_name", "country_code", "continent"}
+    assert set(schemas["IpinfoCore"]["properties"]) >= {"ip", "geo", "as", "is_anycast"}  # "as", not "as_"
+    # The root's copies (ipinfoAtRoot) are served, not documented twice
+    assert not [path for path in paths if path.startswith(("/lite", "/lookup"))]
