@@ -171,6 +171,8 @@ ASN_RANGES: Final[tuple[tuple[str, str, dict[str, Any]], ...]] = (
         "81.2.70.63",
         {"autonomous_system_number": Typed("uint32", 8560), "autonomous_system_organization": "IONOS SE"},
     ),
+    # a number and no name, as 61 of the 640 networks of MaxMind's GeoLite2-ASN test database
+    ("89.160.20.0", "89.160.20.255", {"autonomous_system_number": Typed("uint32", 7018)}),
     (
         "175.16.199.0",
         "175.16.199.255",

@@ -35,7 +35,7 @@ from tests.infra.cfn import (
     resources_of_type,
     rest_method_routes,
 )
-from tests.infra.conftest import DATASETS, DEFAULT, VARIANTS, Synthesized, cdk_json
+from tests.infra.conftest import DATASETS, DEFAULT, HTTP_API, VARIANTS, Synthesized, cdk_json
 
 
 def _authorizers(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -112,6 +112,103 @@ def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synth
     ]
     assert root[0]["AuthorizerId"] == {"Ref": ipinfo_id}
     assert len(methods) == 8  # three families and their proxies, the root and its proxy
+
+
+# -- ipinfo's Lite and Core/Plus paths (issue 26) -----------------------------------------------
+
+#: What HandlerLite, HandlerCore and HandlerPlus ask for, with their URLs at ``/ipinfo``...
+NEWER_IPINFO_PATHS = (
+    "/ipinfo/lite/8.8.8.8",
+    "/ipinfo/lite/me",
+    "/ipinfo/lite/8.8.8.8/asn",
+    "/ipinfo/lookup",
+    "/ipinfo/lookup/2001:db8::1",
+    "/ipinfo/lookup/me/geo",
+)
+#: ...and at the root, with ``ipinfoAtRoot``.
+NEWER_ROOT_PATHS = ("/lite/8.8.8.8", "/lite/me", "/lookup", "/lookup/8.8.8.8")
+
+
+def _matches(template_path: str, path: str) -> bool:
+    """API Gateway's match of a request path against a resource path: ``{x}`` one segment,
+    ``{x+}`` one or more."""
+    wanted, given = template_path.strip("/").split("/"), path.strip("/").split("/")
+    for index, part in enumerate(wanted):
+        if part.endswith("+}"):
+            return len(given) > index
+        if index >= len(given) or not (part == given[index] or part.startswith("{")):
+            return False
+    return len(given) == len(wanted)
+
+
+def _route_of(template_paths: list[str], path: str) -> str | None:
+    """The resource (or route) API Gateway picks for ``path``: the most specific that matches."""
+    matching = [candidate for candidate in template_paths if _matches(candidate, path)]
+    return max(
+        matching,
+        key=lambda candidate: (candidate.count("/") - candidate.count("{"), len(candidate)),
+        default=None,
+    )
+
+
+def _rest_methods(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each REST resource's full path -> its ANY method's properties."""
+    [rest_api_id] = resources_of_type(template, "AWS::ApiGateway::RestApi")
+    root = json.dumps({"Fn::GetAtt": [rest_api_id, "RootResourceId"]})
+    resources = resources_of_type(template, "AWS::ApiGateway::Resource")
+
+    def path_of(reference: Any) -> str:
+        if json.dumps(reference) == root:
+            return ""
+        resource = resources[reference["Ref"]]["Properties"]
+        return f"{path_of(resource['ParentId'])}/{resource['PathPart']}"
+
+    return {
+        path_of(method["Properties"]["ResourceId"]) or "/": method["Properties"]
+        for method in resources_of_type(template, "AWS::ApiGateway::Method").values()
+        if method["Properties"]["HttpMethod"] == "ANY"
+    }
+
+
+@pytest.mark.parametrize("variant", [DEFAULT, DATASETS])
+def test_ipinfos_lite_and_lookup_paths_reach_the_lookup_on_the_rest_front(
+    synthesized: Synthesized, variant: str
+) -> None:
+    # Given the REST front, with ipinfo at the root (DATASETS) or not (DEFAULT)
+    template = synthesized.templates[variant]
+    methods = _rest_methods(template)
+    lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
+    ipinfo_family = methods["/ipinfo/{proxy+}"]
+    at_root = variant == DATASETS
+    # When HandlerLite or HandlerCore asks: Then ipinfo's proxy (or the root's) sends it to the lookup,
+    # under ipinfo's authorizer, like the classic routes
+    for path in (*NEWER_IPINFO_PATHS, *(NEWER_ROOT_PATHS if at_root else ())):
+        resource = _route_of(list(methods), path)
+        assert resource is not None, path
+        method = methods[resource]
+        assert lookup_id in json.dumps(method["Integration"]["Uri"]), path
+        assert method["AuthorizerId"] == ipinfo_family["AuthorizerId"], path
+        assert method["ApiKeyRequired"] is True
+    if not at_root:
+        assert [_route_of(list(methods), path) for path in NEWER_ROOT_PATHS] == [None] * len(NEWER_ROOT_PATHS)
+
+
+def test_ipinfos_lite_and_lookup_paths_reach_the_lookup_on_the_http_front(synthesized: Synthesized) -> None:
+    # Given the HTTP API front with ipinfo at the root
+    template = synthesized.templates[HTTP_API]
+    routes = {
+        route["Properties"]["RouteKey"].split(" ", 1)[1]: route["Properties"]
+        for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values()
+        if route["Properties"]["RouteKey"].startswith("GET ")
+    }
+    ipinfo_family = routes["/ipinfo/{proxy+}"]
+    assert VARIANTS[HTTP_API]["ipinfoAtRoot"] is True
+    # When a newer handler asks: Then a GET route of ipinfo's family takes it, with ipinfo's authorizer
+    for path in (*NEWER_IPINFO_PATHS, *NEWER_ROOT_PATHS):
+        route = _route_of(list(routes), path)
+        assert route is not None, path
+        assert routes[route]["AuthorizerId"] == ipinfo_family["AuthorizerId"], path
+        assert routes[route]["Target"] == ipinfo_family["Target"], path
 
 
 def test_the_lookup_reads_the_client_api_settings_from_its_environment(synthesized: Synthesized) -> None:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 from decimal import Decimal
 
+import geoip2.models
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta.api.credentials import client_of, key_of_authorization, presented_key
 from ipmeta.schema.ips import parse_ip
-from ipmeta.shapes import geoip2_document, ipinfo_document
+from ipmeta.shapes import exact_json, geoip2_document, ipinfo_document
 
 
 def basic(user: str, password: str) -> str:
@@ -198,3 +200,265 @@ def test_a_deployment_names_its_own_columns() -> None:
         ipinfo_document.field_map({"hostname": "h"})
     with pytest.raises(ValueError, match="reads 2 column"):
         ipinfo_document.field_map({"loc": "latlon"})
+
+
+# -- issue 26: columns named like records, flat layouts, org without a name, Lite and Core -----
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"traits": "gold customer"},
+        {"traits": Decimal(7), "location": "51.5,-0.1", "postal": True},
+        {"city.names": "London", "subdivisions.0": "England", "registered_country": ["DE"]},
+        {"subdivisions.x.iso_code": "ENG", "anonymizer.residential": "yes", "city.locales": "en"},
+    ],
+    ids=["text-traits", "scalars-as-records", "scalars-inside-records", "maps-and-lists-misplaced"],
+)
+def test_a_column_named_like_a_record_never_makes_a_record_a_non_object(data: dict[str, object]) -> None:
+    # Given a dataset whose columns share names with MaxMind's records, beside a real one
+    real = {"country.iso_code": "GB", "traits.is_anycast": True}
+    # When its section becomes a document
+    document = geoip2_document.section_document({**data, **real})
+    # Then every record is an object (subdivisions a list of objects), the real fields kept
+    for name, record in document.items():
+        assert isinstance(record, list if name == "subdivisions" else dict), name
+        assert all(isinstance(item, dict) for item in record) if isinstance(record, list) else True
+    assert document["country"] == {"iso_code": "GB"}
+    assert document["traits"]["is_anycast"] is True
+    assert "locales" not in document.get("city", {})  # geoip2's City(locales, **city) would refuse it
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (  # DB-IP City Lite CSV (loader.formats.dbip_csv)
+            {
+                "continent": "EU",
+                "country": "GB",
+                "region": "England",
+                "city": "London",
+                "lat": Decimal("51.5142"),
+                "lon": Decimal("-0.0931"),
+            },
+            {
+                "continent": {"code": "EU"},
+                "country": {"iso_code": "GB"},
+                "subdivisions": [{"names": {"en": "England"}}],
+                "city": {"names": {"en": "London"}},
+                "location": {"latitude": Decimal("51.5142"), "longitude": Decimal("-0.0931")},
+            },
+        ),
+        (  # GeoLite2 City CSV, Blocks joined with Locations (loader.formats.geoip2_csv)
+            {
+                "continent_code": "OC",
+                "continent_name": "Oceania",
+                "country_iso_code": "AU",
+                "country_name": "Australia",
+                "subdivision_1_iso_code": "QLD",
+                "subdivision_1_name": "Queensland",
+                "city_name": "Brisbane",
+                "time_zone": "Australia/Brisbane",
+                "is_in_european_union": Decimal(0),
+                "postal_code": "4101",
+                "latitude": Decimal("-27.4767"),
+                "longitude": Decimal("153.017"),
+                "accuracy_radius": Decimal(100),
+                "registered_country_iso_code": "AU",
+                "is_anycast": Decimal(1),
+                "geoname_id": Decimal(2174003),
+            },
+            {
+                "continent": {"code": "OC", "names": {"en": "Oceania"}},
+                "country": {"iso_code": "AU", "names": {"en": "Australia"}, "is_in_european_union": False},
+                "registered_country": {"iso_code": "AU"},
+                "subdivisions": [{"iso_code": "QLD", "names": {"en": "Queensland"}}],
+                "city": {"names": {"en": "Brisbane"}},
+                "location": {
+                    "time_zone": "Australia/Brisbane",
+                    "latitude": Decimal("-27.4767"),
+                    "longitude": Decimal("153.017"),
+                    "accuracy_radius": 100,
+                },
+                "postal": {"code": "4101"},
+                "traits": {"is_anycast": True},
+            },
+        ),
+        (  # ip-location-db city (FLAT_CITY) and its postcode typed a number
+            {"country_code": "DE", "state1": "Bavaria", "city": "Munich", "postcode": Decimal(80331)},
+            {
+                "country": {"iso_code": "DE"},
+                "subdivisions": [{"names": {"en": "Bavaria"}}],
+                "city": {"names": {"en": "Munich"}},
+                "postal": {"code": "80331"},
+            },
+        ),
+        (  # IPinfo Lite: country and continent are names there, beside their codes
+            {
+                "country": "United States",
+                "country_code": "US",
+                "continent": "North America",
+                "continent_code": "NA",
+                "asn": "AS15169",
+                "as_name": "Google LLC",
+            },
+            {
+                "country": {"iso_code": "US", "names": {"en": "United States"}},
+                "continent": {"code": "NA", "names": {"en": "North America"}},
+                "traits": {"autonomous_system_number": 15169, "autonomous_system_organization": "Google LLC"},
+            },
+        ),
+    ],
+    ids=["dbip-city-lite-csv", "geoip2-city-csv", "ip-location-db-city", "ipinfo-lite"],
+)
+def test_known_flat_layouts_become_maxminds_records(
+    data: dict[str, object], expected: dict[str, object]
+) -> None:
+    assert geoip2_document.section_document(data) == expected
+
+
+def test_a_dataset_s_own_dotted_column_wins_over_a_flat_one() -> None:
+    document = geoip2_document.section_document({"country": "FR", "country.iso_code": "GB", "location": "x"})
+    assert document == {"country": {"iso_code": "GB"}}
+
+
+def test_an_as_number_without_a_name_is_the_org_alone() -> None:
+    fields = ipinfo_document.field_map({})
+    for data in (
+        {"autonomous_system_number": 7018},
+        {"asn": Decimal(7018)},
+        {"traits.autonomous_system_number": 7018},
+    ):
+        assert ipinfo_document.details("12.0.0.1", data, False, fields)["org"] == "AS7018", data
+    named = {"autonomous_system_number": 7018, "autonomous_system_organization": "AT&T Services, Inc."}
+    assert ipinfo_document.details("12.0.0.1", named, False, fields)["org"] == "AS7018 AT&T Services, Inc."
+
+
+GEOLITE_CITY_AND_ASN = {
+    "city.names.en": "London",
+    "subdivisions.0.names.en": "England",
+    "subdivisions.0.iso_code": "ENG",
+    "country.iso_code": "GB",
+    "country.names.en": "United Kingdom",
+    "continent.code": "EU",
+    "location.latitude": Decimal("51.5142"),
+    "location.longitude": Decimal("-0.0931"),
+    "postal.code": "EC1A",
+    "location.time_zone": "Europe/London",
+    "traits.is_anycast": False,
+    "autonomous_system_number": Decimal(20712),
+    "autonomous_system_organization": "Andrews & Arnold Ltd",
+}
+
+
+def test_ipinfo_lite_answers_its_fields_from_the_datasets_columns() -> None:
+    fields = ipinfo_document.field_map({})
+    assert ipinfo_document.lite("81.2.69.160", GEOLITE_CITY_AND_ASN, False, fields) == {
+        "ip": "81.2.69.160",
+        "asn": "AS20712",
+        "as_name": "Andrews & Arnold Ltd",
+        "country_code": "GB",
+        "country": "United Kingdom",
+        "continent_code": "EU",
+        "continent": "Europe",  # from the code: the dataset has no continent name
+    }
+    assert ipinfo_document.lite("10.0.0.1", None, True, fields) == {"ip": "10.0.0.1", "bogon": True}
+
+
+def test_ipinfo_core_answers_nested_geo_and_as() -> None:
+    fields = ipinfo_document.field_map({"as_domain": "domain"})
+    answer = ipinfo_document.core(
+        "81.2.69.160", {**GEOLITE_CITY_AND_ASN, "domain": "aa.net.uk"}, False, fields
+    )
+    assert answer == {
+        "ip": "81.2.69.160",
+        "geo": {
+            "city": "London",
+            "region": "England",
+            "region_code": "ENG",
+            "country": "United Kingdom",
+            "country_code": "GB",
+            "continent": "Europe",
+            "continent_code": "EU",
+            "latitude": Decimal("51.5142"),
+            "longitude": Decimal("-0.0931"),
+            "timezone": "Europe/London",
+            "postal_code": "EC1A",
+        },
+        "as": {"asn": "AS20712", "name": "Andrews & Arnold Ltd", "domain": "aa.net.uk"},
+        "is_anycast": False,
+    }
+    # Columns named like ipinfo's own fields are never copied into an answer
+    hostile = {"ip": "6.6.6.6", "geo": "Mars", "as": "AS1", "org": "evil", "loc": "x", "bogon": "yes"}
+    assert ipinfo_document.core("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
+    assert ipinfo_document.lite("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
+    assert ipinfo_document.details("1.2.3.4", hostile, False, fields) == {"ip": "1.2.3.4"}
+
+
+#: Column parts that collide with MaxMind's records and fields, ipinfo's fields, and odd ones.
+_PARTS = st.sampled_from(
+    [
+        *geoip2_document.RECORDS["insights"],
+        *("names", "en", "iso_code", "code", "latitude", "geoname_id", "is_anycast", "residential"),
+        *("network", "ip_address", "locales", "self", "prefix_len", "network_last_seen"),
+        *("country_code", "asn", "organization", "as_name", "city_name", "lat", "lon", "region"),
+        *("ip", "org", "loc", "bogon", "geo", "as", "hostname", "maxmind", "0", "1", "²", "", "x"),
+    ]
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(["GB", "EU", "AS13335", "2024-01-31", "true", "0", "1"]),
+    st.binary(max_size=3),
+)
+_COLUMNS = st.dictionaries(
+    st.lists(_PARTS, min_size=1, max_size=4).map(".".join),
+    st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3)),
+    max_size=10,
+)
+_MODELS = {"country": geoip2.models.Country, "city": geoip2.models.City, "insights": geoip2.models.Insights}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_COLUMNS)
+def test_any_columns_make_documents_maxminds_client_parses_and_ipinfo_answers_of_its_types(
+    data: dict[str, object],
+) -> None:
+    # Given any columns (a hostile dataset's), When every shape answers from them
+    address = parse_ip("81.2.69.160")
+    for service, model in _MODELS.items():
+        document = geoip2_document.document(service, address, [(data, address.value, address.value)])
+        if document is None:
+            continue
+        # Then MaxMind's client builds its model from the JSON it would read, every record an object
+        answer = model(["en"], **json.loads(exact_json.dumps(document)))
+        answer.to_dict()
+        assert isinstance(answer.country.name, str | None)
+    fields = ipinfo_document.field_map({})
+    classic = ipinfo_document.details("81.2.69.160", data, False, fields)
+    assert all(isinstance(value, str) for value in classic.values())
+    lite = ipinfo_document.lite("81.2.69.160", data, False, fields)
+    assert all(isinstance(value, str) for value in lite.values())
+    core = ipinfo_document.core("81.2.69.160", data, False, fields)
+    assert all(isinstance(value, str | int | Decimal) for value in core.get("geo", {}).values())
+    assert all(isinstance(value, str) for value in core.get("as", {}).values())
+    json.loads(exact_json.dumps(core))
+
+
+def test_the_openapi_document_describes_ipinfos_lite_and_lookup() -> None:
+    from ipmeta.api.app import openapi_document
+
+    paths = openapi_document()["paths"]
+    operations = {path: item["get"]["operationId"] for path, item in paths.items() if "get" in item}
+    assert operations["/ipinfo/lite/{ip}"] == "ipinfoLite"
+    assert operations["/ipinfo/lookup/{ip}"] == "ipinfoLookup"
+    assert operations["/ipinfo/lookup"] == "ipinfoLookupCaller"
+    assert operations["/ipinfo/lite/{ip}/{field}"] == "ipinfoLiteField"
+    schemas = openapi_document()["components"]["schemas"]
+    assert set(schemas["IpinfoLite"]["properties"]) >= {"asn", "as_name", "country_code", "continent"}
+    assert set(schemas["IpinfoCore"]["properties"]) >= {"ip", "geo", "as", "is_anycast"}  # "as", not "as_"
+    # The root's copies (ipinfoAtRoot) are served, not documented twice
+    assert not [path for path in paths if path.startswith(("/lite", "/lookup"))]

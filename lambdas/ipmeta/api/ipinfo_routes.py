@@ -1,9 +1,11 @@
-"""ipinfo's API: ``GET /ipinfo/{ip}`` (``/json``, ``/{field}``), the caller, and ``POST /ipinfo/batch``.
+"""ipinfo's APIs: ``GET /ipinfo/{ip}`` (``/json``, ``/{field}``), the caller, ``POST /ipinfo/batch``,
+and the newer Lite (``GET /ipinfo/lite/{ip|me}``) and Core/Plus (``GET /ipinfo/lookup[/{ip|me}]``).
 
-The ipinfo clients (``ipinfo.getHandler(token)``) send ``Authorization: Bearer``
-or ``?token=`` (the front checks it as an ipmeta key) and read ipinfo's flat
-answer, which ``ipmeta.shapes.ipinfo_document`` makes from the merged view of the datasets the
-deployment maps to ipinfo (``IPMETA_IPINFO_DATASETS``, else what a lookup reads).
+The ipinfo clients (``ipinfo.getHandler(token)``, ``getHandlerLite``, ``getHandlerCore``,
+``getHandlerPlus``) send ``Authorization: Bearer`` or ``?token=`` (the front checks it as an
+ipmeta key) and read ipinfo's answers, which ``ipmeta.shapes.ipinfo_document`` makes from the
+merged view of the datasets the deployment maps to ipinfo (``IPMETA_IPINFO_DATASETS``, else
+what a lookup reads).
 With ``IPMETA_IPINFO_AT_ROOT`` the same routes answer at the root, so a
 client's own ``API_URL`` (no path) works. As ipinfo does, a valid address no
 dataset holds answers 200 with the address alone, a bogon ``"bogon": true``, a
@@ -22,7 +24,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta.api import dependencies
 from ipmeta.api.ip_routes import caller_of, parse_batch_body, raw_body
-from ipmeta.api.models import IpinfoBatchResponse, IpinfoDetails, IpinfoError
+from ipmeta.api.models import IpinfoBatchResponse, IpinfoCore, IpinfoDetails, IpinfoError, IpinfoLite
 from ipmeta.api.observability import count_lookups
 from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
 from ipmeta.lookup.catalog import Targets
@@ -57,18 +59,21 @@ def _details(address: Address, result: CombinedResult | None) -> dict[str, Any]:
     return ipinfo_document.details(str(address), data, is_bogon(address), fields())
 
 
-def details_of(address: Address) -> dict[str, Any]:
+def merged_data_of(address: Address) -> dict[str, Any] | None:
+    """The merged view of the datasets ipinfo reads at ``address``; None where none holds it."""
     deps = dependencies.current()
     targets = _targets()
     try:
-        result: CombinedResult | None = lookup_address(
-            deps.reader, targets, address, deps.batch_executor, deps.ranges
-        )
+        result = lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
     except IpAddressNotFound:
-        result = None  # ipinfo answers any valid address: with the address alone
+        return None  # ipinfo answers any valid address: with the address alone
     finally:
         count_lookups(targets.names, 1)
-    return _details(address, result)
+    return result.merged_data()
+
+
+def details_of(address: Address) -> dict[str, Any]:
+    return ipinfo_document.details(str(address), merged_data_of(address), is_bogon(address), fields())
 
 
 def _json(body: Any) -> Response[str]:
@@ -168,6 +173,12 @@ def _batch_body() -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+def _field_response(answer: dict[str, Any], field: str) -> Response[str]:
+    if field == WHOLE:
+        return _json(answer)
+    return Response(status_code=200, content_type="text/plain; charset=utf-8", body=field_text(answer, field))
+
+
 def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
     """The four operations, the root's refusing to answer unless the deployment serves the root."""
 
@@ -175,12 +186,7 @@ def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
         return _json(details_of(_address(ip, at_root=at_root)))
 
     def one_field(ip: str, field: str) -> Response[str]:
-        answer = details_of(_address(ip, at_root=at_root))
-        if field == WHOLE:
-            return _json(answer)
-        return Response(
-            status_code=200, content_type="text/plain; charset=utf-8", body=field_text(answer, field)
-        )
+        return _field_response(details_of(_address(ip, at_root=at_root)), field)
 
     def caller() -> Response[str]:
         _check_root(at_root)
@@ -195,9 +201,80 @@ def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
     return {"one": one, "field": one_field, "caller": caller, "batch": batch}
 
 
+# -- ipinfo's newer APIs: Lite (/lite/{ip}) and Core/Plus (/lookup/{ip}) --------------------------
+
+#: Each newer API's path and shape: ``api.ipinfo.io/lite/{ip}``, ``api.ipinfo.io/lookup/{ip}``.
+PRODUCTS: dict[str, Callable[..., dict[str, Any]]] = {
+    ipinfo_document.LITE_PATH: ipinfo_document.lite,
+    ipinfo_document.CORE_PATH: ipinfo_document.core,
+}
+#: The newer APIs' name for the caller (``/lite/me``); HandlerCore asks for ``/lookup`` itself.
+CALLER = "me"
+
+
+def product_answer(product: str, address: Address) -> dict[str, Any]:
+    shape = PRODUCTS[product]
+    return shape(str(address), merged_data_of(address), is_bogon(address), fields())
+
+
+def _product_handlers(product: str, at_root: bool) -> dict[str, Callable[..., Response[str]]]:
+    def address_of(ip: str) -> Address:
+        _check_root(at_root)
+        return caller_of(router.current_event) if ip == CALLER else parse_ip(ip)
+
+    def one(ip: str) -> Response[str]:
+        return _json(product_answer(product, address_of(ip)))
+
+    def one_field(ip: str, field: str) -> Response[str]:
+        return _field_response(product_answer(product, address_of(ip)), field)
+
+    def caller() -> Response[str]:
+        return one(CALLER)
+
+    return {"one": one, "field": one_field, "caller": caller}
+
+
+def _product_responses(model: type[Any], name: str) -> dict[int, Any]:
+    ok = {
+        "description": f"ipinfo {name}'s answer",
+        "content": {content_types.APPLICATION_JSON: {"model": model}},
+    }
+    return {200: ok, **_ERRORS}
+
+
+def register_products(prefix: str, *, at_root: bool) -> None:
+    """``{prefix}/lite/{ip|me}`` and ``{prefix}/lookup[/{ip|me}]``, each with ``/{field}``. Before
+    the classic routes, whose ``{prefix}/<ip>/<field>`` would take ``/lite/8.8.8.8``."""
+    suffix = "Root" if at_root else ""
+    common: dict[str, Any] = {"tags": ["ipinfo"], "include_in_schema": not at_root}
+    for product, model, name in (
+        (ipinfo_document.LITE_PATH, IpinfoLite, "Lite"),
+        (ipinfo_document.CORE_PATH, IpinfoCore, "Core/Plus"),
+    ):
+        handlers = _product_handlers(product, at_root)
+        base = f"{prefix}/{product}"
+        operation = f"ipinfo{product.capitalize()}"  # ipinfoLite, ipinfoLookup
+        responses = _product_responses(model, name)
+        routes = [
+            (f"{base}/<ip>", "one", operation, "one address (`me`: the caller)", responses),
+            (f"{base}/<ip>/<field>", "field", f"{operation}Field", "one field as text", _TEXT),
+        ]
+        if product == ipinfo_document.CORE_PATH:
+            routes.append((base, "caller", f"{operation}Caller", "the caller's address", responses))
+        for path, handler, operation_id, summary, answers in routes:
+            router.get(
+                path,
+                operation_id=operation_id + suffix,
+                summary=f"ipinfo {name}: {summary}",
+                responses=answers,
+                **common,
+            )(handlers[handler])
+
+
 def register(prefix: str, *, at_root: bool) -> None:
     """The routes under ``prefix``: ``/ipinfo``, or ``""`` (the root: left out of the OpenAPI
     document, and answering only with ``IPMETA_IPINFO_AT_ROOT``)."""
+    register_products(prefix, at_root=at_root)
     handlers = _handlers(at_root)
     suffix = "Root" if at_root else ""
     common: dict[str, Any] = {"tags": ["ipinfo"], "include_in_schema": not at_root}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 #: Every code the API answers with, and when: the README and the OpenAPI spec list these.
 ERROR_CODES: dict[str, str] = {
@@ -201,6 +201,56 @@ class IpinfoDetails(BaseModel):
     org: str | None = Field(default=None, description='"AS15169 Google LLC"')
     postal: str | None = None
     timezone: str | None = None
+
+
+class IpinfoLite(BaseModel):
+    """ipinfo Lite's answer (``api.ipinfo.io/lite/{ip}``); a field no dataset holds is left out."""
+
+    ip: str
+    bogon: bool | None = Field(default=None, description="true for a special-purpose address; else absent")
+    asn: str | None = Field(default=None, description='"AS15169"')
+    as_name: str | None = Field(default=None, description='"Google LLC"')
+    as_domain: str | None = Field(default=None, description="from an `as_domain` column (IPinfo Lite's)")
+    country_code: str | None = Field(default=None, description="ISO 3166-1 alpha-2 code")
+    country: str | None = Field(default=None, description="the country's English name")
+    continent_code: str | None = Field(default=None, description='"NA", "EU"...')
+    continent: str | None = Field(default=None, description='"North America"')
+
+
+class IpinfoGeo(BaseModel):
+    city: str | None = None
+    region: str | None = None
+    region_code: str | None = Field(default=None, description="the subdivision's ISO 3166-2 code")
+    country: str | None = Field(default=None, description="the country's English name")
+    country_code: str | None = Field(default=None, description="ISO 3166-1 alpha-2 code")
+    continent: str | None = None
+    continent_code: str | None = None
+    latitude: float | None = Field(default=None, description="a number, with the stored digits")
+    longitude: float | None = Field(default=None, description="a number, with the stored digits")
+    timezone: str | None = None
+    postal_code: str | None = None
+
+
+class IpinfoAs(BaseModel):
+    asn: str = Field(description='"AS15169"')
+    name: str | None = Field(default=None, description='"Google LLC"')
+    domain: str | None = Field(default=None, description="from an `as_domain` column")
+    type: str | None = Field(default=None, description="from an `as_type` column")
+
+
+class IpinfoCore(BaseModel):
+    """ipinfo Core's and Plus's answer (``api.ipinfo.io/lookup/{ip}``); what no dataset holds is left out."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    ip: str
+    bogon: bool | None = Field(default=None, description="true for a special-purpose address; else absent")
+    geo: IpinfoGeo | None = None
+    as_: IpinfoAs | None = Field(default=None, alias="as")
+    is_anonymous: bool | None = Field(default=None, description="where a dataset holds it (an anonymizer)")
+    is_anycast: bool | None = Field(default=None, description="where a dataset holds it (GeoIP2's trait)")
+    is_hosting: bool | None = Field(default=None, description="where a dataset holds it (an anonymizer)")
+    is_satellite: bool | None = Field(default=None, description="where a dataset holds it (GeoIP2's trait)")
 
 
 class IpinfoErrorDetail(BaseModel):

@@ -11,8 +11,10 @@ the document each service answers, as MaxMind documents it
   Insights adds the anonymizer (``RECORDS``). City's and Country's traits are
   the ones MaxMind lists for them (``TRAITS``); Insights keeps every trait.
 - **several datasets**: each dataset's section becomes a document of its own
-  (a GeoLite2-ASN-layout dataset's flat ``autonomous_system_*`` columns, or an
-  ``asn``/``organization`` layout's, become traits), and the documents merge in
+  (``geoip2_records``: known flat layouts, DB-IP's ``country``/``city``/``lat``, the
+  GeoIP2 CSV's ``country_iso_code``, GeoLite2-ASN's ``autonomous_system_*``, become
+  MaxMind's fields; every record is an object of fields of their kinds, so a column
+  that merely shares a record's name is ignored), and the documents merge in
   the deployment's precedence order: each value from the first dataset that has
   it, an array (``subdivisions``) whole from the first that has one.
 - **traits.network**: MaxMind defines it as the largest network around the
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ipmeta.schema.ips import Address, format_address
+from ipmeta.shapes import geoip2_records
 
 SERVICES: Final = ("country", "city", "insights")
 #: Where the routes live: ``https://{host}/geoip/v2.1/{service}/{ip}``, as the clients build it.
@@ -71,21 +74,6 @@ TRAITS: Final[Mapping[str, frozenset[str] | None]] = {
     "city": _CITY_TRAITS,
     "insights": None,
 }
-#: Flat columns of ASN and ISP layouts (GeoLite2-ASN, GeoIP2-ISP) that are traits in a document.
-FLAT_TRAITS: Final = frozenset(
-    {
-        "autonomous_system_number",
-        "autonomous_system_organization",
-        "isp",
-        "organization",
-        "mobile_country_code",
-        "mobile_network_code",
-        "connection_type",
-        "domain",
-        "user_type",
-    }
-)
-
 #: MaxMind's statuses for the codes a lookup raises where they differ from ``/v1``'s:
 #: a reserved address is a bad request there (400), not a missing one.
 ERROR_STATUSES: Final = {"IP_ADDRESS_RESERVED": 400}
@@ -95,7 +83,9 @@ def nested(data: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted columns as the nested record they were flattened from; empty cells left out.
 
     A map whose keys are all digits is an array again (``subdivisions.0...``),
-    in index order: MaxMind's records have no maps keyed by numbers.
+    in index order: MaxMind's records have no maps keyed by numbers. Where a column
+    names a record that other columns fill (``location`` beside ``location.latitude``),
+    the record wins, whatever the columns' order: a record is an object.
     """
     root: dict[str, Any] = {}
     for column, value in data.items():
@@ -104,54 +94,30 @@ def nested(data: Mapping[str, Any]) -> dict[str, Any]:
         *parents, leaf = column.split(".")
         node = root
         for part in parents:
-            child = node.setdefault(part, {})
+            child = node.get(part)
             if not isinstance(child, dict):
-                break  # a flat column shadows the nested one: keep what came first
+                child = node[part] = {}
             node = child
-        else:
+        if not isinstance(node.get(leaf), dict):
             node.setdefault(leaf, value)
-    shaped: dict[str, Any] = _arrays(root)
-    return shaped
+    # The root stays a map even when every column is a number ("0"): only records become arrays.
+    return {key: _arrays(value) for key, value in root.items()}
 
 
 def _arrays(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     inner = {key: _arrays(value) for key, value in node.items()}
-    if inner and all(key.isdigit() for key in inner):
+    # ASCII digits only: int() refuses some of what str.isdigit() accepts ("²")
+    if inner and all(key.isascii() and key.isdigit() for key in inner):
         return [inner[key] for key in sorted(inner, key=int)]
     return inner
 
 
-def as_number(value: Any) -> int | None:
-    """An AS number from ``13335`` or ``"AS13335"``; None if it is neither."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    text = str(value).strip()
-    digits = text[2:] if text[:2].upper() == "AS" else text
-    return int(digits) if digits.isascii() and digits.isdigit() else None
-
-
 def section_document(data: Mapping[str, Any]) -> dict[str, Any]:
-    """One dataset's data as a GeoIP2 document: its nested records, flat ASN/ISP columns as traits."""
-    document = nested(data)
-    traits: dict[str, Any] = dict(document.get("traits") or {})
-    flat = FLAT_TRAITS
-    if "asn" in data and (number := as_number(data["asn"])) is not None:
-        # ip-location-db's and DB-IP's ASN layouts: asn, and beside it the AS's organization
-        # (not an ISP's ``organization`` trait).
-        traits.setdefault("autonomous_system_number", number)
-        if isinstance(data.get("organization"), str):
-            traits.setdefault("autonomous_system_organization", data["organization"])
-        flat = FLAT_TRAITS - {"organization"}
-    for name in flat:
-        value = document.get(name)
-        if value is not None and not isinstance(value, dict | list):
-            traits.setdefault(name, value)
-    shaped = {name: value for name, value in document.items() if name in RECORDS["insights"]}
-    if traits:
-        shaped["traits"] = traits
-    return shaped
+    """One dataset's data as a GeoIP2 document: known flat layouts as MaxMind's fields, dotted
+    columns nested, and only the records and fields of their kinds (``geoip2_records``)."""
+    return geoip2_records.conformed(nested(geoip2_records.dotted_columns(data)))
 
 
 def for_service(document: Mapping[str, Any], service: str) -> dict[str, Any]:
