@@ -1,7 +1,10 @@
 """MaxMind DB files (``.mmdb``, ``.mmdb.gz``) to rows: one per network, streamed by ``maxminddb``.
 
 Memory stays flat: the reader maps the file and walks its tree one network at a
-time (a gzipped file is first inflated to a temporary file, never to memory).
+time (a gzipped file is first inflated to a temporary file, never to memory, and
+at most ``MAX_INFLATED_BYTES``). ``mmdb_tree`` walks the search tree first, in
+bounded depth: ``maxminddb``'s iterators trust it, and a tree that loops crashes
+the C one.
 Values keep their types (a ``NativeValues``); ``mmdb_fields`` says which fields
 become columns.
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import ipaddress
-import shutil
 import struct
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -43,10 +45,24 @@ from loader.formats.mmdb_fields import (
     leaf_paths,
     pick,
 )
+from loader.formats.mmdb_tree import check_database
 from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
 
 #: What a damaged file makes the reader raise, in either implementation (C or pure Python).
-READ_ERRORS: Final = (maxminddb.InvalidDatabaseError, ValueError, IndexError, struct.error, OSError)
+READ_ERRORS: Final = (
+    maxminddb.InvalidDatabaseError,
+    ValueError,
+    IndexError,
+    struct.error,
+    OSError,
+    # The pure-Python reader builds its metadata with keyword arguments: an unknown key is a TypeError.
+    TypeError,
+)
+
+
+#: A ``.mmdb.gz`` is inflated to a temporary file: at most this much, or a small gzip fills the
+#: disk. DB-IP City Lite's ``.mmdb.gz``, the largest release a feed fetches, is about 130 MB.
+MAX_INFLATED_BYTES: Final = 4 << 30
 
 
 def open_mmdb_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header | SourceRow | RowError]:
@@ -71,13 +87,23 @@ def _plain_copy(path: Path, name: str) -> Iterator[Path]:
         target = Path(folder) / path.stem
         try:
             with gzip.open(path, "rb") as packed, target.open("wb") as plain:
-                shutil.copyfileobj(packed, plain, 1 << 20)
+                inflated = 0
+                while block := packed.read(1 << 20):
+                    inflated += len(block)
+                    if inflated > MAX_INFLATED_BYTES:
+                        raise SourceError(
+                            f"{name}: inflates past {MAX_INFLATED_BYTES} bytes, more than a MaxMind DB "
+                            "holds; refused (a gzip bomb?)"
+                        )
+                    plain.write(block)
         except (OSError, EOFError) as error:
             raise SourceError(f"{name}: cannot read: {error}") from None
         yield target
 
 
 def _open(path: Path, name: str) -> maxminddb.Reader:
+    # The readers trust the search tree (a loop crashes the C one): it is walked here first.
+    check_database(path, name)
     try:
         return maxminddb.open_database(str(path))
     except READ_ERRORS as error:
