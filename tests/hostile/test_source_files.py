@@ -17,6 +17,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -123,33 +124,53 @@ def active(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @dataclass(frozen=True)
 class Child:
-    exit_code: int
+    exit_code: int | None  #: None: killed for outliving its time
     stdout: str
     stderr: str
     peak_rss_mb: float
     seconds: float
 
 
+#: Runs the command in its own fresh process and reports that process's exit and peak RSS. A child
+#: forked straight from pytest would count pytest's own size: Linux keeps the peak of the memory a
+#: process had before ``exec`` (hundreds of MB once the unit tests ran), so a small launcher forks it.
+LAUNCHER = """
+import json, os, sys
+report, command = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, *command])
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as out:
+    json.dump({"exit_code": os.waitstatus_to_exitcode(status), "peak_kib": usage.ru_maxrss}, out)
+"""
+
+
 def run_child(arguments: list[str], environment: dict[str, str], timeout: float = 60.0) -> Child:
-    """A Python child and its own peak RSS (``wait4``), killed if it outlives ``timeout``."""
+    """A Python child, its exit code and its own peak RSS; killed with its group past ``timeout``."""
     began = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen([sys.executable, *arguments], stdout=out, stderr=err, env=environment)
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - began > timeout:
-                process.kill()
-            time.sleep(0.02)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.json"
+        out, err = Path(folder) / "out", Path(folder) / "err"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            launcher = subprocess.Popen(
+                [sys.executable, "-c", LAUNCHER, str(report), *arguments],
+                stdout=stdout,
+                stderr=stderr,
+                env=environment,
+                start_new_session=True,
+            )
+            try:
+                launcher.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.pid, signal.SIGKILL)
+                launcher.wait()
+        ended: dict[str, Any] = json.loads(report.read_text()) if report.exists() else {}
         return Child(
-            process.returncode,
-            out.read().decode(errors="replace"),
-            err.read().decode(errors="replace"),
-            usage.ru_maxrss / 1024,  # KiB on Linux
+            ended.get("exit_code"),
+            out.read_text(errors="replace"),
+            err.read_text(errors="replace"),
+            ended.get("peak_kib", 0) / 1024,  # KiB on Linux
             time.monotonic() - began,
         )
 
