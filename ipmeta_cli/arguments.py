@@ -36,6 +36,17 @@ def share(text: str) -> float:
 non_negative_int = _whole_number_at_least(0, "must not be negative")
 
 
+def positive_float(text: str) -> float:
+    """A finite number above 0 (seconds, say)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} must be a finite number above 0")
+    return value
+
+
 def dataset_name(text: str) -> str:
     """A dataset name as ``ipmeta.schema.keys`` allows it (lower-case letters, digits, ``-``)."""
     from ipmeta.schema import keys

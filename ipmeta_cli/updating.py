@@ -9,6 +9,10 @@ fetched into ``<data-dir>/feeds/<dataset>/`` and verified, loaded into its
 dataset as one version, and remembered once that version is active. A feed
 that fails does not stop the others; the exit status is 1 if any failed.
 
+Each download has a deadline (``--download-deadline``): a server that trickles its
+bytes fails that feed with ``FEED_TIMEOUT``. SIGTERM unwinds the run as Ctrl-C
+does, so a killed update leaves no scratch archive and no partial file behind.
+
 Credentials: MaxMind's from the ``GeoIP.conf``, else ``GEOIPUPDATE_ACCOUNT_ID``
 and ``GEOIPUPDATE_LICENSE_KEY``; IPinfo's token from ``IPINFO_TOKEN``; a URL's
 headers from the environment variables ``--header NAME=VARIABLE`` names. None is
@@ -18,17 +22,21 @@ ever printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Final, NoReturn, TextIO
 
 from ipmeta.schema.errors import IpmetaError
 from ipmeta.schema.settings import Settings
+from ipmeta_cli.arguments import positive_float
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.loading import load_files
 from loader.errors import LoadError
@@ -46,6 +54,33 @@ LICENSE_KEY_VARIABLE: Final = "GEOIPUPDATE_LICENSE_KEY"
 IPINFO_TOKEN_VARIABLE: Final = "IPINFO_TOKEN"
 #: Each feed's files, under the data directory: ``feeds/<dataset>/``.
 FEEDS_DIR: Final = "feeds"
+#: Exit statuses of a run stopped by a signal, as a shell reports them (128 + the signal).
+EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
+EXIT_TERMINATED: Final = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so every ``with`` removes its scratch files as Ctrl-C's does.
+
+    A ``KeyboardInterrupt`` on purpose: a load it stops is left resumable, as Ctrl-C leaves it.
+    """
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While the run lasts, SIGTERM unwinds it (its default ends the process with no cleanup at all)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; a caller on another one keeps the default
+        return
+
+    def unwind(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)
@@ -250,14 +285,31 @@ def _one_line(feed: PlannedFeed, error: Exception) -> str:
 
 
 def command_update(args: argparse.Namespace) -> int:
-    from loader.feeds.http_client import HttpClient
+    feeds = planned_feeds(args.feed, args.config, args.header, host=args.host)
+    try:
+        with terminate_as_interrupt():
+            failed = _update_all(feeds, args)
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        signal_name = "SIGTERM" if terminated else "SIGINT"
+        print(f"ipmeta update: stopped by {signal_name}; nothing partial kept", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    if failed:
+        summary = f"{len(failed)} of {len(feeds)} feeds failed: {', '.join(failed)}"
+        print(f"ipmeta update: {summary}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _update_all(feeds: Sequence[PlannedFeed], args: argparse.Namespace) -> list[str]:
+    """Each feed in turn; returns the datasets of those that failed."""
+    from loader.feeds.http_client import HttpClient, HttpSettings
     from loader.store.table import LoaderTable
 
-    feeds = planned_feeds(args.feed, args.config, args.header, host=args.host)
     failed = []
+    http = HttpClient(HttpSettings(deadline_seconds=args.download_deadline))
     with backend(args) as settings:
         run = UpdateRun(
-            settings, LoaderTable.from_settings(settings), HttpClient(), Path(args.data_dir), args.dry_run
+            settings, LoaderTable.from_settings(settings), http, Path(args.data_dir), args.dry_run
         )
         for feed in feeds:
             try:
@@ -266,14 +318,12 @@ def command_update(args: argparse.Namespace) -> int:
                 code = f" ({error.code})" if isinstance(error, LoadError | IpmetaError) else ""
                 print(f"ipmeta update: {_one_line(feed, error)}{code}", file=sys.stderr, flush=True)
                 failed.append(feed.config.dataset_name)
-    if failed:
-        summary = f"{len(failed)} of {len(feeds)} feeds failed: {', '.join(failed)}"
-        print(f"ipmeta update: {summary}", file=sys.stderr)
-    return 1 if failed else 0
+    return failed
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from loader.feeds.config import DEFAULT_GEOIP_CONF
+    from loader.feeds.http_client import HttpSettings
 
     update = commands.add_parser(
         "update",
@@ -308,6 +358,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=[],
         metavar="NAME=VARIABLE",
         help="url feeds: send header NAME with the value of environment variable VARIABLE (repeatable)",
+    )
+    update.add_argument(
+        "--download-deadline",
+        type=positive_float,
+        default=HttpSettings.deadline_seconds,
+        metavar="SECONDS",
+        help="each download (and each metadata answer) must end within this long, retries included; "
+        "a server that trickles its bytes fails the feed with FEED_TIMEOUT (default %(default)g)",
     )
     update.add_argument(
         "--dry-run", action="store_true", help="say what would be fetched; fetch and load nothing"

@@ -10,7 +10,10 @@ which it skips, and the folder they sit in. Every member must fit it:
 - a regular file or a directory; a symlink, hard link, device or FIFO is refused;
 - a relative name without ``..``, a backslash or a NUL, inside the one folder;
 - a name the layout wants (once) or skips; anything else is refused;
-- the sizes actually read, not the ones the headers claim, stay under the cap.
+- the sizes actually read, not the ones the headers claim, stay under the cap. In a
+  ``.tar.gz`` that is every byte the gzip stream inflates to: members skipped
+  (licence texts) and data after the tar's end are read through to check the
+  gzip trailer, so they count as much as the files kept (``CountedInflation``).
 
 Wanted members are written to sinks under their plain file names (never the
 archive's path), hashed as they stream. The archive is read once, from a local
@@ -31,9 +34,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import IO, Final
+from typing import IO, Final, cast
 
-from loader.feeds.errors import ArchiveRejected, DownloadTruncated
+from loader.feeds.errors import ArchiveRejected, DownloadTooLarge, DownloadTruncated
 from loader.feeds.verify import Algorithm, Digests, Sink, SinkFactory, copy_counted
 
 _BLOCK: Final = 1 << 20
@@ -93,7 +96,7 @@ class Extraction:
 
     def __init__(self, feed: str, archive: str, layout: ArchiveLayout, sinks: SinkFactory, cap: int) -> None:
         self.feed, self.archive, self.layout = feed, archive, layout
-        self._sinks, self._cap = sinks, cap
+        self._sinks, self.cap = sinks, cap
         self.files: list[ExtractedFile] = []
         self.open_sinks: list[Sink] = []
         self._total = 0
@@ -135,7 +138,7 @@ class Extraction:
         size = copy_counted(
             _blocks(stream),
             write,
-            cap=self._cap - self._total,
+            cap=self.cap - self._total,
             feed=self.feed,
             what=f"{self.archive} unpacked",
         )
@@ -161,6 +164,31 @@ class Extraction:
             sink.abort()
 
 
+class CountedInflation:
+    """A gzip stream as ``tarfile`` reads it, every inflated byte counted against the archive's cap.
+
+    ``tarfile`` reads a skipped member through, and the trailer check reads past
+    the tar's end: without this, a small release could inflate gibibytes there.
+    """
+
+    def __init__(self, stream: IO[bytes], extraction: Extraction) -> None:
+        self._stream = stream
+        self._extraction = extraction
+        self.inflated = 0
+
+    def read(self, size: int = -1) -> bytes:
+        room = self._extraction.cap - self.inflated + 1
+        block = self._stream.read(room if size < 0 else min(size, room))
+        self.inflated += len(block)
+        if self.inflated > self._extraction.cap:
+            raise DownloadTooLarge(
+                f"{self._extraction.feed}: {self._extraction.archive} inflates past the feed's cap of "
+                f"{self._extraction.cap} bytes (skipped members and data after the archive's end "
+                "count too); refused"
+            )
+        return block
+
+
 def _blocks(stream: IO[bytes]) -> Iterator[bytes]:
     while block := stream.read(_BLOCK):
         yield block
@@ -169,8 +197,10 @@ def _blocks(stream: IO[bytes]) -> Iterator[bytes]:
 def extract_tar_gz(path: Path, extraction: Extraction) -> None:
     """Members of a ``.tar.gz``, in order, then the gzip stream read to its end for its CRC."""
     try:
-        with gzip.open(path, "rb") as inflated:
-            with tarfile.open(fileobj=inflated, mode="r|") as archive:
+        with gzip.open(path, "rb") as raw:
+            inflated = CountedInflation(cast(IO[bytes], raw), extraction)
+            # tarfile reads any object with read(); typeshed asks for a file.
+            with tarfile.open(fileobj=cast(IO[bytes], inflated), mode="r|") as archive:
                 for info in archive:
                     entry = _Entry(info.name, info.isreg(), info.isdir(), info.size)
                     member = extraction.member_of(entry)

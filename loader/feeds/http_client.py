@@ -6,6 +6,12 @@ Lambda asset), one connection per request:
 - **Timeouts:** ``timeout_seconds`` bounds the connect and every read, so a
   server that stalls before its headers or in the middle of a body fails with
   ``FeedTimeout`` instead of holding the function until Lambda kills it.
+- **A deadline** (``deadline_seconds``) bounds each answer as a whole, every
+  attempt and redirect up to its last byte: a server that sends a byte every few
+  seconds never trips a read's timeout. A timer shuts the connection down when
+  the time is up (the one way to end a read blocked in another thread's
+  ``recv``, and it ends a trickle of header lines too), and the read that
+  breaks raises ``FeedTimeout``, not retried within the run.
 - **Retries** on 408, 429 and 5xx, and on a connection that fails before any
   answer, with exponential backoff and jitter; ``Retry-After`` (RFC 9110
   10.2.3: delay-seconds or an HTTP-date) is honoured, and a server that asks
@@ -25,11 +31,14 @@ Lambda asset), one connection per request:
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import http.client
 import logging
 import random
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +78,9 @@ class HttpSettings:
     max_retry_after_seconds: float = 300.0
     max_redirects: int = 5
     user_agent: str = "ipmeta-feeds/1"
+    #: One answer, from its first request to its last byte (retries and redirects included). GeoLite2
+    #: City's zip is 50 MB and DB-IP City Lite's .mmdb.gz 130 MB: half an hour is 75 KB/s for both.
+    deadline_seconds: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,46 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
+class Deadline:
+    """The end of one answer's time: a timer that shuts its connection down, and the error it makes."""
+
+    def __init__(self, request: Request, seconds: float) -> None:
+        self.request, self.seconds = request, seconds
+        self.ends_at = time.monotonic() + seconds
+        self.expired = False
+        self._timer: threading.Timer | None = None
+
+    def left(self) -> float:
+        return self.ends_at - time.monotonic()
+
+    def watch(self, connection: http.client.HTTPConnection) -> None:
+        """Shut ``connection`` down when the time is up (one connection at a time)."""
+        self.cancel()
+        self._timer = threading.Timer(max(0.0, self.left()), self._expire, args=(connection,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self, connection: http.client.HTTPConnection) -> None:
+        self.expired = True
+        raw = connection.sock
+        if raw is not None:
+            # socket's own shutdown, not SSLSocket's (which drops its TLS state under the reader);
+            # a connection already closed needs none.
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(raw, socket.SHUT_RDWR)
+
+    def error(self, url: str) -> FeedTimeout:
+        return FeedTimeout(
+            f"{self.request.feed}: {display_url(url)} did not finish within the deadline of "
+            f"{self.seconds:g} s (deadline_seconds); refused"
+        )
+
+
 class Response:
     """An open answer; read it with ``chunks`` (streaming) or ``read_small``, then close it."""
 
@@ -129,12 +181,14 @@ class Response:
         connection: http.client.HTTPConnection,
         request: Request,
         url: str,
+        deadline: Deadline,
     ) -> None:
         self.status = raw.status
         self.url = url
         self._raw = raw
         self._connection = connection
         self._request = request
+        self._deadline = deadline
 
     def header(self, name: str) -> str | None:
         return self._raw.getheader(name)
@@ -177,15 +231,22 @@ class Response:
     def _read(self, block_bytes: int) -> bytes:
         feed, url = self._request.feed, display_url(self.url)
         try:
-            return self._raw.read(block_bytes)
-        except TimeoutError as error:
-            raise FeedTimeout(f"{feed}: {url} stopped sending in the middle of its answer") from error
-        except http.client.IncompleteRead as error:
-            raise DownloadTruncated(f"{feed}: {url} closed the connection before the end") from error
+            # read1: at most one receive, so a trickle returns what came and the deadline is seen.
+            block = self._raw.read1(block_bytes)
         except (OSError, http.client.HTTPException) as error:
+            if self._deadline.expired:
+                raise self._deadline.error(self.url) from error
+            if isinstance(error, TimeoutError):
+                raise FeedTimeout(f"{feed}: {url} stopped sending in the middle of its answer") from error
+            if isinstance(error, http.client.IncompleteRead):
+                raise DownloadTruncated(f"{feed}: {url} closed the connection before the end") from error
             raise FeedUnavailable(f"{feed}: reading {url} failed ({type(error).__name__})") from error
+        if self._deadline.expired:
+            raise self._deadline.error(self.url)
+        return block
 
     def close(self) -> None:
+        self._deadline.cancel()
         self._raw.close()
         self._connection.close()
 
@@ -218,19 +279,20 @@ class HttpClient:
     def get(self, request: Request, accept: frozenset[int] = frozenset({200})) -> Response:
         """An answer whose status is in ``accept``, after the retries; any other status raises."""
         attempts = self.settings.max_attempts
+        deadline = Deadline(request, self.settings.deadline_seconds)
         for attempt in range(1, attempts + 1):
             try:
-                response = self._follow(request)
+                response = self._follow(request, deadline)
             except FeedUnavailable as failure:
-                if attempt == attempts:
+                if attempt == attempts or deadline.expired:
                     raise
-                self._pause(request, self._backoff(attempt), str(failure))
+                self._pause(request, self._backoff(attempt), str(failure), deadline)
                 continue
             if response.status in accept:
                 return response
             response.close()
             wait = self._retry_wait(request, response, attempt)
-            self._pause(request, wait, f"HTTP {response.status}")
+            self._pause(request, wait, f"HTTP {response.status}", deadline)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def get_small(self, request: Request, limit: int = 64 << 10) -> bytes:
@@ -269,17 +331,19 @@ class HttpClient:
         # Half fixed, half random: retries of many feeds do not arrive together.
         return float(ceiling * (0.5 + self._jitter() / 2))
 
-    def _pause(self, request: Request, seconds: float, reason: str) -> None:
+    def _pause(self, request: Request, seconds: float, reason: str, deadline: Deadline) -> None:
+        if seconds >= deadline.left():
+            raise deadline.error(request.url)
         log.warning(
             "feed request retried",
             extra={"feed": request.feed, "url": display_url(request.url), "reason": reason, "wait": seconds},
         )
         self._sleep(seconds)
 
-    def _follow(self, request: Request) -> Response:
+    def _follow(self, request: Request, deadline: Deadline) -> Response:
         url, credentials = request.url, request.credentials
         for _ in range(self.settings.max_redirects + 1):
-            response = self._send(request, url, credentials)
+            response = self._send(request, url, credentials, deadline)
             location = response.header("Location")
             if response.status not in REDIRECTS or not location:
                 return response
@@ -294,7 +358,9 @@ class HttpClient:
             f"{self.settings.max_redirects} times"
         )
 
-    def _send(self, request: Request, url: str, credentials: Mapping[str, Secret]) -> Response:
+    def _send(
+        self, request: Request, url: str, credentials: Mapping[str, Secret], deadline: Deadline
+    ) -> Response:
         parts = urlsplit(url)
         timeout = self.settings.timeout_seconds
         connection: http.client.HTTPConnection
@@ -312,19 +378,28 @@ class HttpClient:
             **request.headers,
             **{name: secret.reveal() for name, secret in credentials.items()},
         }
+        deadline.watch(connection)
         try:
             connection.request("GET", target, headers=headers)
-            return Response(connection.getresponse(), connection, request, url)
-        except TimeoutError as error:
-            connection.close()
-            raise FeedTimeout(
-                f"{request.feed}: {display_url(url)} did not answer within {timeout:g} s"
-            ) from error
+            raw = connection.getresponse()
         except (OSError, http.client.HTTPException) as error:
+            deadline.cancel()
             connection.close()
-            raise FeedUnavailable(
-                f"{request.feed}: {display_url(url)} could not be reached ({type(error).__name__})"
+            raise (
+                deadline.error(url) if deadline.expired else _unreachable(request, url, timeout, error)
             ) from error
+        if deadline.expired:
+            connection.close()
+            raise deadline.error(url)
+        return Response(raw, connection, request, url, deadline)
+
+
+def _unreachable(request: Request, url: str, timeout: float, error: Exception) -> FeedUnavailable:
+    if isinstance(error, TimeoutError):
+        return FeedTimeout(f"{request.feed}: {display_url(url)} did not answer within {timeout:g} s")
+    return FeedUnavailable(
+        f"{request.feed}: {display_url(url)} could not be reached ({type(error).__name__})"
+    )
 
 
 def _check_redirect(request: Request, source: str, target: str) -> None:

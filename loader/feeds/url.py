@@ -78,8 +78,10 @@ class UrlFeed:
         self.url = check_url(url)
         self.checksum_url = check_url(checksum_url, "checksum_url") if checksum_url else None
         self.file_name = PurePosixPath(urlsplit(url).path).name
-        if not self.file_name:
-            raise FeedConfigInvalid(f"url: {display_url(url)} names no file")
+        # ".." and "." name folders: the file would land beside the feed's folder, or on it.
+        if self.file_name in ("", ".", ".."):
+            shown = f" ({self.file_name!r} is a folder)" if self.file_name else ""
+            raise FeedConfigInvalid(f"url: {display_url(url)} names no file{shown}; refused")
         if load_format is not None and load_format not in get_args(LoadFormat):
             raise FeedConfigInvalid(f"url: unknown format {load_format!r}")
         self._load_format = load_format or format_for(self.file_name)

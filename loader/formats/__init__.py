@@ -9,7 +9,9 @@
 | ``auto`` | ``mmdb`` for ``.mmdb``/``.mmdb.gz``, ``geoip2-csv`` with ``--locations``, else ``csv`` | |
 
 The readers share ``rows`` (``Header``, ``SourceRow``, ``RowError``, ``FormatOptions``),
-``text`` (opening plain or gzipped files) and ``mmdb_fields`` (``--mmdb-fields``).
+``text`` (opening plain or gzipped files, lines read with a limit) and ``mmdb_fields``
+(``--mmdb-fields``). ``mmdb_tree`` walks a MaxMind DB's search tree in bounded depth
+before ``maxminddb`` may iterate it (a looping tree crashes its C reader).
 
 Every reader streams: memory does not grow with the file. A file that cannot
 be read at all raises ``SourceError`` (``file: line N: reason``); a bad record

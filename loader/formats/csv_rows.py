@@ -30,7 +30,7 @@ from ipmeta.schema.ips import MAX_BY_FAMILY, Address, Family, parse_address_fiel
 from loader.errors import SourceError
 from loader.formats.column_types import NUMBER, number_problem, stored_type_of
 from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
-from loader.formats.text import open_binary, text_lines
+from loader.formats.text import MAX_RECORD_BYTES, TextLines, open_binary
 
 if TYPE_CHECKING:
     from _csv import Reader as CsvReader
@@ -44,7 +44,8 @@ MAX_ITEM_BYTES: Final = 400 * 1024
 #: Bytes an item spends outside its metadata: key and bound attributes, names, map overhead.
 ITEM_OVERHEAD_BYTES: Final = 200
 # A metadata field may be large (the 400 KB item check reports it); csv's default caps at 128 KB.
-csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
+# No field is longer than its record, which ``TextLines`` bounds.
+csv.field_size_limit(max(csv.field_size_limit(), MAX_RECORD_BYTES))
 
 #: Adds columns to a row's values in place (a join); returns why the row is bad, or None.
 Enrich = Callable[[dict[str, str]], str | None]
@@ -52,7 +53,7 @@ Enrich = Callable[[dict[str, str]], str | None]
 
 def open_csv_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header | SourceRow | RowError]:
     with open_binary(path) as handle:
-        yield from parse_csv(text_lines(handle, name), name, options.columns, options.declared_types)
+        yield from parse_csv(TextLines(handle, name), name, options.columns, options.declared_types)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +146,7 @@ def parse_csv(
     """
     # Not strict: the padded layout puts spaces after closing quotes (`"a, b" ,`).
     reader = csv.reader(lines, skipinitialspace=True)
+    bounded = lines if isinstance(lines, TextLines) else None
     if columns is None:
         try:
             columns = next(reader)
@@ -152,17 +154,22 @@ def parse_csv(
             raise SourceError(f"{name}: line 1: the file is empty; expected a header row") from None
         except csv.Error as error:
             raise SourceError(f"{name}: line 1: {error}") from None
+        if bounded is not None:
+            bounded.end_record()
     # Values are data and stay verbatim ("PhotoShelter, Inc. " keeps its space);
     # only a padded layout, recognisable by its padded header, has padding to strip.
     padded = any(column != column.strip() for column in columns)
     layout = layout_of(normalized_names(columns), name, declared_types, strip_values=padded, joined=joined)
     yield Header(layout.columns)
-    for line, record in records(reader, name):
+    for line, record in records(reader, name, bounded):
         yield parse_record(record, layout, f"{name}: line {line}", enrich)
 
 
-def records(reader: CsvReader, name: str) -> Iterator[tuple[int, list[str]]]:
-    """``(line, fields)`` of each non-blank record; a CSV syntax error ends the file with its line."""
+def records(reader: CsvReader, name: str, lines: TextLines | None) -> Iterator[tuple[int, list[str]]]:
+    """``(line, fields)`` of each non-blank record; a CSV syntax error ends the file with its line.
+
+    ``lines`` (what the reader reads) hears where each record ends, to bound the next one.
+    """
     while True:
         try:
             record = next(reader)
@@ -170,6 +177,8 @@ def records(reader: CsvReader, name: str) -> Iterator[tuple[int, list[str]]]:
             return
         except csv.Error as error:
             raise SourceError(f"{name}: line {reader.line_num}: {error}") from None
+        if lines is not None:
+            lines.end_record()
         if record and any(value.strip() for value in record):
             yield reader.line_num, record
 

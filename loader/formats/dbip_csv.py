@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import csv
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -20,7 +19,7 @@ from typing import Final
 from loader.errors import SourceError
 from loader.formats.csv_rows import parse_csv
 from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
-from loader.formats.text import open_binary, text_lines
+from loader.formats.text import TextLines, open_binary
 
 DBIP_LAYOUTS: Final = {
     3: ("start", "end", "country"),
@@ -31,12 +30,12 @@ DBIP_LAYOUTS: Final = {
 
 def open_dbip_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header | SourceRow | RowError]:
     with open_binary(path) as handle:
-        lines = text_lines(handle, name)
-        first = next(lines, None)
+        lines = TextLines(handle, name)
+        first = lines.peek()
         if first is None:
             raise SourceError(f"{name}: line 1: the file is empty")
         columns = options.columns or _columns_of(first, name)
-        yield from parse_csv(itertools.chain([first], lines), name, columns, options.declared_types)
+        yield from parse_csv(lines, name, columns, options.declared_types)
 
 
 def _columns_of(first_line: str, name: str) -> tuple[str, ...]:

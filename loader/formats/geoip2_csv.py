@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import itertools
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import Final
 from loader.errors import SourceError
 from loader.formats.csv_rows import normalized_names, parse_csv, records
 from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
-from loader.formats.text import open_binary, text_lines
+from loader.formats.text import TextLines, open_binary
 
 GEONAME_ID: Final = "geoname_id"
 #: Block columns naming a place, and the prefix of the columns their join adds.
@@ -59,8 +58,8 @@ def open_geoip2_rows(
     path: Path, name: str, options: FormatOptions
 ) -> Iterator[Header | SourceRow | RowError]:
     with open_binary(path) as handle:
-        lines = text_lines(handle, name)
-        first = next(lines, None)
+        lines = TextLines(handle, name)
+        first = lines.peek()
         if first is None:
             raise SourceError(f"{name}: line 1: the file is empty; expected a GeoIP2 Blocks header")
         names = normalized_names(next(csv.reader([first]), []))
@@ -74,7 +73,7 @@ def open_geoip2_rows(
                 )
             join = _Join(load_locations(options.locations), references)
         yield from parse_csv(
-            itertools.chain([first], lines),
+            lines,
             name,
             None,
             options.declared_types,
@@ -133,11 +132,15 @@ def _load_locations(path_text: str, modified: int, size: int) -> Locations:
     """The Locations table; cached, as the IPv4 and IPv6 blocks of one load join the same file."""
     path = Path(path_text)
     with open_binary(path) as handle:
-        reader = csv.reader(text_lines(handle, path.name))
+        lines = TextLines(handle, path.name)
+        reader = csv.reader(lines)
         try:
             names = normalized_names(next(reader))
         except StopIteration:
             raise SourceError(f"{path.name}: line 1: the Locations file is empty") from None
+        except csv.Error as error:
+            raise SourceError(f"{path.name}: line 1: {error}") from None
+        lines.end_record()
         if GEONAME_ID not in names:
             raise SourceError(
                 f"{path.name}: line 1: no geoname_id column in {names}; is it a Locations file?"
@@ -145,7 +148,7 @@ def _load_locations(path_text: str, modified: int, size: int) -> Locations:
         key_at = names.index(GEONAME_ID)
         kept = [index for index, column in enumerate(names) if column not in _NOT_JOINED]
         places: dict[str, tuple[str, ...]] = {}
-        for line, record in records(reader, path.name):
+        for line, record in records(reader, path.name, lines):
             if len(record) != len(names):
                 raise SourceError(
                     f"{path.name}: line {line}: expected {len(names)} columns, found {len(record)}"

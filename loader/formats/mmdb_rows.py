@@ -1,7 +1,11 @@
 """MaxMind DB files (``.mmdb``, ``.mmdb.gz``) to rows: one per network, streamed by ``maxminddb``.
 
 Memory stays flat: the reader maps the file and walks its tree one network at a
-time (a gzipped file is first inflated to a temporary file, never to memory).
+time (a gzipped file is first inflated to a temporary file, never to memory, and
+at most ``MAX_INFLATED_BYTES``). ``mmdb_tree`` walks the search tree first, in
+bounded depth: ``maxminddb``'s iterators trust it, and a tree that loops crashes
+the C one. A network whose value DynamoDB cannot hold (a double of ``inf``) is a
+bad row, as a CSV's bad line is: ``--max-errors`` skips it and the report names it.
 Values keep their types (a ``NativeValues``); ``mmdb_fields`` says which fields
 become columns.
 
@@ -19,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import ipaddress
-import shutil
 import struct
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -30,7 +33,7 @@ import maxminddb
 
 from ipmeta.schema.ips import Family, format_address, ipv4_of_mapped
 from loader.errors import SourceError
-from loader.formats.column_types import NativeValues, number_problem
+from loader.formats.column_types import NativeValues, native_problem, number_problem
 from loader.formats.csv_rows import ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES, declared_numbers
 from loader.formats.mmdb_fields import (
     ALL_FIELDS,
@@ -43,10 +46,24 @@ from loader.formats.mmdb_fields import (
     leaf_paths,
     pick,
 )
+from loader.formats.mmdb_tree import check_database
 from loader.formats.rows import FormatOptions, Header, RowError, SourceRow
 
 #: What a damaged file makes the reader raise, in either implementation (C or pure Python).
-READ_ERRORS: Final = (maxminddb.InvalidDatabaseError, ValueError, IndexError, struct.error, OSError)
+READ_ERRORS: Final = (
+    maxminddb.InvalidDatabaseError,
+    ValueError,
+    IndexError,
+    struct.error,
+    OSError,
+    # The pure-Python reader builds its metadata with keyword arguments: an unknown key is a TypeError.
+    TypeError,
+)
+
+
+#: A ``.mmdb.gz`` is inflated to a temporary file: at most this much, or a small gzip fills the
+#: disk. DB-IP City Lite's ``.mmdb.gz``, the largest release a feed fetches, is about 130 MB.
+MAX_INFLATED_BYTES: Final = 4 << 30
 
 
 def open_mmdb_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header | SourceRow | RowError]:
@@ -56,7 +73,9 @@ def open_mmdb_rows(path: Path, name: str, options: FormatOptions) -> Iterator[He
             columns = _choose_columns(reader, name, options.mmdb_fields)
             numbers = declared_numbers(options.declared_types, list(columns), f"{name}: --types")
             yield Header(list(columns))
-            yield from _rows(reader, name, columns, numbers, every=options.mmdb_fields == ALL_FIELDS)
+            as_text = frozenset(options.declared_types) - set(numbers)
+            every = options.mmdb_fields == ALL_FIELDS
+            yield from _rows(reader, name, columns, numbers, every=every, as_text=as_text)
         finally:
             reader.close()
 
@@ -71,13 +90,23 @@ def _plain_copy(path: Path, name: str) -> Iterator[Path]:
         target = Path(folder) / path.stem
         try:
             with gzip.open(path, "rb") as packed, target.open("wb") as plain:
-                shutil.copyfileobj(packed, plain, 1 << 20)
+                inflated = 0
+                while block := packed.read(1 << 20):
+                    inflated += len(block)
+                    if inflated > MAX_INFLATED_BYTES:
+                        raise SourceError(
+                            f"{name}: inflates past {MAX_INFLATED_BYTES} bytes, more than a MaxMind DB "
+                            "holds; refused (a gzip bomb?)"
+                        )
+                    plain.write(block)
         except (OSError, EOFError) as error:
             raise SourceError(f"{name}: cannot read: {error}") from None
         yield target
 
 
 def _open(path: Path, name: str) -> maxminddb.Reader:
+    # The readers trust the search tree (a loop crashes the C one): it is walked here first.
+    check_database(path, name)
     try:
         return maxminddb.open_database(str(path))
     except READ_ERRORS as error:
@@ -147,8 +176,9 @@ def _rows(
     numbers: Mapping[str, str],
     *,
     every: bool,
+    as_text: frozenset[str],
 ) -> Iterator[SourceRow | RowError]:
-    to_row = _RowBuilder(list(columns.items()), numbers, every=every)
+    to_row = _RowBuilder(list(columns.items()), numbers, every=every, as_text=as_text)
     holds_ipv6 = reader.metadata().ip_version == 6
     for network, record in _networks(reader, name):
         start, prefix = int(network.network_address), network.prefixlen
@@ -200,10 +230,17 @@ class _RowBuilder:
     """
 
     def __init__(
-        self, paths: list[tuple[str, FieldPath]], numbers: Mapping[str, str], *, every: bool
+        self,
+        paths: list[tuple[str, FieldPath]],
+        numbers: Mapping[str, str],
+        *,
+        every: bool,
+        as_text: frozenset[str],
     ) -> None:
         self.paths = paths
         self.numbers = numbers
+        #: Columns declared text (``--types x=str``): any value is stored, as its text.
+        self.as_text = as_text
         self.every = every
         self._last: tuple[Any, NativeValues] | None = None
 
@@ -247,6 +284,11 @@ class _RowBuilder:
                 )
             else:
                 size += len(column) + (len(value) if kind is bytes else 8)
+            # inf, nan or a double past DynamoDB's range: a bad row (--max-errors), not a bad file.
+            if (kind is float or kind is list) and column not in self.as_text:
+                unholdable = native_problem(value)
+                if unholdable:
+                    return f"{origin}: column {column!r} holds {repr(value)[:60]}: {unholdable}"
             values[column] = value
         problem = self._declared_problem(values) if self.numbers else None
         if problem:

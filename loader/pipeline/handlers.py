@@ -49,7 +49,7 @@ from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.schema.settings import METRICS_NAMESPACE, Settings
-from loader.feeds.http_client import HttpClient
+from loader.feeds.http_client import HttpClient, HttpSettings
 from loader.options import LoadOptions
 from loader.pipeline import abort as abort_task
 from loader.pipeline import activate as activate_task
@@ -139,13 +139,23 @@ def fetch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         _table(),
         lambda prefix: s3.S3Sinks(s3.client(), bucket, prefix),
         read_secret=_read_secret,
-        http=HttpClient(),
+        http=HttpClient(HttpSettings(deadline_seconds=_download_deadline(context))),
         workdir=Path(tempfile.gettempdir()),
     )
     if outcome["status"] == fetch_task.UNCHANGED:
         _publish_feed_failures(outcome["dataset"], outcome["failures_in_a_row"])
     logger.info("feed checked", extra={"feed": event["feed"], "status": outcome["status"]})
     return outcome
+
+
+#: Kept back from the function's timeout: a stalled vendor ends as a FeedTimeout the state
+#: machine retries, not as the function's own timeout.
+FETCH_DEADLINE_MARGIN_SECONDS = 60.0
+
+
+def _download_deadline(context: LambdaContext) -> float:
+    seconds_left = context.get_remaining_time_in_millis() / 1000
+    return max(FETCH_DEADLINE_MARGIN_SECONDS, seconds_left - FETCH_DEADLINE_MARGIN_SECONDS)
 
 
 @logger.inject_lambda_context

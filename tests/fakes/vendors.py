@@ -3,7 +3,8 @@
 Each is a ``FakeServer`` (a threaded ``http.server`` in a daemon thread) that
 records every request it sees (``seen``) and answers through a routing
 function; ``inject`` queues faults (a 429 with ``Retry-After``, a 503, a
-stall, a cut-off body) that answer the next requests before the routing does.
+stall, a cut-off body, a body or headers sent a byte at a time) that answer
+the next requests before the routing does.
 The protocols follow what ``loader.feeds`` documents for each vendor, so a
 test can assert what a run sent: "only the metadata request", "no download".
 """
@@ -45,6 +46,10 @@ class Reply:
     stall_seconds: float = 0.0
     #: ...or, with this set, after the headers and this many bytes of the body.
     stall_after: int | None = None
+    #: Send the body one byte at a time, this many seconds apart (each read is quick, the whole is not).
+    trickle_seconds: float = 0.0
+    #: Trickle the header lines too: one byte of a header at a time, before the body.
+    trickle_headers: bool = False
 
 
 def json_reply(data: Any, status: int = 200) -> Reply:
@@ -140,6 +145,9 @@ class FakeServer:
         return Handler
 
     def _send(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.trickle_seconds:
+            self._trickle(handler, reply)
+            return
         if reply.stall_seconds and reply.stall_after is None and self._stop.wait(reply.stall_seconds):
             return
         handler.send_response(reply.status)
@@ -159,6 +167,20 @@ class FakeServer:
             pass  # the client gave up first (a test of its timeout or cap)
         if reply.cut_after is not None:
             handler.close_connection = True
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        """A byte at a time: bounded by what there is to send, and it stops when the server does."""
+        head = f"HTTP/1.1 {reply.status} OK\r\nContent-Length: {len(reply.body)}\r\n".encode()
+        slow = b"X-Slow: " + b"x" * 1024 + b"\r\n\r\n" if reply.trickle_headers else b""
+        handler.close_connection = True
+        try:
+            handler.wfile.write(head if reply.trickle_headers else head + b"\r\n")
+            for byte in slow + reply.body:
+                handler.wfile.write(bytes([byte]))
+                if self._stop.wait(reply.trickle_seconds):
+                    return
+        except OSError:
+            pass  # the client gave up: what a deadline is for
 
 
 @contextmanager

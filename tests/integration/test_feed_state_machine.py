@@ -124,8 +124,9 @@ def feed_machine(
     template = synthesized.templates[FEEDS]
     monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
     monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
-    # The vendor's retries within one invocation, without waiting; the state machine's own come after
-    monkeypatch.setattr(handlers, "HttpClient", lambda: quick_http(Sleeps(), attempts=1))
+    # The vendor's retries within one invocation, without waiting; the state machine's own come after.
+    # (The handler's settings carry its deadline, a minute before the invocation's end.)
+    monkeypatch.setattr(handlers, "HttpClient", lambda settings: quick_http(Sleeps(), attempts=1))
     csv = Edition("2026-11-24", maxmind_city_csv_zip("2026-11-24"), md5_of(b"csv release"))
     editions = {EDITION: edition("2026-11-24"), CSV_EDITION: csv}
     with FakeMaxMind(ACCOUNT, KEY, editions) as maxmind, mock_aws():

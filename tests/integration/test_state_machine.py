@@ -52,6 +52,9 @@ class Context:
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
     aws_request_id = "state-machine-test"
 
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000  # a fresh 15-minute invocation
+
 
 @dataclass
 class Faults:

@@ -211,15 +211,23 @@ def test_declared_types_apply_to_database_values(tmp_path: Path) -> None:
         read(path, declared_types={"nope": "int"})
 
 
-def test_a_nan_double_is_evidence_naming_its_network(tmp_path: Path) -> None:
-    networks = [("1.0.0.0/24", {"lat": 1.5}), ("1.0.1.0/24", {"lat": math.nan})]
-    _, rows, _ = read(make_db(tmp_path / "nan.mmdb", networks, "Test"))
-    evidence = ColumnEvidence()
-    for row in rows:
-        evidence.observe(row.values, row.origin)
-    assert evidence.problems({}) == [
-        "nan.mmdb: network 1.0.1.0/24: column 'lat' holds nan: DynamoDB numbers cannot be NaN or Infinity"
+def test_a_nan_double_is_a_bad_row_naming_its_network(tmp_path: Path) -> None:
+    # A network DynamoDB cannot hold is skipped by --max-errors like a CSV's bad line, not the whole file
+    networks = [
+        ("1.0.0.0/24", {"lat": 1.5}),
+        ("1.0.1.0/24", {"lat": math.nan}),
+        ("1.0.2.0/24", {"lat": [2.0, -math.inf]}),
     ]
+    _, rows, errors = read(make_db(tmp_path / "nan.mmdb", networks, "Test"))
+    assert [row.origin for row in rows] == ["nan.mmdb: network 1.0.0.0/24"]
+    assert errors == [
+        "nan.mmdb: network 1.0.1.0/24: column 'lat' holds nan: DynamoDB numbers cannot be NaN or Infinity",
+        "nan.mmdb: network 1.0.2.0/24: column 'lat' holds [2.0, -inf]: "
+        "DynamoDB numbers cannot be NaN or Infinity",
+    ]
+    # Unless the column is declared text, which holds any value
+    _, as_text, none = read(tmp_path / "nan.mmdb", declared_types={"lat": "str"})
+    assert (len(as_text), none) == (3, [])
 
 
 def test_a_gzipped_database_reads_the_same(tmp_path: Path) -> None:
