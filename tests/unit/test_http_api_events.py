@@ -22,7 +22,7 @@ from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
 from ipmeta.api.handler import handler
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from tests.stub_store import SlashTwentyFourStore
+from testing.stub_store import SlashTwentyFourStore
 
 CALLER = "198.51.100.23"
 VERSION = 3
