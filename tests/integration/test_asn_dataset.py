@@ -2,22 +2,19 @@
 
 For every sampled range the test looks up its start, its end, the address just
 before the start and the one just after the end, over HTTP, and compares each
-answer with a scan of the CSV that knows nothing of the loader: the last row
-(in file order) containing the address wins, and no row means 404.
+answer with a scan of the CSV that knows nothing of the loader
+(``testing.asn_scan``): the last row (in file order) containing the address
+wins, and no row means 404.
 """
 
 from __future__ import annotations
 
-import bisect
-import csv
 import http.client
 import ipaddress
 import json
 import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,57 +24,10 @@ from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
 from loader.store.table import LoaderTable
+from testing.asn_scan import CsvScan, read_csv
 from tests.integration.conftest import load_csv, running_api_server
 
 SAMPLED_RANGES = 10_000
-
-
-@dataclass(frozen=True)
-class CsvRow:
-    position: int
-    start: int
-    end: int
-    asn: int
-    organization: str
-
-
-class CsvScan:
-    """Rows of one family sorted by start, with a running maximum of ends, so a scan
-    backwards from the last row starting at or before the address can stop as soon
-    as no earlier row reaches that far."""
-
-    def __init__(self, rows: list[CsvRow]) -> None:
-        self.rows = sorted(rows, key=lambda row: row.start)
-        self.starts = [row.start for row in self.rows]
-        self.reach: list[int] = []
-        furthest = -1
-        for row in self.rows:
-            furthest = max(furthest, row.end)
-            self.reach.append(furthest)
-
-    def owner(self, value: int) -> CsvRow | None:
-        best: CsvRow | None = None
-        index = bisect.bisect_right(self.starts, value) - 1
-        while index >= 0 and self.reach[index] >= value:
-            row = self.rows[index]
-            if row.end >= value and (best is None or row.position > best.position):
-                best = row
-            index -= 1
-        return best
-
-
-def read_csv(path: Path, family: int, first_position: int) -> list[CsvRow]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return [
-            CsvRow(
-                first_position + number,
-                int(ipaddress.ip_address(start)),
-                int(ipaddress.ip_address(end)),
-                int(asn),
-                organization,
-            )
-            for number, (start, end, asn, organization) in enumerate(csv.reader(handle))
-        ]
 
 
 @pytest.fixture(scope="module")

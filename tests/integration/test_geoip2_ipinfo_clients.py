@@ -45,9 +45,9 @@ from ipmeta.shapes import geoip2_document as shapes
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
+from testing.tls import ServerCertificate
 from tests.client_servers import ClientServer, IpinfoClients, ipinfo_clients, serving_clients
 from tests.geoip2_databases import write_asn, write_city
-from tests.tls import ServerCertificate
 
 KEY = "k3y-of-the-test-team"
 ACCOUNT = 123456

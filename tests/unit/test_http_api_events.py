@@ -21,6 +21,7 @@ from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
 from ipmeta.api.handler import handler
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
+from testing.stub_store import SlashTwentyFourStore
 from tests.authorizer_events import (
     GEOIP2_ROUTE,
     HTTP_KEYS,
@@ -33,7 +34,6 @@ from tests.authorizer_events import (
     rest_authorizer_event,
     rest_verdict,
 )
-from tests.stub_store import SlashTwentyFourStore
 
 CALLER = "198.51.100.23"
 VERSION = 3

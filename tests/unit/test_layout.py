@@ -5,8 +5,10 @@ when a change puts loader code on the lookup's path, a write in the lookup's
 data access, boto3 outside the data-access modules, an import against the
 direction of the loader's parts (``loader/__init__.py``) or of the lookup's
 packages (``lambdas/ipmeta/__init__.py``), a module name twice in the lookup
-package, a product definition that only tests or benchmarks use, or a function
-over 60 lines.
+package, a product definition that only tests or benchmarks use, a function
+over 60 lines, or test code where it does not belong: the product importing
+``tests``, ``bench`` or ``testing``, the benchmarks importing ``tests``, or
+``testing`` importing either.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LOOKUP_PACKAGE = ROOT / "lambdas" / "ipmeta"
 RUNTIME_FOLDERS = ("lambdas", "loader", "ipmeta_cli")
+#: What ships or deploys: the runtime, and the CDK app that deploys it.
+PRODUCT_FOLDERS = (*RUNTIME_FOLDERS, "stacks")
+#: The code that checks or measures the product, never part of it.
+TEST_PACKAGES = ("tests", "bench", "testing")
 #: DynamoDB client operations that change a table.
 WRITE_OPERATIONS = frozenset(
     {
@@ -143,12 +149,10 @@ def test_the_export_file_writers_do_not_read_the_table(relative: str) -> None:
     assert {name for name in imported if loader_part(name) == "store"} == set()
 
 
-@pytest.mark.parametrize("package", LOADER_PACKAGES)
-def test_each_loader_package_says_what_it_holds_and_may_import(package: str) -> None:
-    docstring = ast.get_docstring(tree_of(ROOT / "loader" / package / "__init__.py")) or ""
-    modules = sorted(
-        path.stem for path in (ROOT / "loader" / package).glob("*.py") if path.stem != "__init__"
-    )
+@pytest.mark.parametrize("package", [*(f"loader/{package}" for package in LOADER_PACKAGES), "testing"])
+def test_each_package_says_what_it_holds_and_may_import(package: str) -> None:
+    docstring = ast.get_docstring(tree_of(ROOT / package / "__init__.py")) or ""
+    modules = sorted(path.stem for path in (ROOT / package).glob("*.py") if path.stem != "__init__")
     # Every module of the package is named in its docstring, and so are its import rules
     assert [module for module in modules if f"``{module}``" not in docstring] == []
     assert "import" in docstring.lower()
@@ -205,6 +209,40 @@ def test_boto3_is_imported_only_by_the_data_access_modules() -> None:
     }
     # The CLI may catch botocore's errors to print them as one line.
     assert importers - {"ipmeta_cli/main.py"} <= BOTO3_MODULES
+
+
+def top_level_imports(path: Path) -> set[str]:
+    return {name.split(".")[0] for name in imported_modules(tree_of(path))}
+
+
+@pytest.mark.parametrize("path", [*python_files(*PRODUCT_FOLDERS), ROOT / "app.py"], ids=module_of)
+def test_the_product_never_imports_the_tests_the_benchmarks_or_their_helpers(path: Path) -> None:
+    assert top_level_imports(path) & set(TEST_PACKAGES) == set()
+
+
+@pytest.mark.parametrize("path", list(python_files("bench")), ids=module_of)
+def test_the_benchmarks_never_import_the_tests(path: Path) -> None:
+    # What a benchmark shares with the tests lives in testing/, which both import.
+    assert "tests" not in top_level_imports(path)
+
+
+@pytest.mark.parametrize("path", list(python_files("testing")), ids=module_of)
+def test_the_shared_helpers_import_neither_the_tests_nor_the_benchmarks(path: Path) -> None:
+    assert top_level_imports(path) & {"tests", "bench"} == set()
+
+
+@pytest.mark.parametrize(
+    "module", sorted(path.stem for path in (ROOT / "testing").glob("*.py") if path.stem != "__init__")
+)
+def test_each_shared_helper_is_used_by_the_tests_and_by_the_benchmarks(module: str) -> None:
+    # A helper only the tests use belongs in tests/; one only a benchmark uses, in bench/.
+    users = {
+        folder
+        for folder in ("tests", "bench")
+        for path in python_files(folder)
+        if f"testing.{module}" in imported_modules(tree_of(path))
+    }
+    assert users == {"tests", "bench"}
 
 
 def test_no_function_is_longer_than_sixty_lines() -> None:

@@ -1,8 +1,8 @@
 """A throwaway certificate authority and a server certificate for 127.0.0.1, made with ``cryptography``.
 
-The GeoIP2 client speaks only https; the tests serve TLS with this certificate
-and trust its authority through ``REQUESTS_CA_BUNDLE``, as a team would trust
-its own CA.
+The GeoIP2 client speaks only https; the tests and ``bench/geoip2_clients.py``
+serve TLS with this certificate and trust its authority through
+``REQUESTS_CA_BUNDLE``, as a team would trust its own CA.
 """
 
 from __future__ import annotations

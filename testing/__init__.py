@@ -1,0 +1,18 @@
+"""What the tests and the benchmarks both use: oracles, a stand-in store, certificates, an in-process client.
+
+- ``asn_scan``: which row of an ASN CSV owns an address (the last row holding
+  it), by a scan that knows nothing of the loader.
+- ``asn_reverse``: a value's ranges in the ASN CSV (its rows minus what later
+  rows take), and the values the reverse-index checks page through.
+- ``in_process_api``: a GET through the real Lambda handler in this process,
+  and every page of ``/v1/ranges``.
+- ``stub_store``: a store with no DynamoDB in which every address lies in its
+  own /24, so the real handler runs with no data layer to wait for.
+- ``tls``: a throwaway certificate authority and a server certificate for
+  127.0.0.1, for the GeoIP2 client that speaks only https.
+
+Each module here has a user in ``tests/`` and one in ``bench/``; what only the
+tests use stays in ``tests/``. It may import the product (``ipmeta``,
+``loader``, ``ipmeta_cli``) and third-party libraries, never ``tests`` nor
+``bench``, and the product never imports it (``tests/unit/test_layout.py``).
+"""

@@ -1,0 +1,62 @@
+"""Which row of an ASN CSV owns an address, by a scan that knows nothing of the loader.
+
+The last row (in file order) holding the address wins, and no row means none
+does: the oracle of ``tests/integration/test_asn_dataset.py`` and of the
+``asn`` section in ``bench/two_datasets.py``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CsvRow:
+    position: int
+    start: int
+    end: int
+    asn: int
+    organization: str
+
+
+class CsvScan:
+    """Rows of one family sorted by start, with a running maximum of ends, so a scan
+    backwards from the last row starting at or before the address can stop as soon
+    as no earlier row reaches that far."""
+
+    def __init__(self, rows: list[CsvRow]) -> None:
+        self.rows = sorted(rows, key=lambda row: row.start)
+        self.starts = [row.start for row in self.rows]
+        self.reach: list[int] = []
+        furthest = -1
+        for row in self.rows:
+            furthest = max(furthest, row.end)
+            self.reach.append(furthest)
+
+    def owner(self, value: int) -> CsvRow | None:
+        best: CsvRow | None = None
+        index = bisect.bisect_right(self.starts, value) - 1
+        while index >= 0 and self.reach[index] >= value:
+            row = self.rows[index]
+            if row.end >= value and (best is None or row.position > best.position):
+                best = row
+            index -= 1
+        return best
+
+
+def read_csv(path: Path, family: int, first_position: int) -> list[CsvRow]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [
+            CsvRow(
+                first_position + number,
+                int(ipaddress.ip_address(start)),
+                int(ipaddress.ip_address(end)),
+                int(asn),
+                organization,
+            )
+            for number, (start, end, asn, organization) in enumerate(csv.reader(handle))
+        ]
