@@ -47,6 +47,7 @@ from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from testing.asn_reverse import expected_ranges, overlaps, pick_values, read_rows
 from testing.in_process_api import get, list_all
+from testing.index_scan import scan_index
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "reverse.json"
 HOTTEST = 5
@@ -89,7 +90,7 @@ def spread(store: LoaderTable, field: str = "asn") -> dict[str, Any]:
     """Entries per index key (own shards and shared packs) and per value, from the index itself."""
     per_key: Counter[str] = Counter()
     per_value_key: dict[str, Counter[str]] = defaultdict(Counter)
-    for entry in tqdm(store.scan_index(keys.RANGES_BY_VALUE), desc="scanning the index", unit="entries"):
+    for entry in tqdm(scan_index(store, keys.RANGES_BY_VALUE), desc="scanning the index", unit="entries"):
         key = entry[keys.GSI1_PARTITION_KEY]
         per_key[key] += 1
         per_value_key[keys.value_label(entry[keys.ATTR_DATA][field])][key] += 1

@@ -4,6 +4,7 @@
   it), by a scan that knows nothing of the loader.
 - ``asn_reverse``: a value's ranges in the ASN CSV (its rows minus what later
   rows take), and the values the reverse-index checks page through.
+- ``index_scan``: every entry of a reverse-lookup index (a whole-index Scan).
 - ``in_process_api``: a GET through the real Lambda handler in this process,
   and every page of ``/v1/ranges``.
 - ``stub_store``: a store with no DynamoDB in which every address lies in its

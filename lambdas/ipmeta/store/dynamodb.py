@@ -224,13 +224,6 @@ class Store:
             items = items[:limit]
         return items, more
 
-    def scan_index(self, index: keys.IndexSchema) -> Iterator[Item]:
-        """Every entry of an index (benchmarks and tests check what the index really holds)."""
-        pages = self.client.get_paginator("scan").paginate(TableName=self.table_name, IndexName=index.name)
-        for page in pages:
-            for raw in page.get("Items", []):
-                yield deserialize_item(raw)
-
     # -- the active-version pointer and version metadata --------------------------
 
     def read_active_version(self, *, consistent: bool = False) -> int | None:
