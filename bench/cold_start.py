@@ -8,9 +8,13 @@ is imported with both on the path. Each sample runs
 in a fresh interpreter (``python -X importtime`` is not needed: wall time of the
 import alone, measured inside the child), interleaving the handler and the
 baseline so that a busy machine slows both alike. The ratio is the figure to
-compare between commits; the milliseconds depend on the machine.
+compare between commits; the milliseconds depend on the machine. The child's CPU
+time is recorded too (``cpu_ratio``): on a machine shared with other work, wall
+time also counts the waits for a core, which CPU time leaves out.
 
-``python -m bench.cold_start [--rounds N]``; saves ``bench/results/cold_start.json``.
+``python -m bench.cold_start [--rounds N] [--other-tree DIR]``: with ``--other-tree``
+(a checkout of another commit, e.g. the one before a change) both trees' handlers
+are timed in the same run, interleaved. Saves ``bench/results/cold_start.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 RESULTS = Path(__file__).with_name("results") / "cold_start.json"
 HANDLER_MODULE = "ipmeta.api.handler"
@@ -32,10 +36,15 @@ BASELINE_MODULE = "boto3"
 _LOADER_MODULE = re.compile(r'^LOADER_MODULE: Final = "([\w.]+)"$', re.MULTILINE)
 _CHILD = (
     "import time, importlib, sys\n"
-    "started = time.perf_counter()\n"
+    "started, cpu = time.perf_counter(), time.process_time()\n"
     "importlib.import_module(sys.argv[1])\n"
-    "print(time.perf_counter() - started)\n"
+    "print(time.perf_counter() - started, time.process_time() - cpu)\n"
 )
+
+
+class ImportTime(NamedTuple):
+    wall: float
+    cpu: float
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +58,9 @@ def loader_module(root: Path) -> str:
     return found.group(1)
 
 
-def import_seconds(module: str, root: Path = ROOT, *, with_root: bool = False) -> float:
-    """Seconds a fresh interpreter takes to import ``module``, ``root``/lambdas (and ``root``) on its path."""
+def import_seconds(module: str, root: Path = ROOT, *, with_root: bool = False) -> ImportTime:
+    """Seconds (wall and CPU) a fresh interpreter takes to import ``module``, ``root``/lambdas (and
+    ``root``) on its path."""
     path = os.pathsep.join((str(root / "lambdas"), *([str(root)] if with_root else [])))
     environment = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
     # From the tree's own folder: ``-c`` puts the working folder first on the path.
@@ -62,11 +72,12 @@ def import_seconds(module: str, root: Path = ROOT, *, with_root: bool = False) -
         env=environment,
         cwd=root,
     ).stdout
-    return float(output.strip().splitlines()[-1])
+    wall, cpu = output.strip().splitlines()[-1].split()
+    return ImportTime(float(wall), float(cpu))
 
 
-def _median_ms(samples: list[float]) -> float:
-    return round(statistics.median(samples) * 1000, 1)
+def _median_ms(samples: list[ImportTime], *, cpu: bool = False) -> float:
+    return round(statistics.median(sample.cpu if cpu else sample.wall for sample in samples) * 1000, 1)
 
 
 def measure(rounds: int, other: Path | None = None) -> dict[str, Any]:
@@ -81,7 +92,7 @@ def measure(rounds: int, other: Path | None = None) -> dict[str, Any]:
         for tree, root in trees.items()
         for function in ("lookup", "loader")
     }
-    samples: dict[Any, list[float]] = {key: [] for key in (*modules, BASELINE_MODULE)}
+    samples: dict[Any, list[ImportTime]] = {key: [] for key in (*modules, BASELINE_MODULE)}
     for (_, function), (module, root) in modules.items():  # warm the OS file cache once
         import_seconds(module, root, with_root=function == "loader")
     for _ in range(rounds):
@@ -89,20 +100,29 @@ def measure(rounds: int, other: Path | None = None) -> dict[str, Any]:
             samples[key].append(import_seconds(module, root, with_root=key[1] == "loader"))
         samples[BASELINE_MODULE].append(import_seconds(BASELINE_MODULE))
     baseline_ms = _median_ms(samples[BASELINE_MODULE])
-    report: dict[str, Any] = {"rounds": rounds, "boto3_import_ms_median": baseline_ms}
+    baseline_cpu_ms = _median_ms(samples[BASELINE_MODULE], cpu=True)
+    report: dict[str, Any] = {
+        "rounds": rounds,
+        "boto3_import_ms_median": baseline_ms,
+        "boto3_cpu_ms_median": baseline_cpu_ms,
+    }
     for (tree, function), (module, root) in modules.items():
         handler_ms = _median_ms(samples[(tree, function)])
+        handler_cpu_ms = _median_ms(samples[(tree, function)], cpu=True)
         figures = {
             "module": module,
             "import_ms_median": handler_ms,
             "ratio": round(handler_ms / baseline_ms, 3),
+            "cpu_ms_median": handler_cpu_ms,
+            "cpu_ratio": round(handler_cpu_ms / baseline_cpu_ms, 3),
         }
         report.setdefault(tree, {"path": str(root)})[function] = figures
     if other is not None:
-        report["current_over_other"] = {
-            function: round(report["current"][function]["ratio"] / report["other_tree"][function]["ratio"], 3)
-            for function in ("lookup", "loader")
-        }
+        for suffix, ratio in (("", "ratio"), ("_cpu", "cpu_ratio")):
+            report[f"current_over_other{suffix}"] = {
+                function: round(report["current"][function][ratio] / report["other_tree"][function][ratio], 3)
+                for function in ("lookup", "loader")
+            }
     return report
 
 

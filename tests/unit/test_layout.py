@@ -6,9 +6,10 @@ data access, boto3 outside the data-access modules, an import against the
 direction of the loader's parts (``loader/__init__.py``) or of the lookup's
 packages (``lambdas/ipmeta/__init__.py``), a module name twice in the lookup
 package, a product definition that only tests or benchmarks use, a function
-over 60 lines, or test code where it does not belong: the product importing
-``tests``, ``bench`` or ``testing``, the benchmarks importing ``tests``, or
-``testing`` importing either.
+over 60 lines, work that only some routes need back on the lookup's cold start,
+or test code where it does not belong: the product importing ``tests``,
+``bench`` or ``testing``, the benchmarks importing ``tests``, or ``testing``
+importing either.
 """
 
 from __future__ import annotations
@@ -187,6 +188,45 @@ def test_importing_the_lookup_handler_loads_no_loader_code() -> None:
     ).stdout
     # Then it imports, and nothing of the loader, the CLI or the stacks came with it
     assert json.loads(output) == []
+
+
+#: Lookup modules that only some routes use, imported by those routes on their first request.
+DEFERRED_MODULES = ("ipmeta.lookup.reverse",)
+
+
+def test_the_lookup_cold_start_leaves_what_only_some_routes_need_for_later() -> None:
+    # Given a fresh interpreter with the lookup's asset on the path, as a new Lambda container
+    child = (
+        "import json, sys\n"
+        "import ipmeta.api.handler\n"
+        "from pydantic import BaseModel\n"
+        "from ipmeta.api import models\n"
+        "bases = (models.ApiModel, models.ApiRootModel)\n"
+        "# The models the module defines; not the ``RootModel[...]`` classes pydantic adds to it.\n"
+        "response_models = [value for value in vars(models).values()\n"
+        "    if isinstance(value, type) and issubclass(value, BaseModel) and value not in bases\n"
+        "    and value.__module__ == models.__name__ and not value.__pydantic_generic_metadata__['origin']]\n"
+        "print(json.dumps({\n"
+        "    'imported': sorted(name for name in sys.argv[1:] if name in sys.modules),\n"
+        "    'models': len(response_models),\n"
+        "    'built': sorted(model.__name__ for model in response_models if model.__pydantic_complete__),\n"
+        "}))\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "lambdas")}
+    output = subprocess.run(
+        [sys.executable, "-c", child, *DEFERRED_MODULES],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=environment,
+    ).stdout
+    report = json.loads(output)
+    # When the handler is imported, the reverse listing is not (bench/cold_start.py measures the gain)
+    assert report["imported"] == []
+    # And no response model has built its validator yet: each is built on first use
+    assert report["models"] > 20
+    assert report["built"] == []
 
 
 @pytest.mark.parametrize("path", list(python_files("lambdas")), ids=lambda path: path.name)

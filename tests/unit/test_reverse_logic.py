@@ -229,7 +229,7 @@ def test_a_token_for_the_widest_fan_out_fits_the_length_limit() -> None:
     rng = random.Random(7)
     positions = {shard: keys.index_sort_key(6, rng.getrandbits(128)) for shard in range(DEFAULT_MAX_SHARDS)}
     token = reverse.encode_token(listing(DEFAULT_MAX_SHARDS), reverse.Cursor(positions, frozenset()), KEY)
-    assert len(token) <= reverse.MAX_TOKEN_LENGTH
+    assert len(token) <= keys.MAX_PAGE_TOKEN_LENGTH
     assert reverse.decode_token(token, KEY).cursor.positions == positions
 
 

@@ -10,10 +10,10 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ipmeta.lookup.catalog import DatasetCatalog, Targets, select_targets
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta.lookup.reverse import IndexCatalog
 from ipmeta.schema.settings import (
     DEFAULT_POINTER_CACHE_SECONDS,
     DEFAULT_RANGE_CACHE_BYTES,
@@ -22,6 +22,10 @@ from ipmeta.schema.settings import (
     Settings,
 )
 from ipmeta.store.dynamodb import Store
+
+if TYPE_CHECKING:
+    # Imported by ``index_catalog``, on the first reverse listing: not every container lists.
+    from ipmeta.lookup.reverse import IndexCatalog
 
 
 @dataclass
@@ -61,6 +65,8 @@ class Dependencies:
 
     def index_catalog(self, dataset: str) -> IndexCatalog:
         """The reverse indexes of each version of ``dataset``, read once per container."""
+        from ipmeta.lookup.reverse import IndexCatalog
+
         with self._lock:
             if dataset not in self._indexes:
                 store = self.reader(dataset)

@@ -1,10 +1,18 @@
-"""Response models: they are the API contract and feed the OpenAPI document."""
+"""Response models: they are the API contract and feed the OpenAPI document.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: pydantic would compile every field's
+annotation from its text when the class is made, at each cold start of the lookup.
+"""
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+#: Each model's validator and serializer are built on first use, not at import: a request
+#: uses the few models of its route (powertools builds them on the route's first request),
+#: and most models only feed the OpenAPI document. Building them all was most of this
+#: module's import, which every cold start of the lookup paid.
+_BUILT_ON_FIRST_USE = ConfigDict(defer_build=True)
 
 #: Every code the API answers with, and when: the README and the OpenAPI spec list these.
 ERROR_CODES: dict[str, str] = {
@@ -34,18 +42,34 @@ ERROR_CODES: dict[str, str] = {
 }
 
 
-class RangeModel(BaseModel):
+class ApiModel(BaseModel):
+    """The base of the API's models: each is built on first use."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+
+RootT = TypeVar("RootT")
+
+
+class ApiRootModel(RootModel[RootT]):
+    """The base of the API's root models: built on first use, as is ``ApiRootModel[...]`` itself
+    (``RootModel[...]`` would build its validator when the class statement names it)."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+
+class RangeModel(ApiModel):
     start: str = Field(description="First address of the range (inclusive)")
     end: str = Field(description="Last address of the range (inclusive)")
     cidrs: list[str] = Field(description="The CIDR blocks that cover start..end exactly")
 
 
-class DatasetRef(BaseModel):
+class DatasetRef(ApiModel):
     name: str = Field(description="The dataset, e.g. asn")
     version: str = Field(description="Its version that answered, e.g. v3")
 
 
-class DatasetAnswer(BaseModel):
+class DatasetAnswer(ApiModel):
     version: str = Field(description="The dataset's version that answered, e.g. v3")
     range: RangeModel | None = Field(description="The dataset's range holding the address; null in a gap")
     data: dict[str, Any] | None = Field(
@@ -53,7 +77,7 @@ class DatasetAnswer(BaseModel):
     )
 
 
-class LookupResponse(BaseModel):
+class LookupResponse(ApiModel):
     ip: str = Field(description="The address looked up, normalized (IPv4-mapped IPv6 as IPv4)")
     bogon: bool = Field(
         description="True for special-purpose addresses (IANA registries: private, CGNAT, loopback, "
@@ -78,7 +102,7 @@ class LookupResponse(BaseModel):
     )
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(ApiModel):
     code: str = Field(
         description="Stable machine-readable error code (see the API docs)",
         json_schema_extra={"enum": list(ERROR_CODES)},
@@ -86,15 +110,15 @@ class ErrorResponse(BaseModel):
     message: str = Field(description="What went wrong, for people")
 
 
-class BatchItemError(BaseModel):
+class BatchItemError(ApiModel):
     error: ErrorResponse
 
 
-class BatchResponse(RootModel[dict[str, LookupResponse | BatchItemError]]):
+class BatchResponse(ApiRootModel[dict[str, LookupResponse | BatchItemError]]):
     """Keyed by each input string; each value is a result or ``{"error": {code, message}}``."""
 
 
-class DatasetInfo(BaseModel):
+class DatasetInfo(ApiModel):
     id: str = Field(description="Version id, e.g. v3: what ?version= takes")
     status: Literal["active", "retired"]
     loaded_at: str | None = Field(description="When the load started (ISO 8601, UTC)")
@@ -110,24 +134,24 @@ class DatasetInfo(BaseModel):
     )
 
 
-class DatasetSummary(BaseModel):
+class DatasetSummary(ApiModel):
     name: str = Field(description="The dataset, e.g. city: what ?datasets= and dataset= take")
     active: str | None = Field(description="The version lookups answer from; null when none is active")
     versions: list[DatasetInfo] = Field(description="Retained versions, newest first")
 
 
-class DatasetList(BaseModel):
+class DatasetList(ApiModel):
     datasets: list[DatasetSummary] = Field(description="Every dataset, in the lookups' precedence order")
 
 
-class DatasetHealth(BaseModel):
+class DatasetHealth(ApiModel):
     status: Literal["ok", "stale", "inactive"]
     version: str | None = Field(description="The active version; null when none is active")
     age_seconds: int | None = Field(description="Seconds since the active version was loaded")
     max_age_seconds: int = Field(description="This dataset's maximum age; beyond it, health answers 503")
 
 
-class HealthResponse(BaseModel):
+class HealthResponse(ApiModel):
     status: Literal["ok", "stale", "inactive"]
     code: str | None = Field(
         default=None, description="With a 503: NO_DATASET (a dataset is not active) or DATASET_STALE"
@@ -140,7 +164,7 @@ class RangeEntry(RangeModel):
     data: dict[str, Any] = Field(description="The metadata columns of the range, as loaded")
 
 
-class RangesResponse(BaseModel):
+class RangesResponse(ApiModel):
     field: str = Field(description="The indexed field")
     value: str = Field(description="The value listed, as the index spells it")
     dataset: DatasetRef
@@ -148,7 +172,7 @@ class RangesResponse(BaseModel):
     next: str | None = Field(description="Token for the next page; null on the last page")
 
 
-class FlaggedResponse(BaseModel):
+class FlaggedResponse(ApiModel):
     column: str = Field(description="The flag column: a range is listed when it is not empty")
     dataset: DatasetRef
     ranges: list[RangeEntry] = Field(description="Flagged ranges in (family, start) order")
@@ -158,7 +182,7 @@ class FlaggedResponse(BaseModel):
 # -- the GeoIP2 web service and ipinfo shapes (ipmeta.shapes) ----------------------------------
 
 
-class GeoIP2Document(BaseModel):
+class GeoIP2Document(ApiModel):
     """MaxMind's GeoIP2 web-service document; a record with no value is left out, as MaxMind does."""
 
     continent: dict[str, Any] | None = Field(default=None, description="code, geoname_id, names")
@@ -183,7 +207,7 @@ class GeoIP2Document(BaseModel):
     )
 
 
-class GeoIP2Error(BaseModel):
+class GeoIP2Error(ApiModel):
     code: str = Field(
         description="IP_ADDRESS_INVALID (400), IP_ADDRESS_RESERVED (400), IP_ADDRESS_NOT_FOUND (404), "
         "AUTHORIZATION_INVALID (401, from the front), or one of ipmeta's codes"
@@ -191,7 +215,7 @@ class GeoIP2Error(BaseModel):
     error: str = Field(description="What went wrong, for people")
 
 
-class IpinfoDetails(BaseModel):
+class IpinfoDetails(ApiModel):
     ip: str
     bogon: bool | None = Field(default=None, description="true for a special-purpose address; else absent")
     city: str | None = None
@@ -203,7 +227,7 @@ class IpinfoDetails(BaseModel):
     timezone: str | None = None
 
 
-class IpinfoLite(BaseModel):
+class IpinfoLite(ApiModel):
     """ipinfo Lite's answer (``api.ipinfo.io/lite/{ip}``); a field no dataset holds is left out."""
 
     ip: str
@@ -217,7 +241,7 @@ class IpinfoLite(BaseModel):
     continent: str | None = Field(default=None, description='"North America"')
 
 
-class IpinfoGeo(BaseModel):
+class IpinfoGeo(ApiModel):
     city: str | None = None
     region: str | None = None
     region_code: str | None = Field(default=None, description="the subdivision's ISO 3166-2 code")
@@ -231,14 +255,14 @@ class IpinfoGeo(BaseModel):
     postal_code: str | None = None
 
 
-class IpinfoAs(BaseModel):
+class IpinfoAs(ApiModel):
     asn: str = Field(description='"AS15169"')
     name: str | None = Field(default=None, description='"Google LLC"')
     domain: str | None = Field(default=None, description="from an `as_domain` column")
     type: str | None = Field(default=None, description="from an `as_type` column")
 
 
-class IpinfoCore(BaseModel):
+class IpinfoCore(ApiModel):
     """ipinfo Core's and Plus's answer (``api.ipinfo.io/lookup/{ip}``); what no dataset holds is left out."""
 
     model_config = ConfigDict(populate_by_name=True)
@@ -253,15 +277,15 @@ class IpinfoCore(BaseModel):
     is_satellite: bool | None = Field(default=None, description="where a dataset holds it (GeoIP2's trait)")
 
 
-class IpinfoErrorDetail(BaseModel):
+class IpinfoErrorDetail(ApiModel):
     title: str
     message: str
 
 
-class IpinfoError(BaseModel):
+class IpinfoError(ApiModel):
     status: int
     error: IpinfoErrorDetail
 
 
-class IpinfoBatchResponse(RootModel[dict[str, IpinfoDetails | str | IpinfoError]]):
+class IpinfoBatchResponse(ApiRootModel[dict[str, IpinfoDetails | str | IpinfoError]]):
     """Keyed by each input string: details for ``ip``, the text for ``ip/field``, or an error."""

@@ -9,7 +9,7 @@ and ``VALUE_INVALID`` from the listing itself, which knows the version's index.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -18,11 +18,15 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetRef, FlaggedResponse, RangeEntry, RangesResponse
 from ipmeta.api.responses import documented, json_answer, json_model
-from ipmeta.lookup import reverse
 from ipmeta.lookup.catalog import parse_version
 from ipmeta.schema import keys
 from ipmeta.schema.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, IpmetaError, LimitInvalid
 from ipmeta.schema.settings import page_token_key
+
+if TYPE_CHECKING:
+    # At run time the routes import the listing when they first answer: a lookup never lists,
+    # so its cold start does not compile and build ``ipmeta.lookup.reverse``.
+    from ipmeta.lookup import reverse
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
@@ -31,12 +35,12 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 #: Their failures answer with these codes (``ipmeta.api.app`` maps them), others with REQUEST_INVALID.
 Limit = Annotated[
     int,
-    Query(ge=1, le=reverse.MAX_LIMIT, description=f"Ranges per page, 1 to {reverse.MAX_LIMIT}"),
+    Query(ge=1, le=keys.MAX_PAGE_LIMIT, description=f"Ranges per page, 1 to {keys.MAX_PAGE_LIMIT}"),
 ]
 NextToken = Annotated[
     str | None,
     Query(
-        max_length=reverse.MAX_TOKEN_LENGTH,
+        max_length=keys.MAX_PAGE_TOKEN_LENGTH,
         # A token is URL-safe base64 and a dot; anything else is refused before decoding.
         pattern=r"^[A-Za-z0-9_.-]*$",
         description="The `next` token of the previous page",
@@ -58,7 +62,7 @@ Dataset = Annotated[
     ),
 ]
 #: A listing of one dataset version: the question asked of its index metadata.
-ListingOf = Callable[[reverse.ReverseIndexes, keys.KeySpace, int], reverse.Listing]
+ListingOf: TypeAlias = "Callable[[reverse.ReverseIndexes, keys.KeySpace, int], reverse.Listing]"
 
 
 def _listing(listing_of: ListingOf, dataset: str | None, requested: str | None) -> reverse.Listing:
@@ -85,6 +89,8 @@ def _page(
     listing_of: ListingOf, limit: int, token_text: str | None, dataset: str | None, requested: str | None
 ) -> tuple[reverse.Listing, reverse.Page, str | None]:
     """Resolve the dataset and version (the token's, if any), build the listing, read one page."""
+    from ipmeta.lookup import reverse
+
     deps = dependencies.current()
     token = reverse.decode_token(token_text, page_token_key()) if token_text else None
     if token is not None:
@@ -116,11 +122,13 @@ def get_ranges(
         str | None, Query(description="The indexed field, e.g. asn (the load's --index-field)")
     ] = None,
     value: Annotated[str | None, Query(description="The value whose ranges to list, e.g. 13335")] = None,
-    limit: Limit = reverse.DEFAULT_LIMIT,
+    limit: Limit = keys.DEFAULT_PAGE_LIMIT,
     next: NextToken = None,
     dataset: Dataset = None,
     version: Version = None,
 ) -> Response[str]:
+    from ipmeta.lookup import reverse
+
     listing, page, next_token = _page(
         lambda indexes, space, number: reverse.ranges_of_value(indexes, space, number, field, value),
         limit,
@@ -151,11 +159,13 @@ def get_ranges(
 )
 def get_flagged(
     *,
-    limit: Limit = reverse.DEFAULT_LIMIT,
+    limit: Limit = keys.DEFAULT_PAGE_LIMIT,
     next: NextToken = None,
     dataset: Dataset = None,
     version: Version = None,
 ) -> Response[str]:
+    from ipmeta.lookup import reverse
+
     listing, page, next_token = _page(reverse.flagged_ranges, limit, next, dataset, version)
     answer = FlaggedResponse(
         column=listing.scope.removeprefix("flag:"),

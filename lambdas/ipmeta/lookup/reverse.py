@@ -36,11 +36,6 @@ from ipmeta.schema.errors import (
 from ipmeta.schema.ips import address_value, format_address, range_cidrs
 from ipmeta.schema.records import VersionMeta
 
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
-#: Longer tokens are refused before any decoding. 256 shards at random IPv6 starts (the worst
-#: case) take 7.8 KB; real cursors sit near one another in the order and compress far better.
-MAX_TOKEN_LENGTH = 8192
 #: Each shard is asked for its share of a page plus this margin, so a page rarely needs a second round.
 _SHARE_MARGIN = 1.25
 
@@ -235,7 +230,7 @@ def list_page(
     exhausted: set[int] = set()
 
     def refill(empty: Sequence[int], wanted: int) -> None:
-        share = min(MAX_LIMIT + 1, int(wanted * _SHARE_MARGIN / max(1, len(shards))) + 2)
+        share = min(keys.MAX_PAGE_LIMIT + 1, int(wanted * _SHARE_MARGIN / max(1, len(shards))) + 2)
 
         def fetch(shard: int) -> tuple[list[Item], bool]:
             return reader.query_index(
@@ -337,7 +332,7 @@ class Token:
 
 def decode_token(text: str, key: bytes) -> Token:
     """The token's version, question and cursor, or ``InvalidToken`` for anything else."""
-    if len(text) > MAX_TOKEN_LENGTH or text.count(".") != 1:
+    if len(text) > keys.MAX_PAGE_TOKEN_LENGTH or text.count(".") != 1:
         raise InvalidToken("next is not a page token of this API")
     payload_text, signature_text = text.split(".")
     try:

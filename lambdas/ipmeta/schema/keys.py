@@ -256,6 +256,15 @@ def decode_index_sort_key(sort_key: str) -> tuple[int, int]:
 #: which would otherwise fail a whole batch of writes on AWS (dynalite does not enforce it).
 MAX_INDEXED_VALUE_BYTES: Final = 1024
 
+#: A page of a reverse listing (``ipmeta.lookup.reverse``): ranges by default and at most.
+#: Here, with the other limits the routes declare, so that ``ipmeta.api.range_routes`` can
+#: declare them without importing the listing at every cold start of the lookup.
+DEFAULT_PAGE_LIMIT: Final = 100
+MAX_PAGE_LIMIT: Final = 1000
+#: Longer ``next`` tokens are refused before any decoding. 256 shards at random IPv6 starts (the
+#: worst case) take 7.8 KB; real cursors sit near one another in the order and compress far better.
+MAX_PAGE_TOKEN_LENGTH: Final = 8192
+
 
 def value_label(value: object) -> str:
     """How a metadata value is spelled in a key: integers in decimal, text verbatim.
