@@ -1,13 +1,27 @@
-"""Lambda entry point of the lookup API: decorators and one line, nothing more."""
+"""Lambda entry point of the lookup API: decorators and one line, after the imports of a cold start.
+
+The imports build some 85,000 objects that live as long as the container. With the
+garbage collector on, the import runs its generational collections over them again
+and again, for nothing; collecting is off while they are made, and ``gc.freeze``
+then moves them out of every later collection, so a request's collections scan
+only what requests make. 8% of the cold start's instructions (``bench/cold_start.py``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import gc
 
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
+gc.disable()
 
-from ipmeta.api.app import app, logger, metrics
+from typing import Any  # noqa: E402
+
+from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
+from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
+
+from ipmeta.api.app import app, logger, metrics  # noqa: E402
+
+gc.freeze()
+gc.enable()
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -11,10 +11,10 @@ import copy
 import time
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
+from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
-import boto3
-from boto3.dynamodb.types import TypeSerializer
+import botocore.session
 from botocore.config import Config
 
 from ipmeta.lookup.covers import CoverCatalog
@@ -23,10 +23,9 @@ from ipmeta.schema.records import ActiveVersion, Cover, VersionMeta
 from ipmeta.schema.settings import Settings
 
 if TYPE_CHECKING:
+    from boto3.dynamodb.types import TypeSerializer
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
-
-_serializer = TypeSerializer()
 
 Item = dict[str, Any]
 #: BatchGetItem's limit on keys a call, and how often unprocessed keys are asked for again.
@@ -82,8 +81,17 @@ def dynamo_value(value: Any) -> Any:
     return value
 
 
+@cache
+def _serializer() -> TypeSerializer:
+    # Only the loader writes. boto3 (and s3transfer with it) is an eighth of the lookup's
+    # cold start, which reads with botocore alone: the serializer comes on first write.
+    from boto3.dynamodb.types import TypeSerializer
+
+    return TypeSerializer()
+
+
 def serialize_value(value: Any) -> AttributeValueTypeDef:
-    return _serializer.serialize(dynamo_value(value))
+    return _serializer().serialize(dynamo_value(value))
 
 
 def serialize_item(item: Mapping[str, Any]) -> dict[str, AttributeValueTypeDef]:
@@ -105,17 +113,20 @@ def make_client(settings: Settings, *, max_pool_connections: int = 32) -> Dynamo
         read_timeout=10,
         tcp_keepalive=True,
     )
-    session = boto3.session.Session()
+    # botocore's session, not boto3's: a client is all the lookup needs, and importing boto3
+    # costs every cold start (``bench/cold_start.py``). Credentials and region resolve alike.
+    session = botocore.session.get_session()
     # dynalite accepts any credentials; a fresh machine has none configured.
     local_secret = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
-    return session.client(
+    client = session.create_client(
         "dynamodb",
         endpoint_url=settings.dynamodb_endpoint,
-        region_name=session.region_name or "us-east-1",
+        region_name=session.get_config_variable("region") or "us-east-1",
         config=config,
         aws_access_key_id=local_secret,
         aws_secret_access_key=local_secret,
     )
+    return cast("DynamoDBClient", client)
 
 
 def item_key(partition_key: str, sort_key: int) -> dict[str, AttributeValueTypeDef]:
