@@ -31,6 +31,15 @@ ERROR_CODES: dict[str, str] = {
     "INTERNAL_ERROR": "500: a bug or an unexpected failure; the logs have the details",
     "NO_DATASET": "503: no dataset read by the request is active yet (health: one is not active)",
     "DATASET_STALE": "503 (health only): an active dataset is older than its maximum age",
+    # The local server's own refusals, before the function (API Gateway answers these itself).
+    "REQUEST_MALFORMED": "400 (local server): the request line, Content-Length, chunks or a header is bad",
+    "REQUEST_TIMEOUT": "408 (local server): the request did not arrive whole within the read timeout",
+    "REQUEST_TOO_LARGE": "413: the body is over 10 MB (API Gateway's payload limit), refused unread",
+    "URI_TOO_LONG": "414 (local server): the request line is over 65,536 bytes",
+    "HEADERS_TOO_LARGE": "431 (local server): a header line, the header count or the header block is too big",
+    "NOT_IMPLEMENTED": "501 (local server): a method or a transfer coding the server does not implement",
+    "SERVER_BUSY": "503 (local server): every connection is busy with a request",
+    "HTTP_VERSION_NOT_SUPPORTED": "505 (local server): not HTTP/1.0 or HTTP/1.1 (HTTP/0.9, HTTP/2 in clear)",
 }
 
 
