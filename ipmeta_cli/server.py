@@ -37,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ipmeta.api.credentials import REFUSAL_STATUS, client_of, presented_key, refusal_body
+from ipmeta.api.credentials import REFUSAL_STATUS, ROUTE_FAMILIES, client_of, refusal_body, request_key
 from ipmeta.schema.errors import IpmetaError, RequestTimeout, ServerBusy
 from ipmeta_cli.dynalite import die_with_parent
 from ipmeta_cli.framing import (
@@ -259,6 +259,15 @@ def asks_to_close(response: dict[str, Any]) -> bool:
     )
 
 
+def front_route(path: str) -> str:
+    """The resource a deployment would match for ``path``: its family's proxy, or the root's
+    (ipinfo's, with ``ipinfoAtRoot``), whose key forms ``request_key`` then reads."""
+    first = path.lstrip("/").split("/", 1)[0]
+    if any(family.path == first for family in ROUTE_FAMILIES):
+        return f"/{first}/{{proxy+}}"
+    return "/{proxy+}"
+
+
 def refusal() -> dict[str, Any]:
     """A missing or unknown key: the REST front's gateway response, as a proxy response."""
     return {
@@ -308,7 +317,8 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
     lambda_handler: LambdaHandler
     #: One per server class; a forked worker has its own copy, as each container is its own.
     invocation_lock: threading.Lock
-    #: The keys a request must carry one of (any form ``ipmeta.api.credentials`` reads); empty: none.
+    #: The keys a request must carry one of, in a form its route family takes in AWS
+    #: (``ipmeta.api.credentials.request_key``); empty: none.
     api_keys: dict[str, str] = {}  # noqa: RUF012 - set per server class, never mutated
     _handshake_failed = False
     #: A refusal left input unread (a body, the rest of a header block): the connection closes,
@@ -422,12 +432,19 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
 
     def _admitted(self, headers: dict[str, str]) -> bool:
         """What the gateway does before the function, from the headers alone (the body is not
-        read yet): a known key, in any form. Preflights pass, as API Gateway answers them
+        read yet): a known key, read as the deployed authorizers read it, in the forms of the
+        route family the path would match. Preflights pass, as API Gateway answers them
         without a key."""
         if not self.api_keys or self.command == "OPTIONS":
             return True
-        query = {name: values[-1] for name, values in query_parameters(urlsplit(self.path).query).items()}
-        return client_of(presented_key(headers, query), self.api_keys) is not None
+        split = urlsplit(self.path)
+        query = query_parameters(split.query)
+        every_header: dict[str, list[str]] = {}
+        for name, value in self.request_headers.items():
+            every_header.setdefault(name, []).append(value)
+        single_query = {name: values[-1] for name, values in query.items()}
+        key = request_key(front_route(unquote(split.path)), headers, single_query, every_header, query)
+        return client_of(key, self.api_keys) is not None
 
     def _refuse(self, error: IpmetaError) -> None:
         # The rest of a refused message cannot be framed: the connection carries no other request,

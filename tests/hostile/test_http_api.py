@@ -1,0 +1,159 @@
+"""Every route of the API, attacked with what an outsider sends: through the real handler, and
+through the local server (which, like a deployment's front, requires a key).
+
+Each case is a pytest id saying what it sends, and expects a clean refusal with the stable code
+in the shape of the route's API (ipmeta's ``{code, message}``, MaxMind's ``{code, error}``,
+ipinfo's ``{status, error: {title, message}}``), bounded in size, and the API still answering.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ipmeta.api.handler import handler
+from ipmeta.schema.settings import Settings
+from ipmeta_cli.server import ConnectionLimits, LocalApiServer, LocalLambdaContext, proxy_event
+from loader.options import LoadOptions
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
+from tests.hostile.raw_http import Answer, exchange
+from tests.integration.conftest import running_api_server
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
+KEY = "hostile-api-k3y"
+LIMITS = ConnectionLimits(idle_timeout=2.0, request_timeout=5.0, write_timeout=5.0, max_connections=16)
+#: Lambda's limit on a synchronous response, which the batch answers must stay under.
+LAMBDA_RESPONSE_LIMIT = 6 * 1024 * 1024
+VIAS = ("handler", "server")
+
+
+@pytest.fixture(scope="module")
+def server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiServer]:
+    """small.csv as ``default``, indexed by ``asn`` and flagged by ``country``, behind a keyed server."""
+    store = LoaderTable.from_settings(Settings("ipmeta-hostile-http-api", dynalite_endpoint, 0.0))
+    store.create_table_if_missing()
+    folder = tmp_path_factory.mktemp("load")
+    options = LoadOptions(index_field="asn", flag_column="country")
+    driver.run_load([FIXTURE], options, store, LocalStaging(folder / "staging"))
+    with running_api_server(store, api_keys=[KEY], limits=LIMITS) as running:
+        yield running
+
+
+def family_key(path: str) -> list[str]:
+    """The key in the form each family's clients send it."""
+    if path.startswith("/v1"):
+        return [f"x-api-key: {KEY}"]
+    if path.startswith("/geoip"):
+        return ["Authorization: Basic " + base64.b64encode(f"42:{KEY}".encode()).decode()]
+    return [f"Authorization: Bearer {KEY}"]
+
+
+def send(
+    via: str,
+    server: LocalApiServer,
+    method: str,
+    path: str,
+    *headers: str,
+    body: bytes = b"",
+    keyed: bool = True,
+) -> Answer:
+    """One request, through the handler (an API Gateway event) or the local server (with the key)."""
+    if via == "handler":
+        pairs = dict(line.split(": ", 1) for line in headers)
+        response = handler(proxy_event(method, path, pairs, body, "192.0.2.7"), LocalLambdaContext())
+        found = {name.lower(): str(value) for name, value in (response.get("headers") or {}).items()}
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            found[name.lower()] = ", ".join(str(value) for value in values)
+        text = response.get("body") or ""
+        data = base64.b64decode(text) if response.get("isBase64Encoded") else text.encode()
+        return Answer(int(response["statusCode"]), found, data)
+    lines = [f"{method} {path} HTTP/1.1", "Host: ipmeta.test", "Connection: close", *headers]
+    lines += family_key(path) if keyed else []
+    lines += [f"Content-Length: {len(body)}"] if body else []
+    raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    [answer], _ = exchange(server.server_address[:2], raw, wait_for_close=False, timeout=20)  # type: ignore[arg-type]
+    return answer
+
+
+def error_code(path: str, answer: Answer) -> str:
+    """The stable code, in whichever API's error shape the path answers with."""
+    body = answer.json()
+    if path.startswith(("/v1", "/geoip")) or isinstance(body.get("error"), str):  # a front's refusal
+        return str(body["code"])
+    title = body["error"]["title"]
+    return "IP_ADDRESS_INVALID" if title == "Wrong ip" else str(title)
+
+
+def assert_refusal(path: str, answer: Answer, status: int, code: str, *, bound: int = 2048) -> None:
+    assert (answer.status, error_code(path, answer)) == (status, code), answer
+    assert answer.headers["content-type"].startswith("application/"), answer
+    assert len(answer.body) <= bound, f"{len(answer.body)} bytes: the input was echoed"
+
+
+def assert_answers(via: str, server: LocalApiServer) -> None:
+    answer = send(via, server, "GET", "/v1/ip/1.0.0.1")
+    assert answer.status == 200
+    assert answer.json()["data"]["asn"] == 13335
+
+
+# -- keys in each form on each route family, as AWS's fronts take them ------------------------------
+
+BASIC = "Authorization: Basic " + base64.b64encode(f"42:{KEY}".encode()).decode()
+KEY_FORMS = {
+    "x-api-key": (f"x-api-key: {KEY}", ""),
+    "basic": (BASIC, ""),
+    "bearer": (f"Authorization: Bearer {KEY}", ""),
+    "token": ("", f"token={KEY}"),
+}
+#: What REST's and the HTTP API's authorizers take on each family (``credentials.request_key``,
+#: docs/deploy.md): each family its own clients' forms, and no other.
+TAKES = {
+    "v1": {"x-api-key"},
+    "geoip2": {"basic"},
+    "ipinfo": {"bearer", "token"},
+}
+FAMILY_PATHS = {"v1": "/v1/ip/1.0.0.1", "geoip2": "/geoip/v2.1/country/1.0.0.1", "ipinfo": "/ipinfo/1.0.0.1"}
+
+
+@pytest.mark.parametrize("form", list(KEY_FORMS))
+@pytest.mark.parametrize("family", list(FAMILY_PATHS))
+def test_each_family_takes_the_key_in_the_forms_its_aws_front_takes(
+    server: LocalApiServer, family: str, form: str
+) -> None:
+    header, query = KEY_FORMS[form]
+    path = FAMILY_PATHS[family] + (f"?{query}" if query else "")
+    answer = send("server", server, "GET", path, *([header] if header else []), keyed=False)
+    if form in TAKES[family]:
+        assert answer.status != 401, answer
+    else:
+        assert answer.status == 401, answer
+        assert answer.json()["code"] == "AUTHORIZATION_INVALID"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param("", id="no-key"),
+        pytest.param("x-api-key: wrong", id="a-wrong-key"),
+        pytest.param("x-api-key: ", id="an-empty-key"),
+        pytest.param(f"x-api-key: {KEY[:-1]}", id="a-key-one-character-short"),
+        pytest.param(f"x-api-key: {KEY} ", id="a-key-with-a-trailing-space-is-trimmed"),
+        pytest.param("Authorization: Basic !!!", id="basic-not-base64"),
+    ],
+)
+def test_a_missing_or_wrong_key_is_refused_before_the_function(server: LocalApiServer, header: str) -> None:
+    answer = send("server", server, "GET", "/v1/ip/1.0.0.1", *([header] if header else []), keyed=False)
+    if header.endswith(" ") and KEY in header:
+        assert answer.status == 200  # header values lose surrounding blanks, as in every HTTP parser
+        return
+    assert answer.status == 401
+    assert answer.json() == {
+        "code": "AUTHORIZATION_INVALID",
+        "error": answer.json()["error"],
+        "message": answer.json()["error"],
+    }
