@@ -9,6 +9,7 @@ ipinfo's ``{status, error: {title, message}}``), bounded in size, and the API st
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,3 +158,68 @@ def test_a_missing_or_wrong_key_is_refused_before_the_function(server: LocalApiS
         "error": answer.json()["error"],
         "message": answer.json()["error"],
     }
+
+
+# -- batch items: refused whole past an address's length, never echoed as a key ---------------------
+
+BATCH_ROUTES = ("/v1/batch", "/ipinfo/batch")
+TOO_LONG_ITEMS = {
+    "an-item-of-98-characters": ["1" * 98],
+    "an-item-of-1-mb": ["1" * 1024 * 1024],
+    "a-thousand-6-kb-items": [f"{n:06d}" * 1000 for n in range(1000)],
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("path", BATCH_ROUTES)
+@pytest.mark.parametrize("items", list(TOO_LONG_ITEMS.values()), ids=list(TOO_LONG_ITEMS))
+def test_an_item_longer_than_any_address_refuses_the_batch_unechoed(
+    server: LocalApiServer, via: str, path: str, items: list[str]
+) -> None:
+    answer = send(
+        via, server, "POST", path, "Content-Type: application/json", body=json.dumps(items).encode()
+    )
+    assert_refusal(path, answer, 400, "BATCH_ITEM_TOO_LONG", bound=512)
+    assert_answers(via, server)
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_an_item_of_64_characters_is_answered_as_its_own_error(server: LocalApiServer, via: str) -> None:
+    # The longest item answered item by item: a zone id's length (64); 65 refuses the batch
+    item = "fe80::1%" + "e" * 56
+    answer = send(via, server, "POST", "/v1/batch", body=json.dumps([item, "1.0.0.1"]).encode())
+    assert answer.status == 200
+    assert answer.json()[item]["error"]["code"] == "IP_ADDRESS_INVALID"
+    refused = send(via, server, "POST", "/v1/batch", body=json.dumps([item + "e"]).encode())
+    assert_refusal("/v1/batch", refused, 400, "BATCH_ITEM_TOO_LONG")
+
+
+def _distinct(length: int, count: int) -> list[str]:
+    return [f"{n:0{length}d}" for n in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("path", "items"),
+    [
+        pytest.param("/v1/batch", _distinct(64, 1000), id="v1-1000-invalid-items-of-64"),
+        pytest.param(
+            "/v1/batch",
+            [f"1.0.0.{n % 256}" if n < 256 else f"2001:200::{n:x}" for n in range(1000)],
+            id="v1-1000-found",
+        ),
+        pytest.param("/ipinfo/batch", _distinct(97, 1000), id="ipinfo-1000-invalid-items-of-97"),
+        pytest.param(
+            "/ipinfo/batch",
+            [f"1.0.0.{n % 256}/org" if n < 256 else f"2001:200::{n:x}" for n in range(1000)],
+            id="ipinfo-1000-found",
+        ),
+    ],
+)
+def test_the_largest_batch_answers_under_lambdas_6_mb(
+    server: LocalApiServer, path: str, items: list[str]
+) -> None:
+    answer = send("handler", server, "POST", path, body=json.dumps(items).encode())
+    assert answer.status == 200
+    assert len(answer.json()) == len(set(items))
+    print(f"{path}: {len(items)} items -> {len(answer.body):,} bytes")
+    assert len(answer.body) < LAMBDA_RESPONSE_LIMIT

@@ -141,6 +141,13 @@ class DatasetNotFound(IpmetaError):
     code = "DATASET_NOT_FOUND"
 
 
+class BatchItemTooLong(IpmetaError):
+    """A batch item longer than any item the route answers: refused whole, never echoed."""
+
+    status = 400
+    code = "BATCH_ITEM_TOO_LONG"
+
+
 # -- refusals of the front, before the function: the local server's (API Gateway has its own) --
 
 
