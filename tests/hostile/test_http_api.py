@@ -22,7 +22,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
-from tests.hostile.raw_http import Answer, exchange
+from tests.hostile.raw_http import Answer, connect, exchange, read_answers
 from tests.integration.conftest import running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
@@ -223,3 +223,47 @@ def test_the_largest_batch_answers_under_lambdas_6_mb(
     assert len(answer.json()) == len(set(items))
     print(f"{path}: {len(items)} items -> {len(answer.body):,} bytes")
     assert len(answer.body) < LAMBDA_RESPONSE_LIMIT
+
+
+# -- HEAD: the GET's status and headers, no body ---------------------------------------------------
+
+HEAD_PATHS = {
+    "lookup": ("/v1/ip/1.0.0.1", 200),
+    "a-field": ("/v1/ip/1.0.0.1/asn", 200),
+    "bad-ip": ("/v1/ip/999.1.1.1", 400),
+    "datasets": ("/v1/datasets", 200),
+    "health": ("/v1/health", 200),
+    "ranges": ("/v1/ranges?field=asn&value=13335", 200),
+    "ipinfo": ("/ipinfo/1.0.0.1", 200),
+    "no-such-route": ("/v1/nothing", 404),
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize(("path", "status"), list(HEAD_PATHS.values()), ids=list(HEAD_PATHS))
+def test_head_answers_the_gets_status_and_headers_without_a_body(
+    server: LocalApiServer, via: str, path: str, status: int
+) -> None:
+    got = send(via, server, "GET", path)
+    head = send(via, server, "HEAD", path)
+    assert (got.status, head.status) == (status, status)
+    assert head.body == b""
+    assert head.headers.get("content-type") == got.headers.get("content-type")
+    assert head.headers.get("etag") == got.headers.get("etag")
+    assert head.headers.get("cache-control") == got.headers.get("cache-control")
+    assert "content-length" not in head.headers or head.headers["content-length"] == got.headers.get(
+        "content-length"
+    )
+
+
+def test_head_keeps_the_connection_in_step(server: LocalApiServer) -> None:
+    keyed = f"x-api-key: {KEY}"
+    raw = b"".join(
+        f"{method} /v1/ip/1.0.0.1 HTTP/1.1\r\nHost: t\r\n{keyed}\r\n\r\n".encode()
+        for method in ("HEAD", "GET")
+    )
+    with connect(server.server_address[:2]) as connection:  # type: ignore[arg-type]
+        connection.sendall(raw)
+        [head] = read_answers(connection, 1, head=True)
+        [got] = read_answers(connection, 1)
+    assert (head.status, got.status, got.json()["data"]["asn"]) == (200, 200, 13335)

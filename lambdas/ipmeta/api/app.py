@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from http import HTTPStatus
 from importlib import resources
@@ -43,7 +44,26 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
 
 __all__ = ["app", "logger", "metrics"]
 
-app = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
+
+class LookupResolver(APIGatewayRestResolver):
+    """The resolver, answering ``HEAD`` as ``GET`` without the body.
+
+    API Gateway passes HEAD through to the function (REST's ``ANY``, the HTTP API's
+    routes), and powertools routes it nowhere: every GET route answered 404. A HEAD
+    gets the GET's status and headers (ETag, Cache-Control, 304s included) and no
+    body; no Content-Length is claimed for the body left out.
+    """
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        if event.get("httpMethod") != "HEAD":
+            return super().resolve(event, context)
+        as_get = {**event, "httpMethod": "GET"}
+        as_get["requestContext"] = {**(event.get("requestContext") or {}), "httpMethod": "GET"}
+        response = super().resolve(as_get, context)
+        return {**response, "body": "", "isBase64Encoded": False}
+
+
+app = LookupResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
 app.include_router(ip_routes.router)
 app.include_router(dataset_routes.router)
 app.include_router(range_routes.router)
