@@ -10,6 +10,7 @@ peak memory they read.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import socket
@@ -455,19 +456,22 @@ def test_expect_100_continue_with_a_key_continues(keyed_address: tuple[str, int]
 def serve_process(
     table: LoaderTable, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`ipmeta serve` with two keys."""
+    """`ipmeta serve` with one key in a file and another in the environment, none on its command line."""
+    key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
+    key_file.write_text(f"# the team's key\n{KEY}-file\n")
     port = free_port()
     env = {
         **os.environ,
         ENV_DYNAMODB_ENDPOINT: str(table.client.meta.endpoint_url),
         ENV_TABLE_NAME: table.table_name,
+        "IPMETA_API_KEY": f"{KEY}-env",
         "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).parents[2] / "lambdas"), str(Path(__file__).parents[2])]
         ),
     }
     command = [sys.executable, "-m", "ipmeta_cli.main", "serve", "--port", str(port), "--workers", "1"]
     process = subprocess.Popen(
-        [*command, "--api-key", f"{KEY}-file", "--api-key", f"{KEY}-env"],
+        [*command, "--api-key-file", str(key_file)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -542,3 +546,18 @@ def test_a_300_mb_post_with_a_key_is_refused_at_10_mb(serve_process: subprocess.
     assert_refused(answer, 413, "REQUEST_TOO_LARGE")
     assert took < 2
     assert peak_rss_bytes(serve_process.pid) - peak_before < 30 * MB
+
+
+def test_the_served_keys_come_from_a_file_and_the_environment_never_the_command_line(
+    serve_process: subprocess.Popen[bytes],
+) -> None:
+    address = serve_address(serve_process)
+    command_line = Path(f"/proc/{serve_process.pid}/cmdline").read_bytes()
+    assert KEY.encode() not in command_line
+    for key, status in ((f"{KEY}-file", 200), (f"{KEY}-env", 200), ("wrong", 401), (KEY, 401)):
+        [answer], _ = exchange(
+            address, request("GET", "/v1/ip/1.0.0.1", f"x-api-key: {key}"), wait_for_close=False
+        )
+        assert answer.status == status, key
+    body = json.loads(exchange(address, request("GET", "/v1/ip/1.0.0.1"), wait_for_close=False)[0][0].body)
+    assert body["code"] == "AUTHORIZATION_INVALID"
