@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ipmeta.schema.settings import ENV_SHOW_SOURCES
 from ipmeta_cli import exporting, loading, lookups, planning, reverse, updating, versions
 from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
@@ -44,6 +45,9 @@ def serve_keys(args: argparse.Namespace) -> list[str]:
 
 
 def command_serve(args: argparse.Namespace) -> int:
+    if args.show_sources:
+        # Read by the handler's settings when its first request builds them.
+        os.environ[ENV_SHOW_SOURCES] = "true"
     from ipmeta.api.handler import handler
     from ipmeta_cli.server import LocalApiServer, serve_in_workers, tls_context
 
@@ -108,6 +112,11 @@ def parser() -> argparse.ArgumentParser:
         type=key_file,
         metavar="PATH",
         help="refuse requests without one of the keys in this file (one a line; repeatable)",
+    )
+    serve.add_argument(
+        "--show-sources",
+        action="store_true",
+        help="/v1/datasets shows each version's sources whole (paths, URLs), not file names",
     )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (chain)")
     serve.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")

@@ -9,12 +9,14 @@ ipinfo's ``{status, error: {title, message}}``), bounded in size, and the API st
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ipmeta.api import dependencies
 from ipmeta.api.handler import handler
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.server import ConnectionLimits, LocalApiServer, LocalLambdaContext, proxy_event
@@ -267,3 +269,18 @@ def test_head_keeps_the_connection_in_step(server: LocalApiServer) -> None:
         [head] = read_answers(connection, 1, head=True)
         [got] = read_answers(connection, 1)
     assert (head.status, got.status, got.json()["data"]["asn"]) == (200, 200, 13335)
+
+
+# -- /v1/datasets shows file names, not where the files were ---------------------------------------
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_datasets_show_each_source_by_file_name_unless_the_deployment_shows_them(
+    server: LocalApiServer, via: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [version] = send(via, server, "GET", "/v1/datasets").json()["datasets"][0]["versions"]
+    assert version["source"] == ["small.csv"]
+    current = dependencies.current()
+    monkeypatch.setattr(current, "api", dataclasses.replace(current.api, show_sources=True))
+    [version] = send(via, server, "GET", "/v1/datasets").json()["datasets"][0]["versions"]
+    assert version["source"] == [str(FIXTURE.resolve())]

@@ -110,7 +110,10 @@ class DatasetInfo(BaseModel):
     status: Literal["active", "retired"]
     loaded_at: str | None = Field(description="When the load started (ISO 8601, UTC)")
     activated_at: str | None = Field(description="When it was last made active (ISO 8601, UTC)")
-    source: list[str] = Field(description="The files the version was loaded from")
+    source: list[str] = Field(
+        description="The files the version was loaded from, by name (whole paths and URLs only where "
+        "the deployment shows them: IPMETA_SHOW_SOURCES)"
+    )
     checksum: str | None = Field(description="sha256 of the source files, as sha256:<hex>")
     rows: int | None = Field(description="Ranges read from the sources")
     items: int | None = Field(description="Items written (ranges split at bucket edges)")
