@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -284,3 +286,273 @@ def test_datasets_show_each_source_by_file_name_unless_the_deployment_shows_them
     monkeypatch.setattr(current, "api", dataclasses.replace(current.api, show_sources=True))
     [version] = send(via, server, "GET", "/v1/datasets").json()["datasets"][0]["versions"]
     assert version["source"] == [str(FIXTURE.resolve())]
+
+
+# -- bad IPs of every kind, on each API's lookup route ---------------------------------------------
+
+BAD_IPS = {
+    "leading-zero-octet": "010.0.0.1",
+    "zone-id": "fe80::1%eth0",
+    "leading-space": " 1.1.1.1",
+    "trailing-newline": "1.1.1.1\n",
+    "crlf-then-header": "1.1.1.1\r\nX-Injected: yes",
+    "arabic-indic-digits": "١.١.١.١",
+    "fullwidth-digits": "１.１.１.１",
+    "46-characters": "1" * 46,
+    "10-kb": "9" * 10_000,
+    "nul-byte": "1.1.1.1\0",
+    "hex-octet": "0x01.1.1.1",
+    "three-octets": "1.1.1",
+    "five-octets": "1.1.1.1.1",
+    "octet-256": "256.1.1.1",
+    "negative-integer": "-1",
+    "integer-address": "16843009",
+    "two-double-colons": "1::2::3",
+    "nine-groups": "1:2:3:4:5:6:7:8:9",
+    "mapped-bad-ipv4": "::ffff:999.1.1.1",
+    "double-quote": '"',
+    "backslash": "\\",
+    "emoji": "\U0001f642",
+    "a-space": " ",
+}
+LOOKUP_ROUTES = {"v1": "/v1/ip/{}", "geoip2": "/geoip/v2.1/city/{}", "ipinfo": "/ipinfo/{}"}
+EXPECTED_BAD_IP = {"v1": (400, "IP_ADDRESS_INVALID"), "geoip2": (400, "IP_ADDRESS_INVALID")}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("route", list(LOOKUP_ROUTES))
+@pytest.mark.parametrize("ip", list(BAD_IPS.values()), ids=list(BAD_IPS))
+def test_a_bad_ip_is_refused_by_each_api(server: LocalApiServer, via: str, route: str, ip: str) -> None:
+    path = LOOKUP_ROUTES[route].format(quote(ip, safe=""))
+    answer = send(via, server, "GET", path)
+    status, code = EXPECTED_BAD_IP.get(route, (404, "IP_ADDRESS_INVALID"))  # ipinfo's "Wrong ip"
+    assert_refusal(path, answer, status, code)
+    assert "x-injected" not in answer.headers
+
+
+# -- huge paths and query strings: refused, and never echoed whole --------------------------------
+
+HUGE = {
+    "ip-60kb": ("/v1/ip/" + "1" * 60_000, 400, "IP_ADDRESS_INVALID"),
+    "unknown-route-60kb": ("/v1/" + "x" * 60_000, 404, "ROUTE_NOT_FOUND"),
+    "dataset-name-60kb": ("/v1/datasets/" + "a" * 60_000, 400, "DATASET_INVALID"),
+    "field-name-60kb": ("/v1/ip/1.0.0.1/" + "f" * 60_000, 404, "FIELD_NOT_FOUND"),
+    "fields-60kb": ("/v1/ip/1.0.0.1?fields=" + "a," * 30_000, 400, "REQUEST_INVALID"),
+    "datasets-60kb": ("/v1/ip/1.0.0.1?datasets=" + "a" * 60_000, 400, "DATASET_INVALID"),
+    "version-60kb": ("/v1/ip/1.0.0.1?version=" + "v1" * 30_000, 400, "VERSION_INVALID"),
+    "ranges-value-60kb": ("/v1/ranges?field=asn&value=" + "1" * 60_000, 400, "VALUE_INVALID"),
+    "ipinfo-field-60kb": ("/ipinfo/1.0.0.1/" + "f" * 60_000, 404, "FIELD_NOT_FOUND"),
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize(("path", "status", "code"), list(HUGE.values()), ids=list(HUGE))
+def test_a_huge_path_or_query_is_refused_without_echoing_it(
+    server: LocalApiServer, via: str, path: str, status: int, code: str
+) -> None:
+    assert_refusal(path, send(via, server, "GET", path), status, code, bound=1024)
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_fifteen_thousand_unknown_parameters_are_ignored(server: LocalApiServer, via: str) -> None:
+    answer = send(via, server, "GET", "/v1/ip/1.0.0.1?" + "a=1&" * 15_000)
+    assert answer.status == 200
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_repeated_parameter_takes_its_last_value_as_api_gateway_does(
+    server: LocalApiServer, via: str
+) -> None:
+    answer = send(via, server, "GET", "/v1/ip/1.0.0.1?fields=asn&fields=country")
+    assert (answer.status, answer.json()["data"]) == (200, {"country": "US"})
+
+
+# -- bad ?datasets=, ?version=, ?fields=, page tokens and limits ------------------------------------
+
+BAD_PARAMETERS = {
+    "datasets-upper-case": ("/v1/ip/1.0.0.1?datasets=ASN", 400, "DATASET_INVALID"),
+    "datasets-hash": ("/v1/ip/1.0.0.1?datasets=a%23b", 400, "DATASET_INVALID"),
+    "datasets-33-characters": ("/v1/ip/1.0.0.1?datasets=" + "a" * 33, 400, "DATASET_INVALID"),
+    "datasets-unknown": ("/v1/ip/1.0.0.1?datasets=nope", 404, "DATASET_NOT_FOUND"),
+    "version-letters": ("/v1/ip/1.0.0.1?version=latest", 400, "VERSION_INVALID"),
+    "version-negative": ("/v1/ip/1.0.0.1?version=v-1", 400, "VERSION_INVALID"),
+    "version-three-parts": ("/v1/ip/1.0.0.1?version=default:v1:v2", 400, "DATASET_INVALID"),
+    "version-not-retained": ("/v1/ip/1.0.0.1?version=v99", 404, "VERSION_NOT_FOUND"),
+    "version-40-digits": ("/v1/ip/1.0.0.1?version=v" + "9" * 40, 400, "VERSION_INVALID"),
+    "fields-1025-characters": ("/v1/ip/1.0.0.1?fields=" + "a" * 1025, 400, "REQUEST_INVALID"),
+    "token-punctuation": ("/v1/flagged?next=!!!", 400, "INVALID_TOKEN"),
+    "token-5000-characters": ("/v1/flagged?next=" + "a" * 5000, 400, "INVALID_TOKEN"),
+    "token-forged-signature": ("/v1/flagged?next=eyJ2IjoxfQ.AAAA", 400, "INVALID_TOKEN"),
+    "token-a-dot": ("/v1/ranges?field=asn&value=13335&next=.", 400, "INVALID_TOKEN"),
+    "token-base64-garbage": ("/v1/ranges?field=asn&value=13335&next=____.____", 400, "INVALID_TOKEN"),
+    "limit-zero": ("/v1/flagged?limit=0", 400, "LIMIT_INVALID"),
+    "limit-1001": ("/v1/flagged?limit=1001", 400, "LIMIT_INVALID"),
+    "limit-exponent": ("/v1/flagged?limit=1e3", 400, "LIMIT_INVALID"),
+    "limit-huge": ("/v1/flagged?limit=" + "9" * 400, 400, "LIMIT_INVALID"),
+    "ranges-field-not-indexed": ("/v1/ranges?field=country&value=US", 400, "FIELD_NOT_INDEXED"),
+    "ranges-value-not-a-number": ("/v1/ranges?field=asn&value=cloudflare", 400, "VALUE_INVALID"),
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize(("path", "status", "code"), list(BAD_PARAMETERS.values()), ids=list(BAD_PARAMETERS))
+def test_a_bad_parameter_is_refused_with_its_own_code(
+    server: LocalApiServer, via: str, path: str, status: int, code: str
+) -> None:
+    assert_refusal(path, send(via, server, "GET", path), status, code)
+
+
+# -- batch bodies: bad JSON, deep nesting, non-UTF-8 ----------------------------------------------
+
+BAD_BODIES: dict[str, tuple[bytes, str]] = {
+    "empty": (b"", "BATCH_BODY_NOT_JSON"),
+    "open-brace": (b"{", "BATCH_BODY_NOT_JSON"),
+    "trailing-garbage": (b"[] x", "BATCH_BODY_NOT_JSON"),
+    "nested-100000": (b"[" * 100_000, "BATCH_BODY_NOT_JSON"),
+    "not-utf8": (b'["\xff\xfe"]', "BATCH_BODY_NOT_JSON"),
+    "utf8-bom": (b'\xef\xbb\xbf["1.0.0.1"]', "BATCH_BODY_NOT_JSON"),
+    "form-encoded": (b"ips=1.0.0.1", "BATCH_BODY_NOT_JSON"),
+    "an-object": (b'{"ips": ["1.0.0.1"]}', "BATCH_BODY_NOT_ARRAY"),
+    "a-string": (b'"1.0.0.1"', "BATCH_BODY_NOT_ARRAY"),
+    "a-number-item": (b"[16843009]", "BATCH_ITEM_NOT_STRING"),
+    "a-null-item": (b"[null]", "BATCH_ITEM_NOT_STRING"),
+    "a-nan-item": (b"[NaN]", "BATCH_ITEM_NOT_STRING"),
+    "a-nested-item": (b'[["1.0.0.1"]]', "BATCH_ITEM_NOT_STRING"),
+    "1001-items": (json.dumps(["1.0.0.1"] * 1001).encode(), "BATCH_TOO_LARGE"),
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("path", BATCH_ROUTES)
+@pytest.mark.parametrize(("body", "code"), list(BAD_BODIES.values()), ids=list(BAD_BODIES))
+def test_a_bad_batch_body_is_refused_whole(
+    server: LocalApiServer, via: str, path: str, body: bytes, code: str
+) -> None:
+    answer = send(via, server, "POST", path, "Content-Type: application/json", body=body)
+    assert_refusal(path, answer, 400, code, bound=512)
+    assert_answers(via, server)
+
+
+# -- base64 bodies (API Gateway sends a binary body as base64): the handler alone -----------------
+
+BASE64_BODIES = {
+    "not-base64": ("!!!", "BATCH_BODY_NOT_JSON"),
+    "missing-padding": (base64.b64encode(b'["1.0.0.1"]').decode().rstrip("="), "BATCH_BODY_NOT_JSON"),
+    "with-a-newline": (
+        base64.b64encode(b'["1.0.0.1"]').decode()[:4] + "\n" + base64.b64encode(b'["1.0.0.1"]').decode()[4:],
+        "BATCH_BODY_NOT_JSON",
+    ),
+    "of-bytes-not-utf8": (base64.b64encode(b'["\xff"]').decode(), "BATCH_BODY_NOT_JSON"),
+    "of-an-object": (base64.b64encode(b"{}").decode(), "BATCH_BODY_NOT_ARRAY"),
+}
+
+
+@pytest.mark.parametrize(("body", "code"), list(BASE64_BODIES.values()), ids=list(BASE64_BODIES))
+def test_a_base64_body_that_is_not_a_json_array_is_refused(
+    server: LocalApiServer, body: str, code: str
+) -> None:
+    event = proxy_event("POST", "/v1/batch", {}, b"", "192.0.2.7") | {"body": body, "isBase64Encoded": True}
+    response = handler(event, LocalLambdaContext())
+    assert (response["statusCode"], json.loads(response["body"])["code"]) == (400, code)
+
+
+def test_a_base64_body_of_a_json_array_is_answered(server: LocalApiServer) -> None:
+    body = base64.b64encode(b'["1.0.0.1"]').decode()
+    event = proxy_event("POST", "/v1/batch", {}, b"", "192.0.2.7") | {"body": body, "isBase64Encoded": True}
+    response = handler(event, LocalLambdaContext())
+    assert json.loads(response["body"])["1.0.0.1"]["data"]["asn"] == 13335
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "x/\x7f",
+    ],
+)
+def test_a_json_batch_is_read_whatever_its_content_type(
+    server: LocalApiServer, via: str, content_type: str
+) -> None:
+    answer = send(via, server, "POST", "/v1/batch", f"Content-Type: {content_type}", body=b'["1.0.0.1"]')
+    assert answer.json()["1.0.0.1"]["data"]["asn"] == 13335
+
+
+# -- methods, preflights ------------------------------------------------------------------------
+
+WRONG_METHODS = {
+    "put-a-lookup": ("PUT", "/v1/ip/1.0.0.1"),
+    "delete-a-lookup": ("DELETE", "/v1/ip/1.0.0.1"),
+    "patch-a-lookup": ("PATCH", "/v1/ip/1.0.0.1"),
+    "post-a-lookup": ("POST", "/v1/ip/1.0.0.1"),
+    "get-the-batch": ("GET", "/v1/batch"),
+    "delete-the-datasets": ("DELETE", "/v1/datasets"),
+    "put-geoip2": ("PUT", "/geoip/v2.1/city/1.0.0.1"),
+    "delete-ipinfo": ("DELETE", "/ipinfo/1.0.0.1"),
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize(("method", "path"), list(WRONG_METHODS.values()), ids=list(WRONG_METHODS))
+def test_a_method_a_route_does_not_take_is_route_not_found(
+    server: LocalApiServer, via: str, method: str, path: str
+) -> None:
+    answer = send(via, server, method, path, body=b"[]" if method in ("POST", "PUT", "PATCH") else b"")
+    assert answer.status == 404
+    assert error_code(path, answer) == "ROUTE_NOT_FOUND"
+
+
+PREFLIGHTS = {
+    "v1": "/v1/ip/1.0.0.1",
+    "geoip2": "/geoip/v2.1/city/1.0.0.1",
+    "ipinfo": "/ipinfo/1.0.0.1",
+    "batch": "/v1/batch",
+}
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("path", list(PREFLIGHTS.values()), ids=list(PREFLIGHTS))
+def test_a_cors_preflight_is_answered_without_a_key(server: LocalApiServer, via: str, path: str) -> None:
+    answer = send(
+        via,
+        server,
+        "OPTIONS",
+        path,
+        "Origin: https://app.example",
+        "Access-Control-Request-Method: POST",
+        "Access-Control-Request-Headers: x-api-key, content-type",
+        keyed=False,
+    )
+    assert answer.status in (200, 204)
+    assert answer.headers["access-control-allow-origin"] == "*"
+    assert "x-api-key" in answer.headers["access-control-allow-headers"].lower()
+
+
+# -- headers carrying CR and LF -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["If-None-Match", "Origin", "X-Forwarded-For", "Authorization", "Accept"],
+)
+def test_a_header_with_crlf_injects_nothing(server: LocalApiServer, header: str) -> None:
+    # API Gateway hands the function what the client sent; a value must never reach a response header
+    answer = send("handler", server, "GET", "/v1/ip/1.0.0.1", f"{header}: x\r\nX-Injected: yes")
+    assert answer.status == 200
+    assert "x-injected" not in answer.headers
+    assert not any("\r" in value or "\n" in value for value in answer.headers.values())
+
+
+def test_a_folded_header_is_joined_and_answered(server: LocalApiServer) -> None:
+    answer = send("server", server, "GET", "/v1/ip/1.0.0.1", "X-Folded: a", " b")
+    assert answer.status == 200
+
+
+def test_the_suite_left_the_api_serving(server: LocalApiServer) -> None:
+    started = time.monotonic()
+    for via in VIAS:
+        assert_answers(via, server)
+    assert time.monotonic() - started < 2

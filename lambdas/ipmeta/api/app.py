@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, range_routes
@@ -53,6 +54,13 @@ class LookupResolver(APIGatewayRestResolver):
     gets the GET's status and headers (ETag, Cache-Control, 304s included) and no
     body; no Content-Length is claimed for the body left out.
     """
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = r"^{}/*\Z") -> re.Pattern[str]:
+        # As powertools' REST resolver compiles routes, but ending in \Z: ``$`` also matches
+        # before a final newline, which routed /v1/ip/1.1.1.1%0A as 1.1.1.1.
+        pattern: re.Pattern[str] = ApiGatewayResolver._compile_regex(rule, r"^{}/*\Z")
+        return pattern
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         if event.get("httpMethod") != "HEAD":
@@ -149,6 +157,8 @@ def handle_unexpected_error(error: Exception) -> Response[Any]:
     )
 
 
+#: How much of an unknown path its 404 repeats.
+MAX_ECHOED_PATH = 200
 #: Paths the IP routes would match if powertools' path pattern accepted every
 #: character; what it refuses (``"``, ``#``, ``\\``, some non-ASCII) is no IP either.
 _IP_PATH = re.compile(r"^/v1/ip/(?P<ip>[^/]+)(?:/(?P<field>[^/]+))?/?$")
@@ -172,9 +182,9 @@ def handle_unknown_route(_: Exception) -> Response[Any]:
             parse_ip(other["ip"])
     except (InvalidIpAddress, FieldNotFound) as error:
         return error_response(error.status, error.code, error.message)
-    return error_response(
-        HTTPStatus.NOT_FOUND, "ROUTE_NOT_FOUND", f"no route for {event.http_method} {event.path}"
-    )
+    # The path is the client's: echo a prefix, not 60 KB of it.
+    path = event.path if len(event.path) <= MAX_ECHOED_PATH else event.path[:MAX_ECHOED_PATH] + "..."
+    return error_response(HTTPStatus.NOT_FOUND, "ROUTE_NOT_FOUND", f"no route for {event.http_method} {path}")
 
 
 # -- the contract: OpenAPI document and Swagger UI ---------------------------------------
