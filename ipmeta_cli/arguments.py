@@ -60,3 +60,29 @@ def dataset_name(text: str) -> str:
 def dataset_names(text: str) -> str:
     """``city,asn``: names checked one by one, passed on as the API's ``?datasets=`` takes them."""
     return ",".join(dataset_name(name) for name in text.split(",") if name.strip())
+
+
+#: The API key of `ipmeta lookup --endpoint` (and the key `ipmeta serve` requires), read from the
+#: environment: unlike ``--api-key KEY``, never on the command line that ``ps`` shows every user.
+ENV_API_KEY = "IPMETA_API_KEY"
+#: A key file is a few lines; anything bigger is not one.
+MAX_KEY_FILE_BYTES = 64 * 1024
+
+
+def key_file(text: str) -> list[str]:
+    """The keys in a file, one a line (blank lines and ``#`` comments skipped), read when the
+    arguments are parsed, so a missing, unreadable or empty file stops the command at once."""
+    try:
+        with open(text, "rb") as handle:
+            content = handle.read(MAX_KEY_FILE_BYTES + 1)
+        lines = content.decode("utf-8").splitlines()
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text} is not UTF-8 text") from None
+    if len(content) > MAX_KEY_FILE_BYTES:
+        raise argparse.ArgumentTypeError(f"{text} is over {MAX_KEY_FILE_BYTES} bytes: not a key file")
+    keys = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not keys:
+        raise argparse.ArgumentTypeError(f"{text} holds no key")
+    return keys

@@ -2,7 +2,8 @@
 
 Without ``--endpoint`` a request becomes an API Gateway proxy event for the same
 handler Lambda runs, on the local store (or ``--table``); with it, an HTTPS
-request carrying ``x-api-key``. Either way the answer is ``(status, JSON body)``,
+request carrying ``x-api-key`` (from ``--api-key``, ``--api-key-file`` or
+``IPMETA_API_KEY``). Either way the answer is ``(status, JSON body)``,
 and an error page that is not the API's JSON (a gateway's HTML) still becomes one.
 """
 
@@ -10,17 +11,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import urllib.error
 import urllib.request
 from decimal import Decimal
 from typing import Any
+
+from ipmeta_cli.arguments import ENV_API_KEY, key_file
 
 TIMEOUT_SECONDS = 30
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", help="a deployed API's base URL, e.g. https://abc.execute-api.../prod")
-    parser.add_argument("--api-key", help="the API key sent as x-api-key (with --endpoint)")
+    parser.add_argument(
+        "--api-key",
+        help=f"the API key sent as x-api-key (with --endpoint); ps shows it to every user, so prefer "
+        f"--api-key-file or {ENV_API_KEY}",
+    )
+    parser.add_argument(
+        "--api-key-file", type=key_file, metavar="PATH", help="read the API key from this file (one line)"
+    )
+
+
+def endpoint_key(args: argparse.Namespace) -> str | None:
+    """The key sent with ``--endpoint``: ``--api-key``, else ``--api-key-file``, else the environment."""
+    if args.api_key:
+        return str(args.api_key)
+    if args.api_key_file:
+        if len(args.api_key_file) > 1:
+            raise RuntimeError("--api-key-file holds several keys; a request sends one")
+        return str(args.api_key_file[0])
+    return os.environ.get(ENV_API_KEY) or None
 
 
 def call_api(args: argparse.Namespace, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -29,8 +51,8 @@ def call_api(args: argparse.Namespace, method: str, path: str, body: Any = None)
     headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if data else {})}
     if not args.endpoint:
         return _local(method, path, headers, data)
-    if args.api_key:
-        headers["x-api-key"] = args.api_key
+    if key := endpoint_key(args):
+        headers["x-api-key"] = key
     request = urllib.request.Request(
         args.endpoint.rstrip("/") + path, data=data or None, headers=headers, method=method
     )

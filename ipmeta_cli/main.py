@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ipmeta.schema.settings import ENV_SHOW_SOURCES
 from ipmeta_cli import exporting, loading, lookups, planning, reverse, updating, versions
-from ipmeta_cli.arguments import positive_int
+from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
 
@@ -35,20 +36,33 @@ def load_demo(settings: Settings, data_dir: Path) -> None:
         )
 
 
+def serve_keys(args: argparse.Namespace) -> list[str]:
+    """The keys `ipmeta serve` requires: ``--api-key``, each ``--api-key-file``'s lines and
+    ``IPMETA_API_KEY``; none, and any request is served."""
+    from_files = [key for keys in args.api_key_file or () for key in keys]
+    from_environment = [key] if (key := os.environ.get(ENV_API_KEY, "").strip()) else []
+    return [*(args.api_key or ()), *from_files, *from_environment]
+
+
 def command_serve(args: argparse.Namespace) -> int:
+    if args.show_sources:
+        # Read by the handler's settings when its first request builds them.
+        os.environ[ENV_SHOW_SOURCES] = "true"
     from ipmeta.api.handler import handler
     from ipmeta_cli.server import LocalApiServer, serve_in_workers, tls_context
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise RuntimeError("--tls-cert and --tls-key go together")
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+    keys = serve_keys(args)
     with backend(args) as settings:
         if args.load_default_dataset:
             load_demo(settings, Path(args.data_dir))
-        server = LocalApiServer(args.host, args.port, handler, api_keys=args.api_key or (), tls=tls)
+        server = LocalApiServer(args.host, args.port, handler, api_keys=keys, tls=tls)
         base = server.url
+        guarded = f"  (requests need one of {len(keys)} API keys)" if keys else ""
         print(
-            f"\nipmeta API on {base}  (Ctrl-C stops it and the local DynamoDB)\n"
+            f"\nipmeta API on {base}{guarded}  (Ctrl-C stops it and the local DynamoDB)\n"
             f"  curl {base}/v1/ip/104.16.132.229   # two datasets, one answer: asn and cloud\n"
             f"  curl {base}/v1/ip/1.1.1.1\n"
             f"  curl {base}/v1/ip/2001:200::1\n"
@@ -88,8 +102,21 @@ def parser() -> argparse.ArgumentParser:
         "--api-key",
         action="append",
         metavar="KEY",
-        help="refuse requests without this key (repeat for several); the key may come as x-api-key, "
-        "HTTP Basic's password (GeoIP2 clients), Bearer or ?token= (ipinfo clients). Default: any request",
+        help="refuse requests without this key (repeat for several), in the form each route family "
+        "takes in AWS: x-api-key on /v1, HTTP Basic's password or Bearer on /geoip, any of those or "
+        f"?token= on /ipinfo. Default: any request. ps shows it: prefer --api-key-file or {ENV_API_KEY}",
+    )
+    serve.add_argument(
+        "--api-key-file",
+        action="append",
+        type=key_file,
+        metavar="PATH",
+        help="refuse requests without one of the keys in this file (one a line; repeatable)",
+    )
+    serve.add_argument(
+        "--show-sources",
+        action="store_true",
+        help="/v1/datasets shows each version's sources whole (paths, URLs), not file names",
     )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (chain)")
     serve.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")

@@ -284,6 +284,9 @@ class IpmetaConfig(BaseModel):
     waf_web_acl_arn: str = ""
     #: Encrypt the alarm topic with a customer-managed KMS key that CloudWatch may use.
     alarm_topic_encryption: bool = True
+    #: Show each version's sources whole in ``/v1/datasets`` (bucket, keys, URLs) rather than by
+    #: file name: an admin's choice, as every key holder reads that listing.
+    show_sources: bool = False
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:

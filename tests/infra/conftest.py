@@ -124,6 +124,7 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "ipinfoDatasets": ["city", "asn"],
         "ipinfoFields": {"region": "subdivisions.1.names.en"},
         "ipinfoAtRoot": True,
+        "showSources": True,
     },
     FEEDS: {
         "feeds": list(EXAMPLE_FEEDS),

@@ -23,6 +23,7 @@ from stacks.constants import (
     ENV_IPINFO_AT_ROOT,
     ENV_IPINFO_DATASETS,
     ENV_IPINFO_FIELDS,
+    ENV_SHOW_SOURCES,
     LOOKUP_HANDLER,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
@@ -222,6 +223,8 @@ def test_the_lookup_reads_the_client_api_settings_from_its_environment(synthesiz
     _, default = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
     defaults = default["Properties"]["Environment"]["Variables"]
     assert (defaults[ENV_GEOIP2_DATASETS], defaults[ENV_IPINFO_AT_ROOT]) == ("{}", "false")
+    # /v1/datasets shows sources whole only where the admin option says so
+    assert (variables[ENV_SHOW_SOURCES], defaults[ENV_SHOW_SOURCES]) == ("true", "false")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import shutil
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,7 @@ from ipmeta.lookup.range_cache import RangeCache
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
-from ipmeta_cli.server import LocalApiServer
+from ipmeta_cli.server import ConnectionLimits, LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
@@ -108,9 +108,12 @@ def running_api_server(
     pointer_cache_seconds: float = 0.0,
     ranges: RangeCache | None = None,
     lambda_handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    *,
+    api_keys: Collection[str] = (),
+    limits: ConnectionLimits | None = None,
 ) -> Iterator[LocalApiServer]:
     """The real HTTP server around the real Lambda handler (or ``lambda_handler``, which may wrap
-    it), answering from ``store`` (range cache off)."""
+    it), answering from ``store`` (range cache off), requiring ``api_keys`` if any."""
     from ipmeta.api.handler import handler
 
     dependencies.install(
@@ -120,7 +123,7 @@ def running_api_server(
             ranges=RangeCache(0) if ranges is None else ranges,
         )
     )
-    server = LocalApiServer("127.0.0.1", 0, lambda_handler or handler)
+    server = LocalApiServer("127.0.0.1", 0, lambda_handler or handler, api_keys=api_keys, limits=limits)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server

@@ -63,6 +63,53 @@ def test_lookup_sends_several_ips_as_one_batch_to_an_endpoint(
     assert sent["x-api-key"] == "k3y"
 
 
+@pytest.mark.parametrize("source", ["environment", "file"])
+def test_lookup_reads_the_key_from_the_environment_or_a_file_off_the_command_line(
+    recording_server: tuple[LocalApiServer, list[dict[str, Any]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+) -> None:
+    # Given the key where `ps` cannot show it: IPMETA_API_KEY, or a file with a comment line
+    server, events = recording_server
+    argv = ["lookup", "1.0.0.1", "--endpoint", server.url]
+    if source == "environment":
+        monkeypatch.setenv("IPMETA_API_KEY", "k3y-from-env")
+    else:
+        key_file = tmp_path / "key"
+        key_file.write_text("# ipmeta\nk3y-from-file\n")
+        argv += ["--api-key-file", str(key_file)]
+    # When a lookup goes to the endpoint
+    assert main(argv) == 0
+    capsys.readouterr()
+    # Then the key is sent, though no argument held it
+    sent = {name.lower(): value for name, value in events[0]["headers"].items()}
+    assert sent["x-api-key"] == f"k3y-from-{'env' if source == 'environment' else 'file'}"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(None, "cannot read"), ("\n# only a comment\n", "holds no key"), ("a\nb\n", "several keys")],
+    ids=["missing", "empty", "two-keys"],
+)
+def test_a_key_file_that_holds_no_single_key_stops_the_lookup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, reason: str
+) -> None:
+    key_file = tmp_path / "key"
+    if content is not None:
+        key_file.write_text(content)
+    # A bad file stops argument parsing (exit 2); two keys stop the request (exit 2 too)
+    try:
+        code = main(
+            ["lookup", "1.0.0.1", "--endpoint", "http://127.0.0.1:9", "--api-key-file", str(key_file)]
+        )
+    except SystemExit as stopped:
+        code = int(stopped.code or 0)
+    assert code == 2
+    assert reason in capsys.readouterr().err
+
+
 def test_lookup_exit_status_says_some_ips_failed(
     recording_server: tuple[LocalApiServer, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:

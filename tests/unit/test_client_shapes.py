@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta.api.credentials import client_of, key_of_authorization, presented_key
+from ipmeta.api.credentials import client_of, request_key
 from ipmeta.schema.ips import parse_ip
 from ipmeta.shapes import exact_json, geoip2_document, ipinfo_document
 
@@ -22,30 +22,33 @@ def basic(user: str, password: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("headers", "query", "key"),
+    ("route", "headers", "query", "key"),
     [
-        ({"x-api-key": "K"}, None, "K"),
-        ({"X-Api-Key": "K", "Authorization": basic("1", "other")}, None, "K"),  # x-api-key first
-        ({"Authorization": basic("123456", "K")}, None, "K"),  # GeoIP2: the password
-        ({"authorization": basic("123456", "K:with:colons")}, None, "K:with:colons"),
-        ({"authorization": "Bearer K"}, None, "K"),  # ipinfo
-        ({}, {"token": "K"}, "K"),  # ipinfo's query form
-        ({"authorization": basic("123456", "")}, None, None),
-        ({"authorization": "Basic not-base64!"}, None, None),
-        ({"authorization": "Digest K"}, None, None),
-        ({"authorization": "K"}, {"token": ""}, None),
-        (None, None, None),
+        ("/v1/{proxy+}", {"x-api-key": "K"}, None, "K"),
+        ("/v1/{proxy+}", {"Authorization": basic("1", "K")}, {"token": "K"}, None),  # /v1: x-api-key only
+        ("/geoip/{proxy+}", {"Authorization": basic("123456", "K")}, None, "K"),  # GeoIP2: the password
+        ("/geoip/{proxy+}", {"X-Api-Key": "K"}, None, None),
+        ("/ipinfo/{proxy+}", {"authorization": "Bearer K"}, None, "K"),  # ipinfo
+        ("/{proxy+}", {}, {"token": "K"}, "K"),  # ipinfo's query form, at the root (ipinfoAtRoot)
+        ("/geoip/{proxy+}", {"authorization": basic("123456", "")}, None, None),
+        ("/geoip/{proxy+}", {"authorization": "Basic not-base64!"}, None, None),
+        ("/ipinfo/{proxy+}", {"authorization": "Digest K"}, None, None),
+        ("/ipinfo/{proxy+}", {"authorization": "K"}, {"token": ""}, None),
+        ("/v1/{proxy+}", None, None, None),
     ],
 )
-def test_the_key_is_read_in_each_form_the_clients_send(
-    headers: dict[str, str] | None, query: dict[str, str] | None, key: str | None
+def test_the_key_is_read_in_the_form_each_family_s_clients_send(
+    route: str, headers: dict[str, str] | None, query: dict[str, str] | None, key: str | None
 ) -> None:
-    assert presented_key(headers, query) == key
+    assert request_key(route, headers, query) == key
 
 
 def test_only_a_known_key_names_a_client() -> None:
     keys = {"team": "K" * 20, "broken": 7}
-    assert client_of(key_of_authorization(basic("1", "K" * 20)), keys) == "team"
+    assert (
+        client_of(request_key("/geoip/{proxy+}", {"authorization": basic("1", "K" * 20)}, None), keys)
+        == "team"
+    )
     assert client_of("K" * 19, keys) is None
     assert client_of("7", keys) is None
 

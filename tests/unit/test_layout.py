@@ -388,6 +388,8 @@ CALLED_BY_A_LIBRARY = {
     "LocalLambdaContext.get_remaining_time_in_millis",
     # http.server's hooks.
     "ProxyRequestHandler.log_message",
+    # io.BufferedReader's raw-stream interface, which the local server's rfile reads through.
+    "DeadlineReader.readinto",
     # CDK's ILocalBundling interface.
     "_LoaderSources.try_bundle",
 }

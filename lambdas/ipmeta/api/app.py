@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from http import HTTPStatus
 from importlib import resources
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, range_routes
@@ -43,7 +45,33 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
 
 __all__ = ["app", "logger", "metrics"]
 
-app = APIGatewayRestResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
+
+class LookupResolver(APIGatewayRestResolver):
+    """The resolver, answering ``HEAD`` as ``GET`` without the body.
+
+    API Gateway passes HEAD through to the function (REST's ``ANY``, the HTTP API's
+    routes), and powertools routes it nowhere: every GET route answered 404. A HEAD
+    gets the GET's status and headers (ETag, Cache-Control, 304s included) and no
+    body; no Content-Length is claimed for the body left out.
+    """
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = r"^{}/*\Z") -> re.Pattern[str]:
+        # As powertools' REST resolver compiles routes, but ending in \Z: ``$`` also matches
+        # before a final newline, which routed /v1/ip/1.1.1.1%0A as 1.1.1.1.
+        pattern: re.Pattern[str] = ApiGatewayResolver._compile_regex(rule, r"^{}/*\Z")
+        return pattern
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        if event.get("httpMethod") != "HEAD":
+            return super().resolve(event, context)
+        as_get = {**event, "httpMethod": "GET"}
+        as_get["requestContext"] = {**(event.get("requestContext") or {}), "httpMethod": "GET"}
+        response = super().resolve(as_get, context)
+        return {**response, "body": "", "isBase64Encoded": False}
+
+
+app = LookupResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
 app.include_router(ip_routes.router)
 app.include_router(dataset_routes.router)
 app.include_router(range_routes.router)
@@ -129,6 +157,8 @@ def handle_unexpected_error(error: Exception) -> Response[Any]:
     )
 
 
+#: How much of an unknown path its 404 repeats.
+MAX_ECHOED_PATH = 200
 #: Paths the IP routes would match if powertools' path pattern accepted every
 #: character; what it refuses (``"``, ``#``, ``\\``, some non-ASCII) is no IP either.
 _IP_PATH = re.compile(r"^/v1/ip/(?P<ip>[^/]+)(?:/(?P<field>[^/]+))?/?$")
@@ -152,9 +182,9 @@ def handle_unknown_route(_: Exception) -> Response[Any]:
             parse_ip(other["ip"])
     except (InvalidIpAddress, FieldNotFound) as error:
         return error_response(error.status, error.code, error.message)
-    return error_response(
-        HTTPStatus.NOT_FOUND, "ROUTE_NOT_FOUND", f"no route for {event.http_method} {event.path}"
-    )
+    # The path is the client's: echo a prefix, not 60 KB of it.
+    path = event.path if len(event.path) <= MAX_ECHOED_PATH else event.path[:MAX_ECHOED_PATH] + "..."
+    return error_response(HTTPStatus.NOT_FOUND, "ROUTE_NOT_FOUND", f"no route for {event.http_method} {path}")
 
 
 # -- the contract: OpenAPI document and Swagger UI ---------------------------------------

@@ -12,8 +12,9 @@ Each route family reads its own clients' forms and nothing else (``RouteFamily``
 caches an authorizer's answer by the family's identity header, so the answer must
 depend on that header alone: a key in another form is not read, and a header sent
 twice is refused (docs/decisions.md, "The cache identity is the key checked").
-Both fronts' authorizers call ``request_key``. ``presented_key`` reads every form,
-first present wins, for the local server (``ipmeta serve --api-key``). Pure: no AWS here.
+Both fronts' authorizers call ``request_key``, and so does the local server
+(``ipmeta serve --api-key``), with the route its path would match in AWS, so a key
+is taken locally exactly where a deployment takes it. Pure: no AWS here.
 """
 
 from __future__ import annotations
@@ -30,15 +31,6 @@ from typing import Any, Final
 API_KEY_HEADER = "x-api-key"
 AUTHORIZATION_HEADER = "authorization"
 TOKEN_PARAMETER = "token"
-
-
-def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
-    """A header by name in any case: API Gateway keeps the client's spelling in REST events."""
-    if not headers:
-        return None
-    if name in headers:
-        return headers[name]
-    return next((value for key, value in headers.items() if key.lower() == name), None)
 
 
 class KeyForm(StrEnum):
@@ -64,23 +56,6 @@ def _authorization_key(value: str) -> tuple[KeyForm, str] | None:
         return None
     _, colon, password = decoded.partition(":")
     return (KeyForm.BASIC, password) if colon and password else None
-
-
-def key_of_authorization(value: str) -> str | None:
-    """The key in an ``Authorization`` value: Basic's password, or Bearer's token."""
-    found = _authorization_key(value)
-    return found[1] if found else None
-
-
-def presented_key(headers: Mapping[str, str] | None, query: Mapping[str, str] | None) -> str | None:
-    """The key the request carries, or None when it carries none in a form we read."""
-    if key := _header(headers, API_KEY_HEADER):
-        return key
-    if (authorization := _header(headers, AUTHORIZATION_HEADER)) and (
-        key := key_of_authorization(authorization)
-    ):
-        return key
-    return (query or {}).get(TOKEN_PARAMETER) or None
 
 
 # -- one family of routes, one authorizer, the forms its clients send ------------------------

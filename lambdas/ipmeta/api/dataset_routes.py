@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
@@ -27,13 +28,23 @@ def _iso(epoch: int | None) -> str | None:
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
+def shown_source(source: str, whole: bool) -> str:
+    """A source as ``/v1/datasets`` shows it: its file name, unless the deployment shows sources
+    whole (``IPMETA_SHOW_SOURCES``). A URL's query, which may carry a token, never shows unless so."""
+    if whole:
+        return source
+    path = urlsplit(source).path if "://" in source else source
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
 def dataset_info(meta: VersionMeta) -> DatasetInfo:
+    whole = dependencies.current().api.show_sources
     return DatasetInfo(
         id=keys.format_version(meta.version),
         status=meta.status.value,  # type: ignore[arg-type]  # a retained version is active or retired
         loaded_at=_iso(meta.created_at or None),
         activated_at=_iso(meta.activated_at),
-        source=list(meta.sources),
+        source=[shown_source(source, whole) for source in meta.sources],
         checksum=f"sha256:{meta.sha256}" if meta.sha256 else None,
         rows=meta.rows,
         items=meta.items,

@@ -23,7 +23,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta.api import dependencies
-from ipmeta.api.ip_routes import caller_of, parse_batch_body, raw_body
+from ipmeta.api.ip_routes import MAX_BATCH_ITEM_LENGTH, caller_of, parse_batch_body, raw_body
 from ipmeta.api.models import IpinfoBatchResponse, IpinfoCore, IpinfoDetails, IpinfoError, IpinfoLite
 from ipmeta.api.observability import count_lookups
 from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
@@ -40,6 +40,9 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 OTHER_APIS = frozenset({"v1", "geoip", "ipinfo"})
 #: ``/{ip}/json`` is the whole answer, as ``/{ip}`` is.
 WHOLE = "json"
+#: A batch item is ``ip`` or ``ip/field``: an address (with a zone id, 64), ``/`` and a field
+#: name of at most 32 characters (ipinfo's are at most 8). Longer items refuse the batch, unechoed.
+MAX_BATCH_ITEM_LENGTH_WITH_FIELD = MAX_BATCH_ITEM_LENGTH + 1 + 32
 
 
 @cache
@@ -169,7 +172,8 @@ _BATCH: dict[int, Any] = {
 
 def _batch_body() -> dict[str, Any]:
     limit = ApiSettings.from_environment().batch_max_ips
-    schema = {"type": "array", "items": {"type": "string"}, "maxItems": limit}
+    items = {"type": "string", "maxLength": MAX_BATCH_ITEM_LENGTH_WITH_FIELD}
+    schema = {"type": "array", "items": items, "maxItems": limit}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
@@ -196,7 +200,10 @@ def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
         _check_root(at_root)
         event = router.current_event
         limit = dependencies.current().api.batch_max_ips
-        return _json(batch_answers(parse_batch_body(raw_body(event.body, event.is_base64_encoded), limit)))
+        texts = parse_batch_body(
+            raw_body(event.body, event.is_base64_encoded), limit, MAX_BATCH_ITEM_LENGTH_WITH_FIELD
+        )
+        return _json(batch_answers(texts))
 
     return {"one": one, "field": one_field, "caller": caller, "batch": batch}
 

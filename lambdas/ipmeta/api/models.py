@@ -24,6 +24,8 @@ ERROR_CODES: dict[str, str] = {
     "BATCH_BODY_NOT_ARRAY": "400: the batch body is JSON but not an array",
     "BATCH_ITEM_NOT_STRING": "400: an item of the batch array is not a string",
     "BATCH_TOO_LARGE": "400: more IPs than the configured batch limit",
+    "BATCH_ITEM_TOO_LONG": "400: a batch item is longer than any address (64 characters; 97 for ip/field "
+    "on /ipinfo/batch)",
     "FIELD_NOT_INDEXED": "400: /v1/ranges ?field= is missing or not the field the version is indexed by",
     "VALUE_MISSING": "400: /v1/ranges without ?value=",
     "VALUE_INVALID": "400: /v1/ranges with a value the indexed field cannot hold",
@@ -39,6 +41,15 @@ ERROR_CODES: dict[str, str] = {
     "INTERNAL_ERROR": "500: a bug or an unexpected failure; the logs have the details",
     "NO_DATASET": "503: no dataset read by the request is active yet (health: one is not active)",
     "DATASET_STALE": "503 (health only): an active dataset is older than its maximum age",
+    # The local server's own refusals, before the function (API Gateway answers these itself).
+    "REQUEST_MALFORMED": "400 (local server): the request line, Content-Length, chunks or a header is bad",
+    "REQUEST_TIMEOUT": "408 (local server): the request did not arrive whole within the read timeout",
+    "REQUEST_TOO_LARGE": "413: the body is over 10 MB (API Gateway's payload limit), refused unread",
+    "URI_TOO_LONG": "414 (local server): the request line is over 65,536 bytes",
+    "HEADERS_TOO_LARGE": "431 (local server): a header line, the header count or the header block is too big",
+    "NOT_IMPLEMENTED": "501 (local server): a method or a transfer coding the server does not implement",
+    "SERVER_BUSY": "503 (local server): every connection is busy with a request",
+    "HTTP_VERSION_NOT_SUPPORTED": "505 (local server): not HTTP/1.0 or HTTP/1.1 (HTTP/0.9, HTTP/2 in clear)",
 }
 
 
@@ -123,7 +134,10 @@ class DatasetInfo(ApiModel):
     status: Literal["active", "retired"]
     loaded_at: str | None = Field(description="When the load started (ISO 8601, UTC)")
     activated_at: str | None = Field(description="When it was last made active (ISO 8601, UTC)")
-    source: list[str] = Field(description="The files the version was loaded from")
+    source: list[str] = Field(
+        description="The files the version was loaded from, by name (whole paths and URLs only where "
+        "the deployment shows them: IPMETA_SHOW_SOURCES)"
+    )
     checksum: str | None = Field(description="sha256 of the source files, as sha256:<hex>")
     rows: int | None = Field(description="Ranges read from the sources")
     items: int | None = Field(description="Items written (ranges split at bucket edges)")

@@ -139,3 +139,63 @@ class DatasetNotFound(IpmetaError):
 
     status = 404
     code = "DATASET_NOT_FOUND"
+
+
+class BatchItemTooLong(IpmetaError):
+    """A batch item longer than any item the route answers: refused whole, never echoed."""
+
+    status = 400
+    code = "BATCH_ITEM_TOO_LONG"
+
+
+# -- refusals of the front, before the function: the local server's (API Gateway has its own) --
+
+
+class RequestMalformed(IpmetaError):
+    """The HTTP message cannot be read: its request line, Content-Length, chunks or a header."""
+
+    status = 400
+    code = "REQUEST_MALFORMED"
+
+
+class RequestTimeout(IpmetaError):
+    """The request did not arrive whole within the server's read timeout."""
+
+    status = 408
+    code = "REQUEST_TIMEOUT"
+
+
+class RequestTooLarge(IpmetaError):
+    """A body over API Gateway's 10 MB payload limit, refused before it is read."""
+
+    status = 413
+    code = "REQUEST_TOO_LARGE"
+
+
+class UriTooLong(IpmetaError):
+    status = 414
+    code = "URI_TOO_LONG"
+
+
+class HeadersTooLarge(IpmetaError):
+    status = 431
+    code = "HEADERS_TOO_LARGE"
+
+
+class NotImplementedByServer(IpmetaError):
+    """A method, or a transfer coding, the server does not implement."""
+
+    status = 501
+    code = "NOT_IMPLEMENTED"
+
+
+class ServerBusy(IpmetaError):
+    """Every connection slot is busy with a request: none idle to close for a newcomer."""
+
+    status = 503
+    code = "SERVER_BUSY"
+
+
+class HttpVersionNotSupported(IpmetaError):
+    status = 505
+    code = "HTTP_VERSION_NOT_SUPPORTED"

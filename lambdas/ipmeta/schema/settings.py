@@ -63,10 +63,16 @@ ENV_IPINFO_DATASETS = "IPMETA_IPINFO_DATASETS"
 ENV_IPINFO_FIELDS = "IPMETA_IPINFO_FIELDS"
 #: ``true``: the ipinfo routes answer at the root too (``/8.8.8.8``, ``POST /batch``).
 ENV_IPINFO_AT_ROOT = "IPMETA_IPINFO_AT_ROOT"
+#: ``true``: ``/v1/datasets`` shows each version's sources whole (paths, bucket, keys), not file names.
+ENV_SHOW_SOURCES = "IPMETA_SHOW_SOURCES"
 
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,9 @@ class ApiSettings:
     ipinfo_fields: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
     #: Serve the ipinfo routes at the root as well, so ipinfo's own ``API_URL`` works unchanged.
     ipinfo_at_root: bool = False
+    #: Show ``/v1/datasets``' sources whole. Off: every key holder reads that listing, and a
+    #: local path, a bucket's name or a feed URL's query says more than a client needs.
+    show_sources: bool = False
 
     def max_age_of(self, dataset: str) -> int:
         return int(self.dataset_max_age_seconds.get(dataset, self.health_max_dataset_age_seconds))
@@ -136,7 +145,8 @@ class ApiSettings:
                 str(name): columns if isinstance(columns, str) else tuple(columns)
                 for name, columns in json.loads(os.environ.get(ENV_IPINFO_FIELDS) or "{}").items()
             },
-            ipinfo_at_root=os.environ.get(ENV_IPINFO_AT_ROOT, "").strip().lower() in ("1", "true", "yes"),
+            ipinfo_at_root=_flag(ENV_IPINFO_AT_ROOT),
+            show_sources=_flag(ENV_SHOW_SOURCES),
         )
 
 
