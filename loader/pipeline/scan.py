@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -219,8 +219,3 @@ def split_row(family: int, start: int, end: int) -> Iterator[tuple[int, int, int
         return
     for bucket in range(first_bucket, last_bucket + 1):
         yield bucket, max(start, bucket << bits), min(end, ((bucket + 1) << bits) - 1)
-
-
-def row_file_ranges(spans: Sequence[staged.BucketSpan]) -> dict[tuple[int, int], tuple[int, int]]:
-    """(family, bucket) -> (offset, end) in a source's row file."""
-    return {(span.family, span.bucket): (span.offset, span.offset + span.length) for span in spans}
