@@ -1,8 +1,9 @@
-"""The loader's own records: the load item, its report and the manifest.
+"""The loader's own records: the load item, its report, the manifest and the lock.
 
 The version metadata the lookup reads is in ``ipmeta.schema.records``; these are the
-loader's bookkeeping, which the lookup never reads. ``loader.store.table`` stores
-and returns them; nothing else spells their attributes.
+loader's bookkeeping, which the lookup never reads. ``loader.store`` stores and
+returns them (``loads``, ``manifests``, ``load_lock``); nothing
+else spells their attributes.
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ class LoadItem:
         )
 
     def to_item(self) -> dict[str, Any]:
-        """What ``put_load`` stores; ``done`` and the counters only ever change by ``mark_chunk_done``."""
+        """What ``Loads.put`` stores; ``done`` and the counters change only by ``Loads.mark_chunk_done``."""
         item: dict[str, Any] = {
             "version": self.version,
             "load_id": self.load_id,

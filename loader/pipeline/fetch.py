@@ -50,13 +50,13 @@ class TableFeedStates:
         self.table = table
 
     def get(self, feed: str) -> FeedState | None:
-        data = self.table.read_feed_state()
+        data = self.table.feed_states.read()
         if data is None or data.get("feed") != feed:
             return None
         return FeedState.from_dict(data)
 
     def put(self, state: FeedState) -> None:
-        self.table.put_feed_state(state.to_dict())
+        self.table.feed_states.put(state.to_dict())
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def fetch_feed(
             "feed": name,
             "dataset": deployed.dataset,
             "release": check.release.release_id,
-            "failures_in_a_row": dataset_table.count_feed_run(failed=False),
+            "failures_in_a_row": dataset_table.feed_states.count_run(failed=False),
         }
     folder = sinks(f"{FEEDS_PREFIX}/{deployed.dataset}")
     fetched = fetch_release(feed, check.release, folder, dataset=deployed.dataset, workdir=workdir)
@@ -156,4 +156,4 @@ def count_failure(event: Mapping[str, Any], table: LoaderTable) -> tuple[str, in
     dataset = feed_of(event)
     if dataset is None:
         return None
-    return dataset, table.for_dataset(dataset).count_feed_run(failed=True)
+    return dataset, table.for_dataset(dataset).feed_states.count_run(failed=True)

@@ -30,6 +30,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 _table_numbers = itertools.count(1)
 
@@ -49,7 +50,7 @@ def table_settings(dynalite_endpoint: str) -> Settings:
         dynamodb_endpoint=dynalite_endpoint,
         pointer_cache_seconds=0.0,
     )
-    LoaderTable.from_settings(settings).create_table_if_missing()
+    create_table_if_missing(make_client(settings), settings.table_name)
     return settings
 
 
@@ -115,7 +116,7 @@ def running_api_server(
 
     dependencies.install(
         dependencies.Dependencies(
-            store=store,
+            store=store.lookup,
             pointer_cache_seconds=pointer_cache_seconds,
             ranges=RangeCache(0) if ranges is None else ranges,
         )

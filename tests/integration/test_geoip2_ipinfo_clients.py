@@ -42,6 +42,7 @@ from ipmeta.shapes import geoip2_document as shapes
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from tests.geoip2_databases import write_asn, write_city
 from tests.tls import ServerCertificate, make_server_certificate
 
@@ -66,7 +67,7 @@ def deployment(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
     folder = tmp_path_factory.mktemp("clients")
     settings = Settings("ipmeta-test-clients", dynalite_endpoint, 0.0)
     table = LoaderTable.from_settings(settings)
-    table.create_table_if_missing()
+    create_table_if_missing(table.client, table.table_name)
     city, asn = write_city(folder / "city.mmdb"), write_asn(folder / "asn.mmdb")
     certificate = make_server_certificate(folder)
     with pytest.MonkeyPatch.context() as patch:
@@ -78,7 +79,7 @@ def deployment(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
             arguments = ["load", "--data-dir", str(folder), "--dataset", dataset, "--mmdb-fields", "all"]
             assert cli.main([*arguments, "--no-coalesce", str(source)]) == 0
         dependencies.install(
-            dependencies.Dependencies(store=table, pointer_cache_seconds=0.0, ranges=RangeCache(0))
+            dependencies.Dependencies(store=table.lookup, pointer_cache_seconds=0.0, ranges=RangeCache(0))
         )
         from ipmeta.api.handler import handler
 

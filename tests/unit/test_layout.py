@@ -38,7 +38,12 @@ WRITE_OPERATIONS = frozenset(
 BOTO3_MODULES = frozenset(
     {
         "lambdas/ipmeta/store/dynamodb.py",
-        "loader/store/table.py",
+        "loader/store/dataset_items.py",
+        "loader/store/batch_writes.py",
+        "loader/store/versions.py",
+        "loader/store/loads.py",
+        "loader/store/load_lock.py",
+        "loader/store/table_creation.py",
         "loader/store/s3.py",
         "loader/store/events.py",
     }
