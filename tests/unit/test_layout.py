@@ -3,7 +3,8 @@
 These read the source (``ast``) or import it in a fresh interpreter; they fail
 when a change puts loader code on the lookup's path, a write in the lookup's
 data access, boto3 outside the data-access modules, an import against the
-direction of the loader's parts (``loader/__init__.py``), or a function over 60 lines.
+direction of the loader's parts (``loader/__init__.py``), a function over 60 lines,
+or a class of the loader's data access over 20 methods.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ BOTO3_MODULES = frozenset(
     }
 )
 MAX_FUNCTION_LINES = 60
+#: One small class per concern of the loader's data access, never one class that serves them all.
+MAX_STORE_CLASS_METHODS = 20
 #: The loader's packages, by role; its top-level modules are the vocabulary they share.
 LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds")
 #: What each part of the loader may import from the loader besides itself. ``errors``
@@ -196,6 +199,33 @@ def test_no_lookup_module_imports_the_loader_or_writes_to_the_table(path: Path) 
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }
     assert not called & WRITE_OPERATIONS
+
+
+def crowded_classes(tree: ast.Module) -> list[tuple[str, int]]:
+    """Each class of ``tree`` with more than ``MAX_STORE_CLASS_METHODS`` methods, and its count."""
+    counts = [
+        (node.name, sum(isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) for item in node.body))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    ]
+    return [(name, count) for name, count in counts if count > MAX_STORE_CLASS_METHODS]
+
+
+def test_no_class_in_the_loaders_store_has_more_than_twenty_methods() -> None:
+    crowded = {
+        str(path.relative_to(ROOT)): found
+        for path in python_files("loader/store")
+        if (found := crowded_classes(tree_of(path)))
+    }
+    assert crowded == {}
+
+
+def test_the_method_count_rule_catches_a_class_that_serves_every_concern() -> None:
+    # A class of 21 methods (properties and class methods count too) is refused; one of 20 is not.
+    methods = "".join(f"    def method_{number}(self) -> None: ...\n" for number in range(20))
+    assert crowded_classes(ast.parse(f"class Table:\n{methods}")) == []
+    extra = "    @property\n    def one_more(self) -> int: ...\n"
+    assert crowded_classes(ast.parse(f"class Table:\n{methods}{extra}")) == [("Table", 21)]
 
 
 def test_boto3_is_imported_only_by_the_data_access_modules() -> None:
