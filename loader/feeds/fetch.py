@@ -29,9 +29,10 @@ from typing import Any, Final, Protocol
 
 from loader.feeds.archives import UNPACKERS, ExtractedFile, Extraction, FileRole
 from loader.feeds.errors import DownloadTooLarge, FeedProtocolError
-from loader.feeds.feed import Download, Feed, FeedState, FeedStateStore, LoadFormat, Packaging, Release
+from loader.feeds.feed import Download, Feed, FeedStateStore, LoadFormat, Packaging, Release
 from loader.feeds.http_client import display_url
 from loader.feeds.verify import DOWNLOAD, Digests, GzipCheck, SinkFactory, copy_counted, require_match
+from loader.records import FeedState
 
 log = logging.getLogger(__name__)
 

@@ -2,18 +2,19 @@
 
 One item per dataset (``keys.KeySpace.feed_state``, sort key 0), read with
 ConsistentRead: ``release``, the ``loader.records.FeedState`` as a map of
-strings, and ``failures_in_a_row``, which a feed's alarm watches. The store
-keeps the state as plain strings: ``loader.store`` may not import
-``loader.feeds``, whose ``FeedState`` the pipeline's adapter builds from them.
+strings, and ``failures_in_a_row``, which a feed's alarm watches. ``ipmeta
+update`` and the Fetch state both keep it here, so a deployed table's feeds and
+the CLI pointed at it (``--table``) agree on what was loaded. ``FeedStates`` is
+the ``FeedStateStore`` the feeds ask (``loader.feeds.fetch.check_feed``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
 from ipmeta.schema import keys
 from ipmeta.store.dynamodb import item_key, serialize_value
+from loader.records import FeedState
 from loader.store.dataset_items import DatasetItems
 
 #: Attributes of the feed item: the release loaded last (a map of strings), and the
@@ -25,13 +26,19 @@ FEED_FAILURES: Final = "failures_in_a_row"
 class FeedStates(DatasetItems):
     """The state of the feed that keeps this dataset current."""
 
-    def read(self) -> dict[str, str] | None:
-        """The release of this dataset's feed loaded last, read consistently; None before the first."""
-        item = self._get(self.space.feed_state, keys.META_SORT_KEY) or {}
-        state = item.get(FEED_RELEASE)
-        return {str(name): str(value) for name, value in state.items()} if state else None
+    def get(self, feed: str) -> FeedState | None:
+        """The release of ``feed`` loaded last; None before the first.
 
-    def put(self, state: Mapping[str, str]) -> None:
+        A state recorded by another feed (the dataset's feed was changed) is no
+        state of this one: its first run fetches.
+        """
+        item = self._get(self.space.feed_state, keys.META_SORT_KEY) or {}
+        release = item.get(FEED_RELEASE)
+        if not release or release.get("feed") != feed:
+            return None
+        return FeedState.from_dict({str(name): str(value) for name, value in release.items()})
+
+    def put(self, state: FeedState) -> None:
         """The release just loaded (or found active): the next run compares with it. A success: 0 failures."""
         self.client.update_item(
             TableName=self.table_name,
@@ -39,7 +46,7 @@ class FeedStates(DatasetItems):
             UpdateExpression="SET #release = :release, #failures = :zero",
             ExpressionAttributeNames={"#release": FEED_RELEASE, "#failures": FEED_FAILURES},
             ExpressionAttributeValues={
-                ":release": serialize_value(dict(state)),
+                ":release": serialize_value(state.to_dict()),
                 ":zero": {"N": "0"},
             },
         )

@@ -28,6 +28,7 @@ from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
+from loader.store.feed_states import FeedStates
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
@@ -65,6 +66,12 @@ def table_environment(table_settings: Settings, monkeypatch: pytest.MonkeyPatch)
 @pytest.fixture
 def store(table_settings: Settings) -> LoaderTable:
     return LoaderTable.from_settings(table_settings)
+
+
+@pytest.fixture
+def feed_states(store: LoaderTable) -> FeedStates:
+    """The default dataset's feed state in the test's table, where ``ipmeta update`` and Fetch keep it."""
+    return store.feed_states
 
 
 @dataclass

@@ -12,8 +12,8 @@ from loader.errors import LoadError
 from loader.feeds.feed import Feed
 from loader.feeds.fetch import FeedCheck, FetchedRelease, record_loaded, update_feed
 from loader.feeds.http_client import HttpClient, HttpSettings
-from loader.feeds.state import MemoryFeedStates
 from loader.feeds.verify import DirectorySinks
+from loader.store.feed_states import FeedStates
 from tests.fakes.vendors import FakeServer
 
 
@@ -54,12 +54,12 @@ def assert_refused_cleanly(
         assert secret not in logged
 
 
-def run(feed: Feed, states: MemoryFeedStates, out: Path) -> FeedCheck | FetchedRelease:
+def run(feed: Feed, states: FeedStates, out: Path) -> FeedCheck | FetchedRelease:
     """One scheduled run: the check, and the fetch into ``out`` if the release changed."""
     return update_feed(feed, states, DirectorySinks(out), dataset="test", workdir=out.parent)
 
 
-def fetched_then_recorded(feed: Feed, states: MemoryFeedStates, out: Path) -> FetchedRelease:
+def fetched_then_recorded(feed: Feed, states: FeedStates, out: Path) -> FetchedRelease:
     """A run that fetched a release, which the load then activated."""
     fetched = run(feed, states, out)
     assert isinstance(fetched, FetchedRelease)
@@ -67,7 +67,7 @@ def fetched_then_recorded(feed: Feed, states: MemoryFeedStates, out: Path) -> Fe
     return fetched
 
 
-def rerun_unchanged(feed: Feed, states: MemoryFeedStates, out: Path, *servers: FakeServer) -> FeedCheck:
+def rerun_unchanged(feed: Feed, states: FeedStates, out: Path, *servers: FakeServer) -> FeedCheck:
     """The next run, expected to find the same release: nothing fetched; the servers saw only its requests."""
     for server in servers:
         server.forget()

@@ -25,7 +25,8 @@ from moto import mock_aws
 from ipmeta.schema.settings import Settings
 from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
-from loader.pipeline.fetch import DeployedFeed, TableFeedStates, decode_feeds, encode_feeds
+from loader.pipeline.fetch import DeployedFeed, decode_feeds, encode_feeds
+from loader.records import FeedState
 from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEEDS_PREFIX
 from loader.store.table import LoaderTable
 from stacks.constants import FETCH_TASK, LOADER_MODULE
@@ -157,7 +158,7 @@ def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unch
     assert first["status"] == "SUCCEEDED", first
     assert feed_machine.dataset.lookup.read_active_version(consistent=True) == first["output"]["version"] == 1
     assert list(feed_machine.feed_files()) == [f"{FEEDS_PREFIX}/{DATASET}/{EDITION}.mmdb"]
-    state = TableFeedStates(feed_machine.dataset).get(f"maxmind:{EDITION}")
+    state = feed_machine.dataset.feed_states.get(f"maxmind:{EDITION}")
     assert state is not None
     assert state.release_id == "2026-11-24"
     # When the next run finds the same release
@@ -198,7 +199,7 @@ def test_a_bad_release_fails_the_run_loads_nothing_and_keeps_the_previous_versio
     assert feed_machine.endpoint.s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
     # And the failure counts towards the feed's alarm; the release remembered is still the first
     assert published_failures(capsys.readouterr().out) == [(DATASET, 1)]
-    state = TableFeedStates(feed_machine.dataset).get(f"maxmind:{EDITION}")
+    state = feed_machine.dataset.feed_states.get(f"maxmind:{EDITION}")
     assert state is not None
     assert state.release_id == "2026-11-24"
     # When the vendor publishes a good release, the next run loads it and the count starts again
@@ -242,7 +243,7 @@ def test_an_unknown_feed_fails_the_run_without_touching_any_dataset(feed_machine
 def test_start_finding_the_release_already_active_records_it(feed_machine: FeedMachine) -> None:
     # Given the release loaded, and then its record lost (another feed's state in its place)
     assert feed_machine.run()["status"] == "SUCCEEDED"
-    feed_machine.dataset.feed_states.put({"feed": "maxmind:another", "release_id": "x"})
+    feed_machine.dataset.feed_states.put(FeedState("maxmind:another", "x"))
     # When the feed runs again, it fetches (no state of its own), and Start finds the bytes active
     feed_machine.maxmind.storage.forget()
     again = feed_machine.run()
