@@ -71,6 +71,7 @@ from ipmeta_cli.demo import ASN_FILES
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "cache.json"
 CHART = RESULTS.with_name("cache_hit_ratio.png")
@@ -205,7 +206,7 @@ def drive_handler(
     store.client.meta.events.register("before-send.dynamodb", counter)
     dependencies.install(
         dependencies.Dependencies(
-            store=cast(LoaderTable, store),
+            store=store,
             pointer_cache_seconds=DEFAULT_POINTER_CACHE_SECONDS,
             ranges=cache,
         )
@@ -433,7 +434,7 @@ def main() -> int:
     with Dynalite() as endpoint:
         settings = Settings("bench-cache", endpoint, DEFAULT_POINTER_CACHE_SECONDS)
         store = LoaderTable.from_settings(settings)
-        store.create_table_if_missing()
+        create_table_if_missing(store.client, store.table_name)
         staging = PROJECT_ROOT / ".data" / "bench" / "cache-staging"
         result, seconds = reverse.load(store, staging, index_field=None)
         report["dataset"] |= {

@@ -56,6 +56,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver, retention
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 RESULTS: Final = PROJECT_ROOT / "bench" / "results" / "delta.json"
 PACKAGE: Final = "geoip-country"
@@ -196,7 +197,7 @@ def load(store: LoaderTable, release: Release, dataset: str, delta: str) -> dict
     options = LoadOptions(dataset=dataset, delta=delta)  # type: ignore[arg-type]
     started = time.monotonic()
     result = driver.run_load([source], options, store, LocalStaging(WORK / "staging"), workers=2)
-    meta = store.for_dataset(dataset).get_version_meta(result.version)
+    meta = store.for_dataset(dataset).lookup.get_version_meta(result.version)
     assert meta is not None
     return {
         "release": release.name,
@@ -284,10 +285,10 @@ def run(releases: Sequence[Release], probe_count: int, lookups: int) -> dict[str
     with Dynalite() as endpoint:
         settings = Settings("bench-delta", endpoint, 0.0)
         store = LoaderTable.from_settings(settings).for_dataset(DATASET)
-        store.create_table_if_missing()
+        create_table_if_missing(store.client, store.table_name)
         full_settings = Settings("bench-delta-full", endpoint, 0.0)
         full_table = LoaderTable.from_settings(full_settings)
-        full_table.create_table_if_missing()
+        create_table_if_missing(full_table.client, full_table.table_name)
         first = load(store, releases[0], DATASET, "never")
         by_version = {first["version"]: releases[0]}
         steps: list[dict[str, Any]] = []

@@ -195,7 +195,7 @@ def tls_server(endpoint: str) -> Iterator[str]:
 
     table = LoaderTable.from_settings(Settings(DEFAULT_TABLE_NAME, endpoint, 60.0))
     dependencies.install(
-        dependencies.Dependencies(store=table, pointer_cache_seconds=60.0, ranges=RangeCache(0))
+        dependencies.Dependencies(store=table.lookup, pointer_cache_seconds=60.0, ranges=RangeCache(0))
     )
     with tempfile.TemporaryDirectory(prefix="ipmeta-bench-tls-") as folder:
         certificate = make_server_certificate(Path(folder))

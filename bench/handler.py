@@ -31,9 +31,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.api import dependencies
 from ipmeta.api.app import app, cors_config, metrics
 from ipmeta.schema.settings import ApiSettings
+from ipmeta.store.dynamodb import Store
 from ipmeta_cli.dynalite import PROJECT_ROOT
 from ipmeta_cli.server import LocalLambdaContext, proxy_event
-from loader.store.table import LoaderTable
 from testing.stub_store import SlashTwentyFourStore
 
 RESULTS = PROJECT_ROOT / "bench" / "results" / "handler.json"
@@ -71,9 +71,7 @@ RECORDS: dict[str, dict[str, Any]] = {
 
 
 def install(stub: SlashTwentyFourStore) -> None:
-    dependencies.install(
-        dependencies.Dependencies(store=cast(LoaderTable, stub), pointer_cache_seconds=3600.0)
-    )
+    dependencies.install(dependencies.Dependencies(store=cast(Store, stub), pointer_cache_seconds=3600.0))
 
 
 def trivial_resolver() -> APIGatewayRestResolver:

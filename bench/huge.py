@@ -32,9 +32,9 @@ from ipmeta.lookup.answers import CombinedResult, lookup_addresses
 from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.schema.ips import Address
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
-from ipmeta.store.dynamodb import Store
+from ipmeta.store.dynamodb import Store, make_client
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
-from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 RESULTS: Final = Path(__file__).with_name("results") / "huge.json"
 #: Each huge row, and a smaller range inside it that comes later in the file (so it wins).
@@ -60,7 +60,7 @@ def load_in_child(source: Path, endpoint: str, table: str, data_dir: Path) -> di
 
     The table is created here: the CLI creates one only for its own local store.
     """
-    LoaderTable.from_settings(Settings(table, endpoint, 0.0)).create_table_if_missing()
+    create_table_if_missing(make_client(Settings(table, endpoint, 0.0)), table)
     data_dir.mkdir(parents=True, exist_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.monotonic()

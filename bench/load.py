@@ -49,8 +49,10 @@ from loader.options import DEFAULT_WRITE_WORKERS, LoadOptions
 from loader.pipeline import driver
 from loader.pipeline.activate import activate
 from loader.pipeline.write import chunk_items, write_chunk
+from loader.store.batch_writes import BATCH_WRITE_LIMIT
 from loader.store.staging import LocalStaging
-from loader.store.table import BATCH_WRITE_LIMIT, LoaderTable
+from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 WORKERS = DEFAULT_WRITE_WORKERS * driver.DEFAULT_PARALLEL_CHUNKS
@@ -59,7 +61,7 @@ PROBES = 10_000
 
 def table_on(endpoint: str, table: str = "bench") -> LoaderTable:
     store = LoaderTable.from_settings(Settings(table, endpoint, 0.0), max_pool_connections=WORKERS * 2)
-    store.create_table_if_missing()
+    create_table_if_missing(store.client, store.table_name)
     return store
 
 
@@ -127,7 +129,7 @@ def probe_answers(table: LoaderTable, mmdb: Path, count: int = PROBES) -> dict[s
     import maxminddb
 
     rng = random.Random(12)
-    dependencies.install(dependencies.Dependencies(store=table, pointer_cache_seconds=60.0))
+    dependencies.install(dependencies.Dependencies(store=table.lookup, pointer_cache_seconds=60.0))
     server = LocalApiServer("127.0.0.1", 0, __import__("ipmeta.api.handler", fromlist=["handler"]).handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     mismatches: list[dict[str, Any]] = []

@@ -59,6 +59,7 @@ from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
 from loader.options import LoadOptions
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 RESULTS = Path(__file__).parent / "results"
 COUNTRY_DATASET = "country"
@@ -354,7 +355,7 @@ def main() -> int:
     with SharedLocalStore(Path(args.data_dir)) as endpoint:
         settings = Settings("ipmeta", endpoint, 5.0)
         store = LoaderTable.from_settings(settings, max_pool_connections=args.clients * 2)
-        store.create_table_if_missing()
+        create_table_if_missing(store.client, store.table_name)
         loaded = load_files(settings, ASN_FILES, ASN_COLUMNS, Path(args.data_dir), options=asn_options())
         country = load_files(settings, country_csv(), None, Path(args.data_dir), options=country_options())
         version = int(loaded["version"].rsplit("v", 1)[1])
@@ -362,7 +363,7 @@ def main() -> int:
         space = key_space(ASN_DATASET)
 
         def raw_query(n: int) -> None:
-            store.find_range_piece(*space.lookup_key(version, addresses[n % len(addresses)]))
+            store.lookup.find_range_piece(*space.lookup_key(version, addresses[n % len(addresses)]))
 
         measure(raw_query, args.clients, 2.0)  # warm the connections
         raw = measure(raw_query, args.clients, args.seconds)

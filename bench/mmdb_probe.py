@@ -196,7 +196,7 @@ def ask_local_api(table: LoaderTable, addresses: list[str]) -> tuple[dict[str, A
     """The answers of the real handler behind the local HTTP server, and the seconds they took."""
     from ipmeta.api.handler import handler
 
-    dependencies.install(dependencies.Dependencies(store=table, pointer_cache_seconds=60.0))
+    dependencies.install(dependencies.Dependencies(store=table.lookup, pointer_cache_seconds=60.0))
     server = LocalApiServer("127.0.0.1", 0, handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

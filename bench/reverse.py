@@ -45,6 +45,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from testing.asn_reverse import expected_ranges, overlaps, pick_values, read_rows
 from testing.in_process_api import get, list_all
 from testing.index_scan import scan_index
@@ -90,7 +91,9 @@ def spread(store: LoaderTable, field: str = "asn") -> dict[str, Any]:
     """Entries per index key (own shards and shared packs) and per value, from the index itself."""
     per_key: Counter[str] = Counter()
     per_value_key: dict[str, Counter[str]] = defaultdict(Counter)
-    for entry in tqdm(scan_index(store, keys.RANGES_BY_VALUE), desc="scanning the index", unit="entries"):
+    for entry in tqdm(
+        scan_index(store.lookup, keys.RANGES_BY_VALUE), desc="scanning the index", unit="entries"
+    ):
         key = entry[keys.GSI1_PARTITION_KEY]
         per_key[key] += 1
         per_value_key[keys.value_label(entry[keys.ATTR_DATA][field])][key] += 1
@@ -155,12 +158,12 @@ def zoned_copy(destination: Path) -> Path:
 
 def low_cardinality_spread(endpoint: str, work: Path) -> dict[str, Any]:
     store = LoaderTable.from_settings(Settings("bench-reverse-zone", endpoint, 0.0))
-    store.create_table_if_missing()
+    create_table_if_missing(store.client, store.table_name)
     source = zoned_copy(work / "asn-ipv4-zone.csv")
     result, seconds = load(
         store, work / "zone-staging", (source,), (*ASN_COLUMNS, "zone"), index_field="zone"
     )
-    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
+    dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
     figures = spread(store, "zone")
     hottest = next(iter(figures["hottest_values"]))
     started = time.monotonic()
@@ -205,20 +208,20 @@ def completeness() -> dict[str, Any]:
 
 def first_page_cost(store: LoaderTable, value: str, field: str = "asn") -> dict[str, Any]:
     calls: list[int] = []
-    original = store.query_index
+    original = store.lookup.query_index
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         items, more = original(*args, **kwargs)
         calls.append(len(items))
         return items, more
 
-    store.query_index = counting  # type: ignore[method-assign]
+    store.lookup.query_index = counting  # type: ignore[method-assign]
     try:
         started = time.monotonic()
         status, body = get(f"/v1/ranges?field={field}&value={value}&limit=100")
         seconds = time.monotonic() - started
     finally:
-        store.query_index = original  # type: ignore[method-assign]
+        store.lookup.query_index = original  # type: ignore[method-assign]
     return {
         "value": value,
         "status": status,
@@ -232,10 +235,10 @@ def first_page_cost(store: LoaderTable, value: str, field: str = "asn") -> dict[
 def main() -> int:
     with Dynalite() as endpoint:
         store = LoaderTable.from_settings(Settings("bench-reverse", endpoint, 0.0))
-        store.create_table_if_missing()
+        create_table_if_missing(store.client, store.table_name)
         staging = PROJECT_ROOT / ".data" / "bench" / "reverse-staging"
         result, load_seconds = load(store, staging)
-        dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
+        dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
         report: dict[str, Any] = {
             "load": {"status": result.status, "items": result.items, "seconds": round(load_seconds, 1)}
         }

@@ -36,8 +36,9 @@ def backend(args: argparse.Namespace) -> Iterator[Settings]:
             os.environ[ENV_DYNAMODB_ENDPOINT] = stack.enter_context(local)
         settings = Settings.from_environment()
         if settings.dynamodb_endpoint:
-            from loader.store.table import LoaderTable
+            from ipmeta.store.dynamodb import make_client
+            from loader.store.table_creation import create_table_if_missing
 
             # In AWS the stack owns the table; locally the first command creates it.
-            LoaderTable.from_settings(settings).create_table_if_missing()
+            create_table_if_missing(make_client(settings), settings.table_name)
         yield settings

@@ -47,10 +47,10 @@ def _retained_version(table: LoaderTable, version_text: str | None) -> VersionMe
     from loader.errors import LoadNotFound
     from loader.records import version_of
 
-    version = version_of(version_text) if version_text else table.read_active_version(consistent=True)
+    version = version_of(version_text) if version_text else table.lookup.read_active_version(consistent=True)
     if version is None:
         raise LoadNotFound("no version is active yet; load one, or name one with --version vN")
-    meta = table.get_version_meta(version)
+    meta = table.lookup.get_version_meta(version)
     if meta is None or not meta.retained:
         status = meta.status if meta is not None else "unknown"
         raise LoadNotFound(f"v{version} is {status}; only retained versions (see `ipmeta versions`) export")

@@ -250,11 +250,10 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
     from loader.feeds.fetch import check_feed, fetch_release, record_loaded
     from loader.feeds.verify import DirectorySinks
     from loader.options import LoadOptions
-    from loader.pipeline.fetch import TableFeedStates
 
     built = build_feed(feed.config, run.http, feed.credentials)
     dataset = feed.config.dataset_name
-    states = TableFeedStates(run.table.for_dataset(dataset))
+    states = run.table.for_dataset(dataset).feed_states
     check = check_feed(built, states)
     if check.unchanged:
         return check.describe()

@@ -26,7 +26,7 @@ def the_dataset(table: LoaderTable, requested: str | None) -> LoaderTable:
 
     if requested is not None:
         return table.for_dataset(requested)
-    names = table.read_dataset_names(consistent=True)
+    names = table.lookup.read_dataset_names(consistent=True)
     if len(names) != 1:
         raise LoadNotFound(f"the table holds datasets {', '.join(names)}: name one with --dataset NAME")
     return table.for_dataset(names[0])
@@ -38,7 +38,7 @@ def command_versions(args: argparse.Namespace) -> int:
 
     with backend(args) as settings:
         table = LoaderTable.from_settings(settings)
-        names = [args.dataset] if args.dataset else table.read_started_datasets()
+        names = [args.dataset] if args.dataset else table.versions.started_datasets()
         rows = [row for name in names for row in retention.list_versions(table.for_dataset(name))]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -74,7 +74,7 @@ def command_cleanup(args: argparse.Namespace) -> int:
 
     with backend(args) as settings:
         table = LoaderTable.from_settings(settings)
-        names = [args.dataset] if args.dataset else table.read_started_datasets()
+        names = [args.dataset] if args.dataset else table.versions.started_datasets()
         outcomes = [
             retention.cleanup(
                 table.for_dataset(name),

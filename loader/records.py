@@ -1,8 +1,9 @@
-"""The loader's own records: the load item, its report and the manifest.
+"""The loader's own records: the load item, its report, the manifest, the lock and a feed's state.
 
 The version metadata the lookup reads is in ``ipmeta.schema.records``; these are the
-loader's bookkeeping, which the lookup never reads. ``loader.store.table`` stores
-and returns them; nothing else spells their attributes.
+loader's bookkeeping, which the lookup never reads. ``loader.store`` stores and
+returns them (``loads``, ``manifests``, ``load_lock``, ``feed_states``); nothing
+else spells their attributes.
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ class LoadItem:
         )
 
     def to_item(self) -> dict[str, Any]:
-        """What ``put_load`` stores; ``done`` and the counters only ever change by ``mark_chunk_done``."""
+        """What ``Loads.put`` stores; ``done`` and the counters change only by ``Loads.mark_chunk_done``."""
         item: dict[str, Any] = {
             "version": self.version,
             "load_id": self.load_id,
@@ -254,3 +255,35 @@ class LockItem:
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> LockItem:
         return cls(str(item["owner"]), int(item["expires_at"]), int(item.get("renewed_at", 0)))
+
+
+@dataclass(frozen=True)
+class FeedState:
+    """The release of a feed loaded last: what a scheduled run compares the vendor's latest with.
+
+    The feeds compare it (``loader.feeds``), the table keeps it (``loader.store.feed_states``),
+    and a feed's run carries it from ``fetch`` to ``record_release`` as ``to_dict()``.
+    """
+
+    feed: str
+    release_id: str
+    #: ``algorithm:hex`` of the vendor's checksum, when it published one.
+    checksum: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    #: When it was fetched (ISO 8601, UTC).
+    fetched_at: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {key: value for key, value in self.__dict__.items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str]) -> FeedState:
+        return cls(
+            feed=data["feed"],
+            release_id=data["release_id"],
+            checksum=data.get("checksum"),
+            etag=data.get("etag"),
+            last_modified=data.get("last_modified"),
+            fetched_at=data.get("fetched_at", ""),
+        )

@@ -50,7 +50,7 @@ EXPORT_TASK: Final = "export"
 
 _READ_BOOKKEEPING: Final = ("dynamodb:GetItem", "dynamodb:Query")
 #: DynamoDB actions each task needs on the table, and nothing else (the
-#: ``loader.store.table`` calls each task makes in ``loader/pipeline/<state>.py``).
+#: ``loader.store`` calls each task makes in ``loader/pipeline/<state>.py``).
 TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # Pointer and version reads, the version counter, the lock and the load item;
     # failing a load it could not start frees the lock.

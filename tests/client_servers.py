@@ -57,7 +57,7 @@ def serving_clients(
         patch.setenv("REQUESTS_CA_BUNDLE", str(certificate.authority))
         dependencies.install(
             dependencies.Dependencies(
-                store=table,
+                store=table.lookup,
                 pointer_cache_seconds=pointer_cache_seconds,
                 ranges=RangeCache(0) if ranges is None else ranges,
             )

@@ -36,7 +36,7 @@ Entry = tuple[Family, int, int, Mapping[str, Any] | None]
 
 def ranges_of_version(table: LoaderTable, meta: VersionMeta) -> Iterator[ExportRange]:
     """Every range a retained version answers with, its covers and (a delta's) base included."""
-    covers = table.read_covers(meta.version) if meta.covers else []
+    covers = table.lookup.read_covers(meta.version) if meta.covers else []
     return iter_version_ranges(table, meta.version, covers, base=meta.base)
 
 
@@ -52,7 +52,7 @@ def iter_version_ranges(
             if data is not None:
                 yield ExportRange(family, start, end, data)
         return
-    base_covers = table.read_covers(base)
+    base_covers = table.lookup.read_covers(base)
     yield from overlay(
         (
             ExportRange(family, start, end, data)
@@ -98,7 +98,7 @@ def _cut(base: Iterable[ExportRange], entries: Iterator[Entry]) -> Iterator[Expo
 
 def _entries(table: LoaderTable, version: int, covers: Sequence[Cover]) -> Iterator[Entry]:
     """A version's items (a delta's gaps included, its markers not) and covers, each once, in order."""
-    manifest = table.get_manifest(version)
+    manifest = table.manifests.get(version)
     if manifest is None:
         raise LoadNotFound(f"{keys.format_version(version)} has no manifest: it is not a loaded version")
     partitions = sorted(
@@ -109,7 +109,7 @@ def _entries(table: LoaderTable, version: int, covers: Sequence[Cover]) -> Itera
     stored = (
         _entry_of(family, item)
         for _, family, _, partition in partitions
-        for item in table.iter_partition(partition)
+        for item in table.partitions.read(partition)
         if keys.ATTR_START in item  # a delta's markers hold no range
     )
     ordered = sorted(

@@ -4,9 +4,10 @@ geoipupdate's job, done as a library the CLI (``ipmeta update``) and the
 Fetch state call ([docs/feeds.md](../../docs/feeds.md)). The modules:
 
 - ``feed``: the one interface every vendor implements (``latest``, ``stream``),
-  the ``Release``, the ``FeedState`` remembered per feed and its store's protocol;
+  the ``Release``, and the protocol of the store that remembers a
+  ``loader.records.FeedState`` per feed (``FeedStateStore``);
 - ``maxmind``, ``dbip``, ``ipinfo``, ``url``: one module per vendor protocol;
-- ``fetch``: a run: ``check_feed``, ``fetch_release``, ``update_feed``,
+- ``fetch``: a run: ``check_feed``, ``fetch_release``,
   ``record_loaded``;
 - ``verify``: sinks (``write``, ``close`` commits, ``abort`` discards), size caps,
   checksums and gzip integrity, all while streaming;
@@ -16,12 +17,12 @@ Fetch state call ([docs/feeds.md](../../docs/feeds.md)). The modules:
   credentials behind;
 - ``credentials``: ``Secret`` (its repr hides the value) and ``MaxMindAccount``;
 - ``config``: ``GeoIP.conf``, ``vendor:edition`` specs, a feed's settings, dataset names;
-- ``state``: feed states in memory or in a JSON file;
 - ``errors``: the feeds' errors, each a ``LoadError`` with a stable code.
 
 Of the loader, the feeds import only ``loader.errors`` and the shared modules:
 never ``pipeline``, ``store``, ``export`` or ``formats`` (the pipeline imports
-the feeds, not the other way). No module here imports boto3: in AWS, the
-sinks that write to S3 and the state kept in the table are the
-integration's, behind the ``Sink`` and ``FeedStateStore`` protocols.
+the feeds, not the other way). No module here imports boto3: the sinks that
+write to S3 (``loader.store.s3``) and the feed state kept in the table
+(``loader.store.feed_states``, for ``ipmeta update`` and the Fetch state
+alike) are the store's, behind the ``Sink`` and ``FeedStateStore`` protocols.
 """

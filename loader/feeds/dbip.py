@@ -22,8 +22,9 @@ from datetime import UTC, date, datetime
 from typing import Final, Literal
 
 from loader.feeds.errors import FeedConfigInvalid, FeedNotFound
-from loader.feeds.feed import Download, FeedState, Packaging, Release, conditional_headers, release_from_head
+from loader.feeds.feed import Download, Packaging, Release, conditional_headers, release_from_head
 from loader.feeds.http_client import HttpClient, Request
+from loader.records import FeedState
 
 DEFAULT_BASE_URL: Final = "https://download.db-ip.com/free"
 EDITIONS: Final = ("country-lite", "city-lite", "asn-lite")

@@ -16,8 +16,6 @@ class FeedError(LoadError):
     """Base of every feed error: nothing was handed to a load."""
 
     code = "FEED_FAILED"
-    #: Whether the same request may succeed later (a scheduler's retry, not this run's).
-    retryable = False
 
 
 class FeedConfigInvalid(FeedError):
@@ -42,7 +40,6 @@ class FeedUnavailable(FeedError):
     """The vendor kept answering 429 or 5xx, or could not be reached, after every retry."""
 
     code = "FEED_UNAVAILABLE"
-    retryable = True
 
 
 class FeedTimeout(FeedUnavailable):
@@ -67,7 +64,6 @@ class DownloadTruncated(DownloadRejected):
     """Fewer bytes arrived than the vendor announced, or a compressed stream ended early."""
 
     code = "FEED_DOWNLOAD_TRUNCATED"
-    retryable = True
 
 
 class DownloadTooLarge(DownloadRejected):

@@ -10,8 +10,9 @@ A ``Feed`` answers two questions:
   vendor publishes for them.
 
 ``Packaging`` says how the bytes are packed; ``loader.feeds.fetch`` verifies,
-unpacks and hands the files on. A ``FeedState`` is what is remembered of the
-release loaded last; a ``FeedStateStore`` keeps one per feed.
+unpacks and hands the files on. A ``FeedState`` (``loader.records``) is what is
+remembered of the release loaded last; a ``FeedStateStore`` keeps one per feed
+(in the table: ``loader.store.feed_states``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Literal, Protocol
 from loader.feeds.archives import ArchiveLayout
 from loader.feeds.http_client import Response, ResponseHead
 from loader.feeds.verify import Checksum
+from loader.records import FeedState
 
 #: How a download is packed: an archive to unpack, a gzip stored as it is (the
 #: loader reads ``.gz``) after its CRC is checked, or a plain file.
@@ -75,34 +77,6 @@ class Release:
     def describe(self) -> str:
         published = f", published {self.published}" if self.published else ""
         return f"{self.feed} release {self.release_id}{published}"
-
-
-@dataclass(frozen=True)
-class FeedState:
-    """The release of a feed loaded last: what a scheduled run compares the vendor's latest with."""
-
-    feed: str
-    release_id: str
-    #: ``algorithm:hex`` of the vendor's checksum, when it published one.
-    checksum: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    #: When it was fetched (ISO 8601, UTC).
-    fetched_at: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {key: value for key, value in self.__dict__.items() if value is not None}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, str]) -> FeedState:
-        return cls(
-            feed=data["feed"],
-            release_id=data["release_id"],
-            checksum=data.get("checksum"),
-            etag=data.get("etag"),
-            last_modified=data.get("last_modified"),
-            fetched_at=data.get("fetched_at", ""),
-        )
 
 
 def conditional_headers(known: FeedState | None) -> dict[str, str]:

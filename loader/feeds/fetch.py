@@ -29,9 +29,10 @@ from typing import Any, Final, Protocol
 
 from loader.feeds.archives import UNPACKERS, ExtractedFile, Extraction, FileRole
 from loader.feeds.errors import DownloadTooLarge, FeedProtocolError
-from loader.feeds.feed import Download, Feed, FeedState, FeedStateStore, LoadFormat, Packaging, Release
+from loader.feeds.feed import Download, Feed, FeedStateStore, LoadFormat, Packaging, Release
 from loader.feeds.http_client import display_url
 from loader.feeds.verify import DOWNLOAD, Digests, GzipCheck, SinkFactory, copy_counted, require_match
+from loader.records import FeedState
 
 log = logging.getLogger(__name__)
 
@@ -129,25 +130,6 @@ def check_feed(feed: Feed, states: FeedStateStore) -> FeedCheck:
     check = FeedCheck(feed.latest(known), known)
     log.info("feed checked", extra={"feed": feed.name, "outcome": check.describe()})
     return check
-
-
-def update_feed(
-    feed: Feed,
-    states: FeedStateStore,
-    sinks: SinkFactory,
-    *,
-    dataset: str,
-    workdir: Path | None = None,
-    limits: FetchLimits | None = None,
-    progress: Progress | None = None,
-) -> FeedCheck | FetchedRelease:
-    """The check, then the fetch if the release changed; the caller records the state after the load."""
-    check = check_feed(feed, states)
-    if check.unchanged:
-        return check
-    return fetch_release(
-        feed, check.release, sinks, dataset=dataset, workdir=workdir, limits=limits, progress=progress
-    )
 
 
 def record_loaded(states: FeedStateStore, fetched: FetchedRelease) -> FeedState:

@@ -24,9 +24,10 @@ from typing import Any, Final, Literal
 
 from loader.feeds.credentials import Secret, basic_authorization
 from loader.feeds.errors import FeedConfigInvalid, FeedProtocolError
-from loader.feeds.feed import Download, FeedState, Packaging, Release
+from loader.feeds.feed import Download, Packaging, Release
 from loader.feeds.http_client import HttpClient, Request
 from loader.feeds.verify import Checksum
+from loader.records import FeedState
 
 DEFAULT_BASE_URL: Final = "https://ipinfo.io/data"
 #: The older free databases, published under ``free/``.

@@ -40,9 +40,10 @@ from urllib.parse import quote, urlencode
 from loader.feeds.archives import ArchiveLayout, FileRole, Member
 from loader.feeds.credentials import MaxMindAccount
 from loader.feeds.errors import FeedConfigInvalid, FeedNotFound, FeedProtocolError
-from loader.feeds.feed import Download, FeedState, Packaging, Release
+from loader.feeds.feed import Download, Packaging, Release
 from loader.feeds.http_client import HttpClient, Request
 from loader.feeds.verify import DOWNLOAD, Checksum
+from loader.records import FeedState
 
 DEFAULT_HOST: Final = "https://updates.maxmind.com"
 #: geoipupdate's rule for edition IDs (doc/GeoIP.conf.md): letters, digits and dashes.

@@ -31,7 +31,6 @@ from loader.feeds.credentials import Secret
 from loader.feeds.errors import FeedConfigInvalid
 from loader.feeds.feed import (
     Download,
-    FeedState,
     LoadFormat,
     Packaging,
     Release,
@@ -40,6 +39,7 @@ from loader.feeds.feed import (
 )
 from loader.feeds.http_client import HttpClient, Request, display_url
 from loader.feeds.verify import HEX_LENGTHS, Checksum
+from loader.records import FeedState
 
 
 def check_url(url: str, what: str = "url") -> str:

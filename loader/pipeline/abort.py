@@ -19,17 +19,17 @@ def fail(load_id: str, error: str, table: LoaderTable, *, now: float | None = No
     version = version_of(load_id)
     table = table.for_load(load_id)
     at = int(time.time() if now is None else now)
-    load = table.get_load(version)
+    load = table.loads.get(version)
     if load is not None and load.status == LoadStatus.ACTIVATED:
         # A step after activation failed (a Catch still routes here): the version is live
         # and must stay so; only the lock is ours to free.
-        table.release_lock(load_id)
+        table.lock.release(load_id)
         return
     if load is not None:
-        table.set_load_status(version, LoadStatus.FAILED, at, error=error)
-    if table.get_version_meta(version) is not None:
-        table.set_version_status(version, VersionStatus.FAILED, at)
-    table.release_lock(load_id)
+        table.loads.set_status(version, LoadStatus.FAILED, at, error=error)
+    if table.lookup.get_version_meta(version) is not None:
+        table.versions.set_status(version, VersionStatus.FAILED, at)
+    table.lock.release(load_id)
 
 
 def discard(load_id: str, table: LoaderTable, staging: Staging | None = None) -> bool:
@@ -41,13 +41,13 @@ def discard(load_id: str, table: LoaderTable, staging: Staging | None = None) ->
     """
     version = version_of(load_id)
     table = table.for_load(load_id)
-    load = table.get_load(version)
+    load = table.loads.get(version)
     if load is not None and (
-        load.status != LoadStatus.PREPARING or table.get_version_meta(version) is not None
+        load.status != LoadStatus.PREPARING or table.lookup.get_version_meta(version) is not None
     ):
         return False
-    table.delete_load(version)
-    table.release_lock(load_id)
+    table.loads.delete(version)
+    table.lock.release(load_id)
     if staging is not None:
         staging.delete_load(load_id)
     return True

@@ -53,12 +53,12 @@ def verify(load: LoadItem, table: LoaderTable, *, workers: int = 16) -> None:
         raise VerificationFailed(
             f"load {load.load_id} wrote {load.items_written:,} items of the {load.items:,} it planned"
         )
-    manifest = table.get_manifest(load.version)
+    manifest = table.manifests.get(load.version)
     if manifest is None:
         raise VerificationFailed(f"version {load.load_id} has no manifest")
     expected = _sampled(manifest.items_per_partition, f"{load.load_id}:{load.sha256}")
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        found = dict(zip(expected, pool.map(table.count_partition, expected), strict=True))
+        found = dict(zip(expected, pool.map(table.partitions.count, expected), strict=True))
     wrong = {pk: (count, found[pk]) for pk, count in expected.items() if found[pk] != count}
     if wrong:
         sample = ", ".join(
@@ -93,18 +93,18 @@ def activate(
     load = activatable_load(load_id, table)
     if load.status == LoadStatus.ACTIVATED:
         return Activation(load_id, load.version, LoadStatus.ACTIVATED, load.report)
-    table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
+    table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
     verify(load, table)
     # Named before the switch (idempotently): a dataset that answers is always one lookups fan out to.
-    table.register_dataset(serving=True)
+    table.versions.register_dataset(serving=True)
     _switch_pointer(load, table, now=now)
     at = time.time() if now is None else now
-    table.set_version_status(load.version, VersionStatus.ACTIVE, int(at))
+    table.versions.set_status(load.version, VersionStatus.ACTIVE, int(at))
     if load.previous:
-        table.set_version_status(load.previous, VersionStatus.RETIRED, int(at))
-    report = _final_report(load, table.get_load(load.version) or load, at, staging)
-    table.set_load_status(load.version, LoadStatus.ACTIVATED, int(at), report=report)
-    table.release_lock(load_id)
+        table.versions.set_status(load.previous, VersionStatus.RETIRED, int(at))
+    report = _final_report(load, table.loads.get(load.version) or load, at, staging)
+    table.loads.set_status(load.version, LoadStatus.ACTIVATED, int(at), report=report)
+    table.lock.release(load_id)
     events.emit_activated(
         {
             "dataset": table.dataset,
@@ -121,7 +121,7 @@ def activate(
 
 def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
     table = table.for_load(load_id)
-    load = table.get_load(version_of(load_id))
+    load = table.loads.get(version_of(load_id))
     if load is None:
         raise LoadNotFound(f"no load {load_id}")
     if load.status not in (LoadStatus.PREPARED, LoadStatus.ACTIVATED):
@@ -134,11 +134,11 @@ def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
 
 def _switch_pointer(load: LoadItem, table: LoaderTable, *, now: float | None) -> None:
     previous = load.previous or None
-    meta = table.get_version_meta(load.version)
+    meta = table.lookup.get_version_meta(load.version)
     try:
-        table.activate_version(load.version, expected_current=previous, base=meta.base if meta else 0)
+        table.versions.activate(load.version, expected_current=previous, base=meta.base if meta else 0)
     except ActivationConflict as error:
-        current = table.read_active_version(consistent=True)
+        current = table.lookup.read_active_version(consistent=True)
         # The pointer naming this very version means a retried Activate whose first
         # attempt switched it and then died: only the bookkeeping remains.
         if current != load.version:

@@ -37,7 +37,8 @@ from ipmeta.schema.ips import Family, address_value
 from ipmeta.schema.records import Cover
 from ipmeta.store.dynamodb import deserialize_item
 from loader.formats import stored_data
-from loader.store.table import LoaderTable, canonical_data
+from loader.store.partition_items import canonical_data
+from loader.store.table import LoaderTable
 
 #: A delta line's ``next`` when its item is the bucket's last, and a marker's start and end.
 NONE: int = -1
@@ -60,10 +61,10 @@ class TableBase:
 
     def items_of(self, family: Family, bucket: int) -> Iterator[dict[str, Any]]:
         partition = self.table.space.partition_key(self.version, family, bucket)
-        return self.table.iter_partition(partition, consistent=False)
+        return self.table.partitions.read(partition, consistent=False)
 
     def cover_of(self, family: Family, bucket: int) -> Cover | None:
-        return self.table.find_cover(self.version, family, bucket)
+        return self.table.lookup.find_cover(self.version, family, bucket)
 
 
 @dataclass

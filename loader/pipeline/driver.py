@@ -40,8 +40,9 @@ from loader.pipeline.resolve import resolve_partition
 from loader.pipeline.scan import scan_source
 from loader.pipeline.write import write_chunk
 from loader.records import LoadReport, LoadStatus
+from loader.store.batch_writes import WriteStats
 from loader.store.staging import Staging
-from loader.store.table import LoaderTable, WriteStats
+from loader.store.table import LoaderTable
 
 #: Chunks written at once; with DEFAULT_WRITE_WORKERS each, 16 requests are in flight.
 DEFAULT_PARALLEL_CHUNKS = 2
@@ -90,7 +91,7 @@ def run_load(
     )
     if started.status == starting.UNCHANGED:
         report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
-        meta = table.for_load(started.load_id).get_version_meta(started.version)
+        meta = table.for_load(started.load_id).lookup.get_version_meta(started.version)
         items = meta.items if meta else 0
         return LoadResult("unchanged", started.load_id, started.version, items, _since(began), report=report)
     try:
@@ -152,7 +153,7 @@ def prepare(
     started = starting.start(sources, options, table, staging, now=now)
     if started.status == starting.UNCHANGED:
         assert table is not None  # only a load against a table can find itself unchanged
-        meta = table.for_load(started.load_id).get_version_meta(started.version)
+        meta = table.for_load(started.load_id).lookup.get_version_meta(started.version)
         report = LoadReport(status="unchanged", version=started.load_id, items_written=0)
         return Prepared("unchanged", started.load_id, started.version, 0, meta.items if meta else 0, report)
     return _prepare(started, table, staging, workers=workers, progress=False, began=time.time())
@@ -174,7 +175,7 @@ def _prepare(
     """Scan, plan the partitions, resolve them, plan the writes (each step skips what is done)."""
     if started.load_status == LoadStatus.PREPARED:
         assert table is not None  # a resumed load has a table
-        load = table.for_load(started.load_id).get_load(started.version)
+        load = table.for_load(started.load_id).loads.get(started.version)
         assert load is not None
         return Prepared(
             "prepared", started.load_id, started.version, load.chunks, load.items, load.report, load.done
@@ -248,7 +249,7 @@ def _write_until_recorded(
     pending = prepared
     for _ in range(1 + UNRECORDED_PASSES):
         totals.merge(write_pass(pending))
-        load = table.for_load(prepared.load_id).get_load(prepared.version)
+        load = table.for_load(prepared.load_id).loads.get(prepared.version)
         missing = load.unrecorded_chunks if load is not None else []
         if load is None or not missing:
             break  # all recorded (or the load is gone, which activation reports)

@@ -79,9 +79,9 @@ def export_version(
     table = table.for_load(load_id)
     load = activatable_load(load_id, table)
     if load.status == LoadStatus.PREPARED:
-        table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
+        table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
         verify(load, table)
-    meta = table.get_version_meta(load.version)
+    meta = table.lookup.get_version_meta(load.version)
     if meta is None:
         raise LoadNotFound(f"load {load_id} has no version metadata to export")
     key = export_key(load.version, table.dataset)

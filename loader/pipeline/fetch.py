@@ -12,8 +12,8 @@ payload (names, checksums and the state to remember, no credential); it
 rides along the load until ``record_release`` stores it, after activation
 (or when ``start`` found those very bytes already active).
 
-The state lives in the table, one item per dataset (``TableFeedStates``), with
-the feed's failed runs in a row: ``count_run`` resets it on success and
+The state lives in the table, one item per dataset (``loader.store.feed_states``),
+with the feed's failed runs in a row: ``count_run`` resets it on success and
 raises it from ``abort``, and the handlers publish it for the feed's alarm.
 """
 
@@ -28,35 +28,15 @@ from typing import Any
 from ipmeta.schema import keys
 from loader.feeds.config import FeedConfig, build_feed, credentials_from_secret
 from loader.feeds.errors import FeedConfigInvalid
-from loader.feeds.feed import FeedState
 from loader.feeds.fetch import check_feed, fetch_release
 from loader.feeds.http_client import HttpClient
+from loader.records import FeedState
 from loader.settings import FEEDS_PREFIX
 from loader.store.s3 import S3Sinks
 from loader.store.table import LoaderTable
 
 #: What ``fetch`` says of a run: nothing new (the run ends), or a release to load.
 UNCHANGED, FETCHED = "unchanged", "fetched"
-
-
-class TableFeedStates:
-    """``FeedStateStore`` over the table: the state of the feed that keeps one dataset current.
-
-    A state recorded by another feed (the dataset's feed was changed) is no
-    state of this one: its first run fetches.
-    """
-
-    def __init__(self, table: LoaderTable) -> None:
-        self.table = table
-
-    def get(self, feed: str) -> FeedState | None:
-        data = self.table.read_feed_state()
-        if data is None or data.get("feed") != feed:
-            return None
-        return FeedState.from_dict(data)
-
-    def put(self, state: FeedState) -> None:
-        self.table.put_feed_state(state.to_dict())
 
 
 @dataclass(frozen=True)
@@ -108,14 +88,14 @@ def fetch_feed(
     credentials = credentials_from_secret(config, read_secret(config.secret)) if config.secret else None
     feed = build_feed(config, http, credentials)
     dataset_table = table.for_dataset(deployed.dataset)
-    check = check_feed(feed, TableFeedStates(dataset_table))
+    check = check_feed(feed, dataset_table.feed_states)
     if check.unchanged:
         return {
             "status": UNCHANGED,
             "feed": name,
             "dataset": deployed.dataset,
             "release": check.release.release_id,
-            "failures_in_a_row": dataset_table.count_feed_run(failed=False),
+            "failures_in_a_row": dataset_table.feed_states.count_run(failed=False),
         }
     folder = sinks(f"{FEEDS_PREFIX}/{deployed.dataset}")
     fetched = fetch_release(feed, check.release, folder, dataset=deployed.dataset, workdir=workdir)
@@ -134,7 +114,7 @@ def fetch_feed(
 def record_release(release: Mapping[str, Any], table: LoaderTable) -> FeedState:
     """The release a load just activated (or found active) becomes its feed's state; the run succeeded."""
     state = FeedState.from_dict(release["state"])
-    TableFeedStates(table.for_dataset(release["dataset"])).put(state)
+    table.for_dataset(release["dataset"]).feed_states.put(state)
     return state
 
 
@@ -156,4 +136,4 @@ def count_failure(event: Mapping[str, Any], table: LoaderTable) -> tuple[str, in
     dataset = feed_of(event)
     if dataset is None:
         return None
-    return dataset, table.for_dataset(dataset).count_feed_run(failed=True)
+    return dataset, table.for_dataset(dataset).feed_states.count_run(failed=True)

@@ -73,7 +73,8 @@ from loader.settings import (
     METRIC_FEED_FAILURES,
 )
 from loader.store import s3
-from loader.store.table import LoaderTable, WriteStats
+from loader.store.batch_writes import WriteStats
+from loader.store.table import LoaderTable
 
 logger = Logger(service=LOADER_SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=LOADER_SERVICE_NAME)
@@ -276,7 +277,7 @@ def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """After an activation, the dataset of that load; on the schedule, every dataset of the table."""
     table = _table()
     load_id = event.get("load_id")
-    names = [dataset_of(load_id)] if load_id else table.read_started_datasets()
+    names = [dataset_of(load_id)] if load_id else table.versions.started_datasets()
     outcomes = []
     for name in names:
         outcome = retention.cleanup(table.for_dataset(name), _staging(), also_delete=_export_deleter(name))

@@ -218,7 +218,7 @@ def _delta_decision(
     if not descriptor.base or table is None:
         return DeltaDecision()
     options, scoped = descriptor.options, table.for_load(descriptor.load_id)
-    base = scoped.get_version_meta(descriptor.base)
+    base = scoped.lookup.get_version_meta(descriptor.base)
     counts = _diff_totals(summaries)
     gap_covers = _gap_covers(scoped, descriptor.base, plan, covers)
     # Everything the delta writes: its items (markers included), the covers' heads, its cover list.
@@ -263,13 +263,13 @@ def _gap_covers(table: LoaderTable, base: int, plan: PartitionPlan, covers: Sequ
     has nothing in would otherwise fall through to the base and answer the
     base's ranges.
     """
-    manifest = table.get_manifest(base)
+    manifest = table.manifests.get(base)
     held: set[tuple[int, int]] = set()
     for partition in manifest.partitions if manifest else {}:
         parsed = table.space.parse_partition_key(partition)
         if parsed is not None and parsed[0] == base:
             held.add((parsed[1], parsed[2]))
-    for cover in table.read_covers(base):
+    for cover in table.lookup.read_covers(base):
         held.update((cover.family, bucket) for bucket in range(cover.first_bucket, cover.last_bucket + 1))
     kept = {(spec.family, bucket) for spec in plan.partitions for bucket in spec.buckets}
     for cover in covers:
@@ -428,11 +428,11 @@ def _record_version(
         for (family, bucket), count in per_bucket.items()
     }
     if covers:
-        manifest[table.space.covers_partition_key(version)] = table.put_covers(version, covers)
-        table.put_cover_heads(version, covers, index)
-    table.put_manifest(version, Manifest(manifest))
+        manifest[table.space.covers_partition_key(version)] = table.covers.put(version, covers)
+        table.covers.put_heads(version, covers, index)
+    table.manifests.put(version, Manifest(manifest))
     items = sum(per_bucket.values())
-    table.put_version_meta(
+    table.versions.put_meta(
         VersionMeta(
             version=version,
             status=VersionStatus.LOADING,
@@ -441,7 +441,7 @@ def _record_version(
             fingerprint=descriptor.fingerprint,
             sources=tuple(source.uri for source in descriptor.sources),
             column_types=plan.column_types,
-            previous=table.previous_of(version),
+            previous=table.loads.previous_of(version),
             created_at=int(descriptor.created_at),
             items=items,
             chunks=writes.chunks,
@@ -452,4 +452,6 @@ def _record_version(
             base=writes.base,
         )
     )
-    table.mark_prepared(version, chunks=writes.chunks, items=chunk_items, report=report, at=int(time.time()))
+    table.loads.mark_prepared(
+        version, chunks=writes.chunks, items=chunk_items, report=report, at=int(time.time())
+    )

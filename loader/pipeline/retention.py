@@ -43,8 +43,8 @@ def cleanup(
     than that cache, keeps the data until no lookup can still ask for it.
     """
     at = time.time() if now is None else now
-    active = table.read_active_version(consistent=True)
-    metas = table.list_version_metas()
+    active = table.lookup.read_active_version(consistent=True)
+    metas = table.lookup.list_version_metas()
     retired = _retired_newest_first(metas)
     doomed: dict[int, str] = {}
     for meta in retired[retention:]:
@@ -53,8 +53,8 @@ def cleanup(
     for meta in metas:
         if meta.status == VersionStatus.FAILED and at - (meta.failed_at or 0) >= grace_seconds:
             doomed[meta.version] = "failed load"
-    lock = table.read_lock()
-    for load in table.list_loads():
+    lock = table.lock.read()
+    for load in table.loads.list_all():
         if _abandoned(load, lock, at, max(grace_seconds, lease_seconds)):
             doomed[load.version] = "abandoned load"
     doomed.pop(active or 0, None)
@@ -99,16 +99,16 @@ def delete_version(
     """Delete a version's partitions, manifest and staged chunks; keep its metadata, marked deleted."""
     if also_delete is not None:
         also_delete(version)
-    manifest = table.get_manifest(version)
+    manifest = table.manifests.get(version)
     partitions = manifest.partitions if manifest is not None else []
     with ThreadPoolExecutor(max_workers=8) as pool:
-        items = sum(pool.map(table.delete_partition, partitions))
-    table.delete_manifest(version)
+        items = sum(pool.map(table.partitions.delete, partitions))
+    table.manifests.delete(version)
     at = int(time.time())
-    if table.get_version_meta(version) is not None:
-        table.set_version_status(version, VersionStatus.DELETED, at)
-    if table.get_load(version) is not None:
-        table.set_load_status(version, LoadStatus.DELETED, at)
+    if table.lookup.get_version_meta(version) is not None:
+        table.versions.set_status(version, VersionStatus.DELETED, at)
+    if table.loads.get(version) is not None:
+        table.loads.set_status(version, LoadStatus.DELETED, at)
     if staging is not None:
         staging.delete_load(load_id_of(version, table.dataset))
     return items
@@ -116,7 +116,7 @@ def delete_version(
 
 def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
     """Every version not deleted, newest first, with the active one marked (what `ipmeta versions` prints)."""
-    active = table.read_active_version(consistent=True)
+    active = table.lookup.read_active_version(consistent=True)
     return [
         {
             "dataset": table.dataset,
@@ -131,17 +131,17 @@ def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
             "activated_at": meta.activated_at,
             "retired_at": meta.retired_at,
         }
-        for meta in sorted(table.list_version_metas(), key=lambda meta: -meta.version)
+        for meta in sorted(table.lookup.list_version_metas(), key=lambda meta: -meta.version)
         if meta.status != VersionStatus.DELETED
     ]
 
 
 def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = None) -> dict[str, Any]:
     """Point lookups back at a retained version: one conditional write, no data copied."""
-    current = table.read_active_version(consistent=True)
+    current = table.lookup.read_active_version(consistent=True)
     if current is None:
         raise NoDataset(f"dataset {table.dataset!r} has no active version; there is nothing to roll back")
-    metas = table.list_version_metas()
+    metas = table.lookup.list_version_metas()
     if to is None:
         retained = _retired_newest_first(metas)
         if not retained:
@@ -154,10 +154,10 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
             f"{format_version(to)} is {status} in dataset {table.dataset!r}, not a retained version; "
             "see `ipmeta versions`"
         )
-    table.activate_version(to, expected_current=current, base=target.base)
+    table.versions.activate(to, expected_current=current, base=target.base)
     at = int(time.time() if now is None else now)
-    table.set_version_status(to, VersionStatus.ACTIVE, at)
-    table.set_version_status(current, VersionStatus.RETIRED, at)
+    table.versions.set_status(to, VersionStatus.ACTIVE, at)
+    table.versions.set_status(current, VersionStatus.RETIRED, at)
     active, previous = format_version(to), format_version(current)
     events.emit_activated(
         {"dataset": table.dataset, "version": active, "previous": previous, "rollback": True}

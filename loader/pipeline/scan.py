@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -218,8 +218,3 @@ def split_row(family: int, start: int, end: int) -> Iterator[tuple[int, int, int
         return
     for piece in keys.split_at_buckets(family, start, end):
         yield piece.bucket, piece.first, piece.last
-
-
-def row_file_ranges(spans: Sequence[staged.BucketSpan]) -> dict[tuple[int, int], tuple[int, int]]:
-    """(family, bucket) -> (offset, end) in a source's row file."""
-    return {(span.family, span.bucket): (span.offset, span.offset + span.length) for span in spans}

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import gzip
 import heapq
-import json
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 REPORT: Final = "report.json"
 PARTITIONS: Final = "plan/partitions.json"
@@ -60,12 +59,6 @@ def resolved_name(partition: int) -> str:
     return f"resolved/{partition:05d}.json"
 
 
-def encode_member(lines: Iterable[Any]) -> bytes:
-    """One gzip member of JSON lines (empty input: empty bytes, not an empty member)."""
-    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
-    return gzip.compress(text.encode(), compresslevel=_LEVEL) if text else b""
-
-
 def encode_text_member(lines: Sequence[str]) -> bytes:
     """One gzip member of lines that are JSON text already (empty input: empty bytes)."""
     if not lines:
@@ -76,12 +69,6 @@ def encode_text_member(lines: Sequence[str]) -> bytes:
 def decode_lines(data: bytes) -> list[str]:
     """The lines of one or more concatenated gzip members, as text."""
     return gzip.decompress(data).decode().splitlines() if data else []
-
-
-def decode_members(data: bytes) -> Iterator[Any]:
-    """Every JSON line of one or more concatenated gzip members, parsed."""
-    for line in decode_lines(data):
-        yield json.loads(line)
 
 
 @dataclass(frozen=True, slots=True)

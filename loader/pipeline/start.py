@@ -80,19 +80,19 @@ def start(
     if table is None:
         raise ValueError("a load that writes needs a table; only a dry run goes without")
     table = table.for_dataset(options.dataset)
-    active = table.read_active_version(consistent=True)
-    meta = table.get_version_meta(active) if active is not None else None
+    active = table.lookup.read_active_version(consistent=True)
+    meta = table.lookup.get_version_meta(active) if active is not None else None
     if meta is not None and meta.sha256 == checksum and (meta.fingerprint or fingerprint) == fingerprint:
         return Started(UNCHANGED, load_id_of(meta.version, table.dataset), meta.version, 0)
     resumable = _resumable_load(table, checksum, fingerprint, active or 0)
     if resumable is not None:
         return resume(resumable.load_id, table, options, now=at)
     # Named before anything is written, so a cleanup visits this dataset even if its load fails.
-    table.register_dataset(serving=False)
+    table.versions.register_dataset(serving=False)
     base = delta_base(table, options, meta)
-    version = table.allocate_version()
+    version = table.versions.allocate()
     load_id = load_id_of(version, table.dataset)
-    table.acquire_lock(load_id, lease_seconds=options.lock_lease_seconds, now=at)
+    table.lock.acquire(load_id, lease_seconds=options.lock_lease_seconds, now=at)
     try:
         load = LoadItem(
             version=version,
@@ -105,7 +105,7 @@ def start(
             created_at=at,
             updated_at=int(at),
         )
-        table.put_load(load)
+        table.loads.put(load)
         LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at, base).stage(staging)
     except BaseException as error:
         fail(load_id, f"start failed: {error!r}"[:1000], table)
@@ -125,7 +125,7 @@ def delta_base(table: LoaderTable, options: LoadOptions, active: VersionMeta | N
     if options.delta == "never" or options.index_field or options.flag_column or active is None:
         return 0
     base = active.base or active.version
-    metas = table.list_version_metas()
+    metas = table.lookup.list_version_metas()
     base_meta = next((meta for meta in metas if meta.version == base), None)
     if base_meta is None or not base_meta.retained or base_meta.value_index or base_meta.flag_index:
         return 0
@@ -138,7 +138,7 @@ def delta_base(table: LoaderTable, options: LoadOptions, active: VersionMeta | N
 def _resumable_load(table: LoaderTable, checksum: str, fingerprint: str, active: int) -> LoadItem | None:
     candidates = [
         load
-        for load in table.list_loads()
+        for load in table.loads.list_all()
         if load.status in (LoadStatus.PREPARING, LoadStatus.PREPARED)
         and load.sha256 == checksum
         and load.fingerprint == fingerprint
@@ -153,13 +153,13 @@ def resume(
 ) -> Started:
     """Take an unfinished load back: its lock, and whatever phases and chunks remain."""
     table = table.for_load(load_id)
-    load = table.get_load(version_of(load_id))
+    load = table.loads.get(version_of(load_id))
     if load is None:
         raise LoadNotFound(f"no load {load_id}")
     if load.status not in (LoadStatus.PREPARING, LoadStatus.PREPARED):
         raise LoadNotWritable(f"load {load_id} is {load.status}; only an unfinished load resumes")
     lease = options.lock_lease_seconds if options else DEFAULT_LOCK_LEASE_SECONDS
-    table.acquire_lock(load_id, lease_seconds=lease, now=time.time() if now is None else now)
+    table.lock.acquire(load_id, lease_seconds=lease, now=time.time() if now is None else now)
     return Started(STARTED, load_id, load.version, len(load.sources), load.status, load.done)
 
 

@@ -34,8 +34,9 @@ from loader.pipeline.plan_writes import WritePlan
 from loader.pipeline.resolve import HIGH_EDGE, LOW_EDGE
 from loader.records import LoadStatus, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
+from loader.store.batch_writes import BATCH_WRITE_LIMIT, WriteStats
 from loader.store.staging import Staging
-from loader.store.table import BATCH_WRITE_LIMIT, LoaderTable, WriteStats
+from loader.store.table import LoaderTable
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -84,7 +85,7 @@ def write_chunk(
     """
     version = version_of(load_id)
     table = table.for_load(load_id)
-    load = table.get_load(version)
+    load = table.loads.get(version)
     if load is None:
         raise LoadNotFound(f"no load {load_id}")
     if load.status != LoadStatus.PREPARED:
@@ -92,14 +93,14 @@ def write_chunk(
     if index in load.done:
         return WriteStats()
     # Renewing the lease also proves the lock is still ours.
-    table.acquire_lock(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
+    table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
     items = chunk_items(load_id, index, staging)
     stats = WriteStats()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         batches = batched(items, BATCH_WRITE_LIMIT)
-        for _ in pool.map(lambda batch: table.batch_put_serialized(batch, stats), batches):
+        for _ in pool.map(lambda batch: table.writer.put_serialized(batch, stats), batches):
             pass
-    table.mark_chunk_done(version, index, stats.as_dict(), time.time() if now is None else now)
+    table.loads.mark_chunk_done(version, index, stats.as_dict(), time.time() if now is None else now)
     return stats
 
 

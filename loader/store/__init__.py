@@ -1,11 +1,32 @@
-"""The loader's data access: the only loader code that calls boto3 (``table``, ``s3``, ``events``).
+"""The loader's data access: the only loader code that calls boto3.
 
-- ``table``: ``LoaderTable``, every DynamoDB write and the reads only the loader makes;
+The table, one small class per concern, each holding the client, the table's
+name and one dataset's keys (``dataset_items``):
+
+- ``table``: ``LoaderTable``, the concerns below in one dataset's keys, and the
+  lookup's own reads (``ipmeta.store.dynamodb.Store``) on the same client;
+- ``versions``: the pointer switch, the version counter, version metadata and
+  the table's list of datasets;
+- ``loads``: each load's item, its status and its chunk marks;
+- ``load_lock``: the dataset's load lock;
+- ``manifests``: the items each partition of a version must hold;
+- ``cover_lists``: a version's cover list and its cover heads (with their
+  reverse-index entries);
+- ``partition_items``: whole partitions counted, read in order, deleted;
+- ``feed_states``: the release of a dataset's feed loaded last, and its failed
+  runs in a row;
+- ``batch_writes``: BatchWriteItem with counted retries (``WriteStats``);
+- ``dataset_items``: what every concern shares (a consistent read, an update, a
+  partition's Query);
+- ``table_creation``: the table from the key schema, for local runs.
+
+And the rest of AWS:
+
 - ``s3``: the source bucket, its staging prefix (``S3Staging``), downloads and uploads;
 - ``events``: the ``DatasetActivated`` change event (EventBridge, or a log line locally);
 - ``staging``: the staging area between states (a folder locally, a prefix in AWS);
 - ``source``: a load's files, local or ``s3://``, made local for the readers.
 
 May import the shared modules of ``loader`` and the lookup's ``ipmeta``;
-never ``loader.pipeline``, ``loader.export`` or ``loader.planning``.
+never ``loader.pipeline``, ``loader.export``, ``loader.planning`` or ``loader.feeds``.
 """

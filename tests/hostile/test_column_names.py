@@ -41,6 +41,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from tests.client_servers import ClientServer, IpinfoClients, ipinfo_clients, serving_clients
 
 KEY = "hostile-column-names-key"
@@ -175,7 +176,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (folder / "base-asn.csv").write_text(BASE_ASN, encoding="utf-8")
     with Dynalite() as endpoint, pytest.MonkeyPatch.context() as patch:
         table = LoaderTable.from_settings(Settings("ipmeta-hostile-columns", endpoint, 0.0))
-        table.create_table_if_missing()
+        create_table_if_missing(table.client, table.table_name)
         staging = LocalStaging(folder / "staging")
         loads = [_source_of(case, index, folder) for index, case in enumerate(CASES)]
         for dataset in ("city", "asn"):  # "zz-" sorts after every case: the cases answer first

@@ -26,6 +26,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from tests.hostile.raw_http import Answer, connect, exchange, read_answers
 from tests.integration.conftest import running_api_server
 
@@ -41,7 +42,7 @@ VIAS = ("handler", "server")
 def server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiServer]:
     """small.csv as ``default``, indexed by ``asn`` and flagged by ``country``, behind a keyed server."""
     store = LoaderTable.from_settings(Settings("ipmeta-hostile-http-api", dynalite_endpoint, 0.0))
-    store.create_table_if_missing()
+    create_table_if_missing(store.client, store.table_name)
     folder = tmp_path_factory.mktemp("load")
     options = LoadOptions(index_field="asn", flag_column="country")
     driver.run_load([FIXTURE], options, store, LocalStaging(folder / "staging"))

@@ -27,6 +27,7 @@ from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settin
 from ipmeta_cli.dynalite import free_port, port_open
 from ipmeta_cli.server import ConnectionLimits, LocalApiServer
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from tests.hostile.raw_http import (
     SERVER_NAME,
     Answer,
@@ -54,7 +55,7 @@ MB = 1024 * 1024
 def table(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> LoaderTable:
     settings = Settings("ipmeta-hostile-local-server", dynalite_endpoint, 0.0)
     store = LoaderTable.from_settings(settings)
-    store.create_table_if_missing()
+    create_table_if_missing(store.client, store.table_name)
     load_csv(store, [FIXTURE], tmp_path_factory.mktemp("load"))
     return store
 

@@ -44,6 +44,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from tests.integration.conftest import dynalite_endpoint, get_json, running_api_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,10 +83,10 @@ class Active:
     def assert_untouched(self) -> None:
         """The refusal left the active version serving the same answers, and freed the lock."""
         dataset = self.table.for_dataset(DATASET)
-        assert dataset.read_active_version(consistent=True) == self.version
+        assert dataset.lookup.read_active_version(consistent=True) == self.version
         assert self.answer() == self.answers
-        assert dataset.read_lock() is None
-        assert [load.status for load in dataset.list_loads() if load.status == "preparing"] == []
+        assert dataset.lock.read() is None
+        assert [load.status for load in dataset.loads.list_all() if load.status == "preparing"] == []
 
     def refused(self, path: Path, **options: Any) -> LoadError:
         """``ipmeta load``'s driver on ``path`` into the active dataset: the error it raises."""
@@ -109,7 +110,7 @@ class Active:
 def active(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Active]:
     settings = Settings(f"ipmeta-hostile-files-{os.getpid()}", dynalite_endpoint, 0.0)
     table = LoaderTable.from_settings(settings)
-    table.create_table_if_missing()
+    create_table_if_missing(table.client, table.table_name)
     folder = tmp_path_factory.mktemp("active")
     source = folder / "active.csv"
     source.write_bytes(ACTIVE_CSV)

@@ -29,11 +29,11 @@ from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settin
 from ipmeta_cli.main import main
 from loader.errors import LoadError
 from loader.feeds.credentials import MaxMindAccount, Secret
-from loader.feeds.fetch import FetchLimits, update_feed
+from loader.feeds.fetch import FetchLimits
 from loader.feeds.http_client import HttpClient, HttpSettings
 from loader.feeds.maxmind import MaxMindFeed
-from loader.feeds.state import MemoryFeedStates
 from loader.feeds.verify import DirectorySinks
+from loader.records import FeedState
 from loader.store.table import LoaderTable
 from tests.fakes.releases import (
     CITY_BLOCKS_V6,
@@ -48,6 +48,7 @@ from tests.fakes.releases import (
 )
 from tests.fakes.vendors import Edition, FakeMaxMind, Reply, serving
 from tests.integration.conftest import dynalite_endpoint, store, table_environment, table_settings
+from tests.integration.feeds import check_then_fetch
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT, KEY = 42, "hostile-licence-key-0123"
@@ -59,6 +60,17 @@ MMDB = mmdb_bytes(COUNTRY, DATE)
 MIB = 1 << 20
 #: Unpacking is capped lower than the default 16 GiB, so a bomb is refused in a blink.
 LIMITS = FetchLimits(max_download_bytes=16 * MIB, max_unpacked_bytes=64 * MIB)
+
+
+class NoFeedStateYet:
+    """A feed's first run: no release loaded before, and a refused one is never recorded."""
+
+    def get(self, feed: str) -> FeedState | None:
+        return None
+
+    def put(self, state: FeedState) -> None:
+        raise AssertionError(f"a refused release was recorded: {state}")
+
 
 __all__ = ["dynalite_endpoint", "store", "table_environment", "table_settings"]  # the integration fixtures
 
@@ -304,9 +316,9 @@ def test_a_hostile_release_is_refused_with_its_code_and_leaves_nothing(case: str
         )
         began = time.monotonic()
         with pytest.raises(LoadError) as refusal:
-            update_feed(
+            check_then_fetch(
                 feed,
-                MemoryFeedStates(),
+                NoFeedStateYet(),
                 DirectorySinks(tmp_path / "out"),
                 dataset="d",
                 workdir=tmp_path,
@@ -329,8 +341,8 @@ def test_a_metadata_answer_of_ten_mebibytes_is_a_protocol_error(tmp_path: Path) 
         vendor.api.inject(Reply(200, b" " * (10 * MIB)))
         feed = MaxMindFeed(COUNTRY, MaxMindAccount(ACCOUNT, Secret(KEY)), HttpClient(), host=vendor.api.url)
         with pytest.raises(LoadError) as refusal:
-            update_feed(
-                feed, MemoryFeedStates(), DirectorySinks(tmp_path / "out"), dataset="d", workdir=tmp_path
+            check_then_fetch(
+                feed, NoFeedStateYet(), DirectorySinks(tmp_path / "out"), dataset="d", workdir=tmp_path
             )
     assert refusal.value.code == "FEED_PROTOCOL_ERROR"
     assert "answered more than" in str(refusal.value)
@@ -368,9 +380,9 @@ def test_a_url_feed_whose_file_name_is_dotdot_fails_alone_and_the_next_feed_runs
     assert "1 of 2 feeds failed: bad" in err
     assert "Traceback" not in err
     # And the next feed ran, loaded and serves; nothing was written beside the feeds' folders
-    assert store.for_dataset("good").read_active_version(consistent=True) == 1
+    assert store.for_dataset("good").lookup.read_active_version(consistent=True) == 1
     assert "loaded" in out
-    assert store.for_dataset("bad").read_active_version(consistent=True) is None
+    assert store.for_dataset("bad").lookup.read_active_version(consistent=True) is None
     assert sorted(path.name for path in (tmp_path / "data").iterdir()) == ["feeds", "reports", "staging"]
 
 
@@ -422,4 +434,4 @@ def test_a_killed_update_leaves_no_scratch_archive_and_no_partial_file(
     assert [path.name for path in data.rglob("*") if path.is_file() and "feeds" in path.parts] == []
     assert child.returncode == status, err
     assert f"stopped by {stop.name}; nothing partial kept" in err.decode()
-    assert store.for_dataset("geolite2-country").read_active_version(consistent=True) is None
+    assert store.for_dataset("geolite2-country").lookup.read_active_version(consistent=True) is None

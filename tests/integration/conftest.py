@@ -28,8 +28,10 @@ from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import ConnectionLimits, LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
+from loader.store.feed_states import FeedStates
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 _table_numbers = itertools.count(1)
 
@@ -49,7 +51,7 @@ def table_settings(dynalite_endpoint: str) -> Settings:
         dynamodb_endpoint=dynalite_endpoint,
         pointer_cache_seconds=0.0,
     )
-    LoaderTable.from_settings(settings).create_table_if_missing()
+    create_table_if_missing(make_client(settings), settings.table_name)
     return settings
 
 
@@ -64,6 +66,12 @@ def table_environment(table_settings: Settings, monkeypatch: pytest.MonkeyPatch)
 @pytest.fixture
 def store(table_settings: Settings) -> LoaderTable:
     return LoaderTable.from_settings(table_settings)
+
+
+@pytest.fixture
+def feed_states(store: LoaderTable) -> FeedStates:
+    """The default dataset's feed state in the test's table, where ``ipmeta update`` and Fetch keep it."""
+    return store.feed_states
 
 
 @dataclass
@@ -118,7 +126,7 @@ def running_api_server(
 
     dependencies.install(
         dependencies.Dependencies(
-            store=store,
+            store=store.lookup,
             pointer_cache_seconds=pointer_cache_seconds,
             ranges=RangeCache(0) if ranges is None else ranges,
         )

@@ -9,11 +9,19 @@ from pathlib import Path
 import pytest
 
 from loader.errors import LoadError
-from loader.feeds.feed import Feed
-from loader.feeds.fetch import FeedCheck, FetchedRelease, record_loaded, update_feed
+from loader.feeds.feed import Feed, FeedStateStore
+from loader.feeds.fetch import (
+    FeedCheck,
+    FetchedRelease,
+    FetchLimits,
+    Progress,
+    check_feed,
+    fetch_release,
+    record_loaded,
+)
 from loader.feeds.http_client import HttpClient, HttpSettings
-from loader.feeds.state import MemoryFeedStates
 from loader.feeds.verify import DirectorySinks
+from loader.store.feed_states import FeedStates
 from tests.fakes.vendors import FakeServer
 
 
@@ -54,12 +62,31 @@ def assert_refused_cleanly(
         assert secret not in logged
 
 
-def run(feed: Feed, states: MemoryFeedStates, out: Path) -> FeedCheck | FetchedRelease:
+def check_then_fetch(
+    feed: Feed,
+    states: FeedStateStore,
+    sinks: DirectorySinks,
+    *,
+    dataset: str,
+    workdir: Path | None = None,
+    limits: FetchLimits | None = None,
+    progress: Progress | None = None,
+) -> FeedCheck | FetchedRelease:
+    """What ``ipmeta update`` and the Fetch state do first: the check, then the fetch if it changed."""
+    check = check_feed(feed, states)
+    if check.unchanged:
+        return check
+    return fetch_release(
+        feed, check.release, sinks, dataset=dataset, workdir=workdir, limits=limits, progress=progress
+    )
+
+
+def run(feed: Feed, states: FeedStates, out: Path) -> FeedCheck | FetchedRelease:
     """One scheduled run: the check, and the fetch into ``out`` if the release changed."""
-    return update_feed(feed, states, DirectorySinks(out), dataset="test", workdir=out.parent)
+    return check_then_fetch(feed, states, DirectorySinks(out), dataset="test", workdir=out.parent)
 
 
-def fetched_then_recorded(feed: Feed, states: MemoryFeedStates, out: Path) -> FetchedRelease:
+def fetched_then_recorded(feed: Feed, states: FeedStates, out: Path) -> FetchedRelease:
     """A run that fetched a release, which the load then activated."""
     fetched = run(feed, states, out)
     assert isinstance(fetched, FetchedRelease)
@@ -67,7 +94,7 @@ def fetched_then_recorded(feed: Feed, states: MemoryFeedStates, out: Path) -> Fe
     return fetched
 
 
-def rerun_unchanged(feed: Feed, states: MemoryFeedStates, out: Path, *servers: FakeServer) -> FeedCheck:
+def rerun_unchanged(feed: Feed, states: FeedStates, out: Path, *servers: FakeServer) -> FeedCheck:
     """The next run, expected to find the same release: nothing fetched; the servers saw only its requests."""
     for server in servers:
         server.forget()

@@ -37,7 +37,7 @@ def recording_server(loaded_store: LoaderTable) -> Iterator[tuple[LocalApiServer
         response: dict[str, Any] = handler(event, context)
         return response
 
-    dependencies.install(dependencies.Dependencies(store=loaded_store, pointer_cache_seconds=0.0))
+    dependencies.install(dependencies.Dependencies(store=loaded_store.lookup, pointer_cache_seconds=0.0))
     server = LocalApiServer("127.0.0.1", 0, recording_handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server, events

@@ -132,7 +132,7 @@ def test_retained_versions_answer_and_others_are_404(
     second = tmp_path / "second.csv"
     second.write_text(FIXTURE.read_text().replace("13335,", "99999,"))
     load_csv(store, [second], tmp_path / "2")
-    store.put_version_meta(VersionMeta(7, VersionStatus.LOADING))
+    store.versions.put_meta(VersionMeta(7, VersionStatus.LOADING))
     # Then the active version answers by default and v1 on request
     assert call(api_server, "/v1/ip/1.0.0.1").json()["data"]["asn"] == 99999
     old = call(api_server, "/v1/ip/1.0.0.1?version=v1").json()
@@ -271,9 +271,9 @@ def test_health(store: LoaderTable, api_server: LocalApiServer, tmp_path: Path) 
     assert healthy.status == 200
     assert healthy.json()["datasets"]["default"]["version"] == "v1"
     assert healthy.json()["datasets"]["default"]["age_seconds"] < 60
-    meta = store.get_version_meta(1)
+    meta = store.lookup.get_version_meta(1)
     assert meta is not None
-    store.put_version_meta(dataclasses.replace(meta, created_at=int(time.time()) - 9 * 24 * 3600))
+    store.versions.put_meta(dataclasses.replace(meta, created_at=int(time.time()) - 9 * 24 * 3600))
     stale = call(api_server, "/v1/health")
     assert (stale.status, stale.json()["code"]) == (503, "DATASET_STALE")
 

@@ -24,6 +24,7 @@ from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from testing.asn_scan import CsvScan, read_csv
 from tests.integration.conftest import load_csv, running_api_server
 
@@ -34,7 +35,7 @@ SAMPLED_RANGES = 10_000
 def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiServer]:
     settings = Settings("ipmeta-asn-acceptance", dynalite_endpoint, 0.0)
     store = LoaderTable.from_settings(settings)
-    store.create_table_if_missing()
+    create_table_if_missing(store.client, store.table_name)
     result = load_csv(store, list(ASN_FILES), tmp_path_factory.mktemp("asn"), list(ASN_COLUMNS))
     assert result.status == "activated"
     with running_api_server(store, pointer_cache_seconds=60.0) as server:

@@ -62,7 +62,7 @@ def load(store: LoaderTable, tmp_path: Path, dataset: str, path: Path, **options
 
 
 def active(store: LoaderTable, dataset: str) -> int | None:
-    return store.for_dataset(dataset).read_active_version(consistent=True)
+    return store.for_dataset(dataset).lookup.read_active_version(consistent=True)
 
 
 @pytest.fixture
@@ -158,12 +158,14 @@ def test_a_reload_and_a_rollback_of_one_dataset_leave_the_other_alone(
     assert active(two_datasets, CITY) == reloaded.version != city_one
     assert active(two_datasets, ASN) == asn_before
     # Versions are numbered per dataset
-    assert [meta.version for meta in two_datasets.for_dataset(ASN).list_version_metas()] == [asn_before]
+    assert [meta.version for meta in two_datasets.for_dataset(ASN).lookup.list_version_metas()] == [
+        asn_before
+    ]
     # A rollback of city moves only city's pointer
     outcome = retention.rollback(two_datasets.for_dataset(CITY))
     assert outcome == {"dataset": CITY, "active": f"v{city_one}", "previous": f"v{reloaded.version}"}
     assert active(two_datasets, ASN) == asn_before
-    asn_meta = two_datasets.for_dataset(ASN).get_version_meta(asn_before or 0)
+    asn_meta = two_datasets.for_dataset(ASN).lookup.get_version_meta(asn_before or 0)
     assert asn_meta is not None
     assert asn_meta.status == VersionStatus.ACTIVE
     with running_api_server(two_datasets) as server:
@@ -209,12 +211,12 @@ def test_two_loads_at_once_one_per_dataset_both_activate(store: LoaderTable, tmp
     # Separate locks and progress: each load item is in its own dataset's keys, all chunks done
     for name, result in results.items():
         table = store.for_dataset(name)
-        item = table.get_load(result.version)
+        item = table.loads.get(result.version)
         assert item is not None
         assert sorted(item.done) == list(range(item.chunks))
-        assert table.read_lock() is None
+        assert table.lock.read() is None
         assert active(store, name) == result.version
-    assert store.read_dataset_names(consistent=True) == [ASN, CITY]
+    assert store.lookup.read_dataset_names(consistent=True) == [ASN, CITY]
 
 
 def test_an_uncached_lookup_sends_one_query_per_dataset_at_once(
@@ -327,8 +329,8 @@ def test_covers_are_per_dataset(store: LoaderTable, tmp_path: Path) -> None:
     load(store, tmp_path, ASN, asn_csv(tmp_path))
     zones = store.for_dataset("zones")
     version = active(store, "zones") or 0
-    assert zones.read_covers(version)  # the /1 spans whole buckets: a cover
-    assert store.for_dataset(ASN).read_covers(active(store, ASN) or 0) == []
+    assert zones.lookup.read_covers(version)  # the /1 spans whole buckets: a cover
+    assert store.for_dataset(ASN).lookup.read_covers(active(store, ASN) or 0) == []
     with running_api_server(store) as server:
         _, inside = get_json(server, "/v1/ip/1.0.0.9")
         _, covered_only = get_json(server, "/v1/ip/100.1.2.3")
@@ -346,8 +348,8 @@ def test_cleanup_of_one_dataset_deletes_only_its_versions(two_datasets: LoaderTa
     )
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{old_city}"]
     asn = two_datasets.for_dataset(ASN)
-    assert [meta.status for meta in asn.list_version_metas()] == [VersionStatus.ACTIVE]
-    assert asn.count_partition(asn.space.partition_key(active(two_datasets, ASN) or 0, 4, 1)) == 1
+    assert [meta.status for meta in asn.lookup.list_version_metas()] == [VersionStatus.ACTIVE]
+    assert asn.partitions.count(asn.space.partition_key(active(two_datasets, ASN) or 0, 4, 1)) == 1
 
 
 def test_the_partition_keys_of_two_datasets_never_meet(two_datasets: LoaderTable) -> None:

@@ -117,7 +117,7 @@ def probes(first: list[Row], second: list[Row]) -> list[int]:
 
 def answer(table: LoaderTable, version: int, base: int, value: int, cache: RangeCache | None) -> Any:
     try:
-        found = lookup_version(table, version, Address(4, value), cache, base=base)
+        found = lookup_version(table.lookup, version, Address(4, value), cache, base=base)
     except IpAddressNotFound:
         return None
     return found.data["name"], found.start, found.end
@@ -143,7 +143,7 @@ def test_a_delta_answers_every_address_as_a_full_load_of_its_release(
     load(first, deltas, "a.csv", "never")
     delta = load(second, deltas, "b.csv", "always")
     full = load(second, fulls, "b-full.csv", "never")
-    meta = deltas.get_version_meta(delta.version)
+    meta = deltas.lookup.get_version_meta(delta.version)
     assert meta is not None
     # (B the same bytes as A is unchanged: nothing is written at all)
     assert (meta.base != 0) == (delta.status == "activated")
@@ -191,8 +191,8 @@ def test_auto_writes_a_small_change_as_a_delta_and_a_large_one_full(
     base = load_rows(store, tmp_path, "a.csv", release(2000, 1))
     small = load_rows(store, tmp_path, "b.csv", release(2000, 2, changed=0.03, dropped=0.01))
     large = load_rows(store, tmp_path, "c.csv", release(2000, 3, changed=0.5))
-    small_meta = store.get_version_meta(small.version)
-    large_meta = store.get_version_meta(large.version)
+    small_meta = store.lookup.get_version_meta(small.version)
+    large_meta = store.lookup.get_version_meta(large.version)
     assert small_meta is not None
     assert large_meta is not None
     # The small change is a delta over A, its report says what it wrote and why
@@ -218,7 +218,7 @@ def test_a_chain_too_long_is_compacted_into_a_full_version(store: LoaderTable, t
         load_rows(store, tmp_path, f"{n}.csv", release(300, 10 + n, changed=0.02), delta_max_chain=2)
         for n in range(3)
     ]
-    bases = [store.get_version_meta(result.version).base for result in chain]  # type: ignore[union-attr]
+    bases = [store.lookup.get_version_meta(result.version).base for result in chain]  # type: ignore[union-attr]
     # Every delta sits on the full base, never on another delta; the third compacts
     assert bases == [base.version, base.version, 0]
 
@@ -235,7 +235,7 @@ def test_cleanup_keeps_a_base_while_a_delta_needs_it_and_deletes_only_a_deltas_o
     assert outcome["bases"] == [f"v{base.version}"]
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{first.version}"]
     assert outcome["deleted"][0]["items_deleted"] == first.items
-    assert store.get_version_meta(base.version).retained  # type: ignore[union-attr]
+    assert store.lookup.get_version_meta(base.version).retained  # type: ignore[union-attr]
     # And the active delta still answers its release everywhere
     for row in release(500, 3, changed=0.05)[::25]:
         found = answer(store, second.version, base.version, row.start, None)
@@ -250,9 +250,9 @@ def test_rollback_to_a_full_version_or_a_delta_answers_as_that_release(
     loaded = [load_rows(store, tmp_path, f"{n}.csv", rows) for n, rows in enumerate(releases_)]
     for target, rows in ((loaded[1], releases_[1]), (loaded[0], releases_[0])):
         retention.rollback(store, target.version)
-        meta = store.get_version_meta(target.version)
+        meta = store.lookup.get_version_meta(target.version)
         assert meta is not None
-        pointer = store.read_active_versions([store.dataset])[store.dataset]
+        pointer = store.lookup.read_active_versions([store.dataset])[store.dataset]
         assert pointer is not None
         assert (pointer.version, pointer.base) == (target.version, meta.base)
         for row in rows[::20]:
@@ -270,9 +270,9 @@ def test_a_delta_exports_the_same_ranges_as_a_full_load_of_its_release(
     rows = [*release(600, 2, changed=0.05, dropped=0.02), Row(4 * BUCKET, 4 * BUCKET + 99, "part")]
     delta = load_rows(store, tmp_path, "b.csv", rows)
     full = load_rows(store.for_dataset("full"), tmp_path, "b-full.csv", rows, dataset="full", delta="never")
-    delta_meta = store.get_version_meta(delta.version)
+    delta_meta = store.lookup.get_version_meta(delta.version)
     full_table = store.for_dataset("full")
-    full_meta = full_table.get_version_meta(full.version)
+    full_meta = full_table.lookup.get_version_meta(full.version)
     assert delta_meta is not None
     assert full_meta is not None
     assert delta_meta.base != 0
@@ -295,7 +295,7 @@ def merged(ranges: list[tuple[int, int, dict[str, Any]]]) -> list[tuple[int, int
 def test_a_load_with_reverse_indexes_is_written_full_and_says_why(store: LoaderTable, tmp_path: Path) -> None:
     load_rows(store, tmp_path, "a.csv", release(200, 1), flag_column="name")
     indexed = load_rows(store, tmp_path, "b.csv", release(200, 2, changed=0.02), flag_column="name")
-    meta = store.get_version_meta(indexed.version)
+    meta = store.lookup.get_version_meta(indexed.version)
     assert meta is not None
     assert meta.base == 0
     assert indexed.report.delta is None  # no base was even read
@@ -309,7 +309,7 @@ def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once_then_one_in_a_k
     store = LoaderTable(client, table_settings.table_name)
     base = load_rows(store, tmp_path, "a.csv", release(400, 1))
     delta = load_rows(store, tmp_path, "b.csv", release(400, 2, changed=0.05))
-    assert store.get_version_meta(delta.version).base == base.version  # type: ignore[union-attr]
+    assert store.lookup.get_version_meta(delta.version).base == base.version  # type: ignore[union-attr]
     counter = RequestCounter()
     together = threading.Barrier(2)
     holding = threading.Event()
@@ -357,7 +357,7 @@ def _killed_in(phase: str, staging: Path, store: LoaderTable) -> str | None:
         if phase == "diff" and resolved and not (folder / "plan" / "writes.json").exists():
             return folder.name
     if phase == "write":
-        for load in store.list_loads():
+        for load in store.loads.list_all():
             if load.status == LoadStatus.PREPARED and 0 < len(load.done) < load.chunks:
                 return load.load_id
     return None
@@ -391,16 +391,16 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
     killed, _ = kill_when(
         [*command, str(source)], env, lambda: _killed_in(phase, tmp_path / "staging", store)
     )
-    assert store.read_active_version(consistent=True) == base.version  # A keeps serving
+    assert store.lookup.read_active_version(consistent=True) == base.version  # A keeps serving
     # Then a resume finishes the same load, writes each planned item once, and activates
     resumed = driver.run_load([], LoadOptions(), store, LocalStaging(tmp_path / "staging"), resume=killed)
-    meta = store.get_version_meta(resumed.version)
+    meta = store.lookup.get_version_meta(resumed.version)
     assert meta is not None
     assert (resumed.status, resumed.load_id, meta.base) == ("activated", killed, base.version)
     assert resumed.report.items_written == meta.items
-    manifest = store.get_manifest(meta.version)
+    manifest = store.manifests.get(meta.version)
     assert manifest is not None
-    assert sum(store.count_partition(pk) for pk in manifest.partitions) == meta.items
+    assert sum(store.partitions.count(pk) for pk in manifest.partitions) == meta.items
     for row in rows[::50]:
         found = answer(store, meta.version, meta.base, row.end, None)
         assert found is not None
@@ -436,9 +436,9 @@ def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items
 
     rows_a = release(1200, 1)
     base = load_rows(store, tmp_path, "a.csv", rows_a)
-    base_manifest = store.get_manifest(base.version)
+    base_manifest = store.manifests.get(base.version)
     assert base_manifest is not None
-    base_items = sum(store.count_partition(pk) for pk in base_manifest.partitions)
+    base_items = sum(store.partitions.count(pk) for pk in base_manifest.partitions)
     # Given a delta load whose third chunk breaks (a throttled table, a killed task)
     written: list[int] = []
     real_write_chunk = write_chunk
@@ -459,15 +459,15 @@ def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items
             parallel_chunks=1,
         )
     # Then A keeps serving every address, through the API as well
-    assert store.read_active_version(consistent=True) == base.version
+    assert store.lookup.read_active_version(consistent=True) == base.version
     with running_api_server(store) as server:
         for row in rows_a[::60]:
             _, body = get_json(server, f"/v1/ip/{format_address(4, row.start)}")
             assert body["data"]["name"] == row.label
     # And once the load is failed (the state machine's Abort), cleanup deletes the delta's items alone
-    (failed,) = [load for load in store.list_loads() if load.status == LoadStatus.PREPARED]
+    (failed,) = [load for load in store.loads.list_all() if load.status == LoadStatus.PREPARED]
     abort.fail(failed.load_id, "States.TaskFailed", store, now=10.0)
     outcome = retention.cleanup(store, LocalStaging(tmp_path / "staging"), now=10**10)
     assert [entry["version"] for entry in outcome["deleted"]] == [failed.load_id]
     assert outcome["deleted"][0]["items_deleted"] == 2 * 25
-    assert sum(store.count_partition(pk) for pk in base_manifest.partitions) == base_items
+    assert sum(store.partitions.count(pk) for pk in base_manifest.partitions) == base_items

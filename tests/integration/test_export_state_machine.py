@@ -113,7 +113,7 @@ def test_a_failing_export_aborts_the_load_and_the_previous_version_keeps_serving
     first = machine.run(localize(machine.definition), EXECUTION)
     assert first["status"] == "SUCCEEDED", first
     table = LoaderTable.from_settings(table_environment)
-    active = table.read_active_version(consistent=True)
+    active = table.lookup.read_active_version(consistent=True)
     # When a changed source loads and its export fails
     changed = FIXTURE.read_text(encoding="utf-8") + "192.0.2.0,192.0.2.255,64496,Documentation,ZZ\n"
     machine.endpoint.s3.put_object(Bucket=BUCKET, Key="in/small.csv", Body=changed.encode())
@@ -130,9 +130,9 @@ def test_a_failing_export_aborts_the_load_and_the_previous_version_keeps_serving
     assert ("StateFailed", "LoadFailed") in kinds
     assert machine.endpoint.faults.calls.get("abort") == 1
     assert "activate" not in machine.endpoint.faults.calls
-    assert table.read_active_version(consistent=True) == active
-    failed = [load for load in table.list_loads() if load.version != active]
+    assert table.lookup.read_active_version(consistent=True) == active
+    failed = [load for load in table.loads.list_all() if load.version != active]
     assert [load.status for load in failed] == [LoadStatus.FAILED]
-    assert table.read_lock() is None
+    assert table.lock.read() is None
     assert _exports(machine) == [f"{EXPORT_PREFIX}/{load_id_of(active or 0, keys.DEFAULT_DATASET)}.mmdb"]
     assert _activation_events(caplog) == []

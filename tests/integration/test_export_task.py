@@ -103,13 +103,13 @@ def test_export_uploads_a_mmdb_that_answers_like_the_written_version(
     database = tmp_path / "export.mmdb"
     s3.download_file(BUCKET, key, str(database))
     assert database.stat().st_size == exported["bytes"] > 0
-    assert table.read_active_version(consistent=True) is None
-    load = table.get_load(started["version"])
+    assert table.lookup.read_active_version(consistent=True) is None
+    load = table.loads.get(started["version"])
     assert load is not None
     assert load.status == LoadStatus.PREPARED
 
     # And maxminddb reads it: every range answers its data at its first, middle and last address
-    meta = table.get_version_meta(started["version"])
+    meta = table.lookup.get_version_meta(started["version"])
     assert meta is not None
     ranges = list(ranges_of_version(table, meta))
     # (::-::ffff lies in ::/96, where a MaxMind DB keeps IPv4: left out, and counted)
@@ -168,7 +168,7 @@ def test_the_export_renews_the_load_lock_so_the_load_is_never_taken_for_abandone
     started = prepare(s3)
     table = LoaderTable.from_settings(table_environment)
     export_version(started["load_id"], table, BUCKET, now=2_000_000_000.0, lease_seconds=900)
-    lock = table.read_lock()
+    lock = table.lock.read()
     assert lock is not None
     assert (lock.owner, lock.expires_at) == (started["load_id"], 2_000_000_900)
 
@@ -214,7 +214,9 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
     monkeypatch.setattr("loader.pipeline.handlers.s3.delete", failing)
     with pytest.raises(ConnectionError):
         handlers.cleanup({}, Context())  # type: ignore[arg-type]
-    meta = LoaderTable.from_settings(table_environment).get_version_meta(version_of(started["load_id"]))
+    meta = LoaderTable.from_settings(table_environment).lookup.get_version_meta(
+        version_of(started["load_id"])
+    )
     assert meta is not None
     assert meta.status != "deleted"
     # ... so the next cleanup deletes both

@@ -72,7 +72,7 @@ def answer_of(store: LoaderTable, catalog: DatasetCatalog, value: int) -> str:
     if version is None:
         raise NoDataset("no version of the default dataset is active")
     try:
-        return str(lookup_version(store, version, Address(4, value)).data["label"])
+        return str(lookup_version(store.lookup, version, Address(4, value)).data["label"])
     except IpAddressNotFound:
         return NOT_FOUND
 
@@ -95,7 +95,7 @@ def test_r1_lookups_during_a_reload_see_one_whole_version(store: LoaderTable, tm
 
     def look_up_continuously(seed: int) -> None:
         rng = random.Random(seed)
-        cache = DatasetCatalog(store, 0.0)  # read the pointer on every lookup: the strictest case
+        cache = DatasetCatalog(store.lookup, 0.0)  # read the pointer on every lookup: the strictest case
         while not stop.is_set():
             value = rng.choice(probes)
             after_activation = activated.is_set()
@@ -186,7 +186,7 @@ def test_r2_throttling_and_unprocessed_items_leave_exact_counts(
     assert (result.report.retries or 0) >= faults.throttled + faults.partial
     assert result.report.items_written == 1200
     for bucket, expected in data.per_bucket().items():
-        assert store.count_partition(keys.key_space().partition_key(result.version, 4, bucket)) == expected
+        assert store.partitions.count(keys.key_space().partition_key(result.version, 4, bucket)) == expected
 
 
 # -- R3: a killed loader ---------------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     staging = LocalStaging(tmp_path / "staging")
     first = driver.run_load([one.path], LoadOptions(), store, staging)
     probe = one.ranges[0][0]
-    cache = DatasetCatalog(store, 0.0)
+    cache = DatasetCatalog(store.lookup, 0.0)
 
     # Given a loader process writing version 2 chunk by chunk
     env = {**os.environ, ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint)}
@@ -225,7 +225,7 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
         return next(
             (
                 load
-                for load in store.list_loads()
+                for load in store.loads.list_all()
                 if load.status == LoadStatus.PREPARED and 0 < len(load.done) < load.chunks
             ),
             None,
@@ -235,20 +235,20 @@ def test_r3_a_loader_killed_mid_write_resumes_and_leaves_no_partial_version(
     assert status == -signal.SIGKILL
 
     # Then the old version keeps serving
-    assert store.read_active_version(consistent=True) == first.version
+    assert store.lookup.read_active_version(consistent=True) == first.version
     assert answer_of(store, cache, probe) == one.answer(probe)
 
     # And a resume finishes and activates
     resumed = driver.run_load([], LoadOptions(chunk_size=100), store, staging, resume=killed_load.load_id)
     assert resumed.status == LoadStatus.ACTIVATED
     assert resumed.report.items_written == 8000
-    assert store.read_active_version(consistent=True) == resumed.version
+    assert store.lookup.read_active_version(consistent=True) == resumed.version
     assert answer_of(store, cache, two.ranges[0][0]) == two.ranges[0][2]
 
     # And after cleanup no partial version remains: only the active and the retained one
     retention.cleanup(store, staging, now=time.time() + 10**6)
     assert table_versions(store) == {f"v{resumed.version}", f"v{first.version}"}
-    assert all(load.status == LoadStatus.ACTIVATED for load in store.list_loads())
+    assert all(load.status == LoadStatus.ACTIVATED for load in store.loads.list_all())
 
 
 def phase_reached(staging_root: Path, phase: str) -> str | None:
@@ -276,7 +276,7 @@ def test_r3_a_loader_killed_while_preparing_resumes_where_it_stopped(
     # When it is SIGKILLed inside the phase
     killed, status = kill_when(command, env, lambda: phase_reached(tmp_path / "staging", phase), timeout=60)
     assert status == -signal.SIGKILL
-    load = store.get_load(int(killed[1:]))
+    load = store.loads.get(int(killed[1:]))
     assert load is not None
     assert load.status == LoadStatus.PREPARING
 
@@ -287,7 +287,7 @@ def test_r3_a_loader_killed_while_preparing_resumes_where_it_stopped(
     assert resumed.status == LoadStatus.ACTIVATED
     assert resumed.version == int(killed[1:])
     assert resumed.report.items_written == len(data.ranges)
-    cache = DatasetCatalog(store, 0.0)
+    cache = DatasetCatalog(store.lookup, 0.0)
     for start, _, label in data.ranges[:50]:
         assert answer_of(store, cache, start) == label
 
@@ -306,12 +306,12 @@ def test_r4_every_bad_file_is_rejected_with_its_reason_and_nothing_changes(
     good = dataset(tmp_path, "good", 50, seed=6)
     staging = LocalStaging(tmp_path / "staging")
     active = driver.run_load([good.path], LoadOptions(), store, staging)
-    versions_before = store.list_version_metas()
+    versions_before = store.lookup.list_version_metas()
     for name, reason in EXPECTED_REASONS.items():
         with pytest.raises(LoadRejected) as caught:
             driver.run_load([BAD / name], LoadOptions(), store, staging)
         assert reason in caught.value.message, name
         assert caught.value.message.startswith(name) or name in caught.value.message
-    assert store.read_active_version(consistent=True) == active.version
-    assert store.list_version_metas() == versions_before
-    assert store.read_lock() is None
+    assert store.lookup.read_active_version(consistent=True) == active.version
+    assert store.lookup.list_version_metas() == versions_before
+    assert store.lock.read() is None

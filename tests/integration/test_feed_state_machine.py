@@ -25,7 +25,8 @@ from moto import mock_aws
 from ipmeta.schema.settings import Settings
 from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
-from loader.pipeline.fetch import DeployedFeed, TableFeedStates, decode_feeds, encode_feeds
+from loader.pipeline.fetch import DeployedFeed, decode_feeds, encode_feeds
+from loader.records import FeedState
 from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEEDS_PREFIX
 from loader.store.table import LoaderTable
 from stacks.constants import FETCH_TASK, LOADER_MODULE
@@ -156,9 +157,9 @@ def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unch
     first = feed_machine.run()
     # Then the release is fetched into the bucket, loaded into the feed's dataset, and remembered
     assert first["status"] == "SUCCEEDED", first
-    assert feed_machine.dataset.read_active_version(consistent=True) == first["output"]["version"] == 1
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) == first["output"]["version"] == 1
     assert list(feed_machine.feed_files()) == [f"{FEEDS_PREFIX}/{DATASET}/{EDITION}.mmdb"]
-    state = TableFeedStates(feed_machine.dataset).get(f"maxmind:{EDITION}")
+    state = feed_machine.dataset.feed_states.get(f"maxmind:{EDITION}")
     assert state is not None
     assert state.release_id == "2026-11-24"
     # When the next run finds the same release
@@ -170,7 +171,7 @@ def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unch
     assert again["output"]["status"] == "unchanged"
     assert feed_machine.maxmind.api.paths() == ["/geoip/updates/metadata"]
     assert feed_machine.maxmind.storage.paths() == []
-    assert [load.version for load in feed_machine.dataset.list_loads()] == [1]
+    assert [load.version for load in feed_machine.dataset.loads.list_all()] == [1]
     # And the licence key is in no state's input or output
     assert KEY not in json.dumps(feed_machine.endpoint.history)
     assert KEY not in json.dumps([first, again])
@@ -193,20 +194,20 @@ def test_a_bad_release_fails_the_run_loads_nothing_and_keeps_the_previous_versio
     assert ("StateCaught", "Fetch") in kinds
     assert ("StateFailed", "LoadFailed") in kinds
     # And nothing changed: version 1 serves, from the files it was loaded from, no upload is left open
-    assert feed_machine.dataset.read_active_version(consistent=True) == 1
-    assert [load.version for load in feed_machine.dataset.list_loads()] == [1]
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 1
+    assert [load.version for load in feed_machine.dataset.loads.list_all()] == [1]
     assert feed_machine.feed_files() == files
     assert feed_machine.endpoint.s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
     # And the failure counts towards the feed's alarm; the release remembered is still the first
     assert published_failures(capsys.readouterr().out) == [(DATASET, 1)]
-    state = TableFeedStates(feed_machine.dataset).get(f"maxmind:{EDITION}")
+    state = feed_machine.dataset.feed_states.get(f"maxmind:{EDITION}")
     assert state is not None
     assert state.release_id == "2026-11-24"
     # When the vendor publishes a good release, the next run loads it and the count starts again
     feed_machine.maxmind.editions[EDITION] = edition("2026-11-28")
     loaded = feed_machine.run()
     assert loaded["status"] == "SUCCEEDED", loaded
-    assert feed_machine.dataset.read_active_version(consistent=True) == 2
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 2
     assert published_failures(capsys.readouterr().out) == [(DATASET, 0)]
 
 
@@ -220,7 +221,7 @@ def test_a_refused_key_fails_at_once_and_counts_each_failed_run(
         assert "FeedAuthRefused" in failed["cause"]
         assert not [event for event in failed["events"] if event["type"] == "StateRetried"]
         assert published_failures(capsys.readouterr().out) == [(DATASET, expected)]
-    assert feed_machine.dataset.read_active_version(consistent=True) is None
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) is None
     assert KEY not in json.dumps(feed_machine.endpoint.history)
 
 
@@ -230,7 +231,7 @@ def test_a_vendor_unavailable_is_retried_by_the_state_machine(feed_machine: Feed
     result = feed_machine.run()
     assert result["status"] == "SUCCEEDED", result
     assert [event["state"] for event in result["events"] if event["type"] == "StateRetried"] == ["Fetch"]
-    assert feed_machine.dataset.read_active_version(consistent=True) == 1
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 1
 
 
 def test_an_unknown_feed_fails_the_run_without_touching_any_dataset(feed_machine: FeedMachine) -> None:
@@ -243,14 +244,14 @@ def test_an_unknown_feed_fails_the_run_without_touching_any_dataset(feed_machine
 def test_start_finding_the_release_already_active_records_it(feed_machine: FeedMachine) -> None:
     # Given the release loaded, and then its record lost (another feed's state in its place)
     assert feed_machine.run()["status"] == "SUCCEEDED"
-    feed_machine.dataset.put_feed_state({"feed": "maxmind:another", "release_id": "x"})
+    feed_machine.dataset.feed_states.put(FeedState("maxmind:another", "x"))
     # When the feed runs again, it fetches (no state of its own), and Start finds the bytes active
     feed_machine.maxmind.storage.forget()
     again = feed_machine.run()
     assert again["status"] == "SUCCEEDED", again
     assert len(feed_machine.maxmind.storage.paths()) == 1
     assert again["output"]["status"] == "unchanged"
-    assert feed_machine.dataset.read_active_version(consistent=True) == 1
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 1
     # Then the release is remembered, and the run after it costs the metadata request only
     feed_machine.maxmind.api.forget()
     assert feed_machine.run()["output"]["status"] == "unchanged"
@@ -261,8 +262,8 @@ def test_a_csv_edition_loads_its_blocks_with_its_locations_from_the_bucket(feed_
     result = feed_machine.run(CSV_DATASET)
     assert result["status"] == "SUCCEEDED", result
     city = feed_machine.table.for_dataset(CSV_DATASET)
-    assert city.read_active_version(consistent=True) == 1
-    [load] = city.list_loads()
+    assert city.lookup.read_active_version(consistent=True) == 1
+    [load] = city.loads.list_all()
     prefix = f"s3://{BUCKET}/{FEEDS_PREFIX}/{CSV_DATASET}"
     assert list(load.sources) == [
         f"{prefix}/GeoLite2-City-Blocks-IPv4.csv",

@@ -18,15 +18,16 @@ import pytest
 
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.errors import FeedError
-from loader.feeds.fetch import FeedCheck, FetchedRelease, FetchLimits, update_feed
+from loader.feeds.fetch import FeedCheck, FetchedRelease, FetchLimits
 from loader.feeds.maxmind import MaxMindFeed
-from loader.feeds.state import MemoryFeedStates
 from loader.feeds.verify import DirectorySinks
+from loader.store.feed_states import FeedStates
 from tests.fakes.releases import Entry, maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
 from tests.fakes.vendors import Edition, FakeMaxMind, Reply
 from tests.integration.feeds import (
     Sleeps,
     assert_refused_cleanly,
+    check_then_fetch,
     fetched_then_recorded,
     files_in,
     quick_http,
@@ -63,15 +64,15 @@ def feed_of(fake: FakeMaxMind, sleeps: Sleeps, edition: str = COUNTRY, key: str 
     return MaxMindFeed(edition, account, quick_http(sleeps, timeout=0.3), host=fake.api.url)
 
 
-def update(feed: MaxMindFeed, states: MemoryFeedStates, out: Path) -> FeedCheck | FetchedRelease:
-    return update_feed(feed, states, DirectorySinks(out), dataset="geolite2-country", workdir=out.parent)
+def update(feed: MaxMindFeed, states: FeedStates, out: Path) -> FeedCheck | FetchedRelease:
+    return check_then_fetch(feed, states, DirectorySinks(out), dataset="geolite2-country", workdir=out.parent)
 
 
 def test_a_new_release_is_fetched_checked_and_unpacked_from_its_dated_folder(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
     # Given an edition none of whose releases was loaded
-    fetched = update(feed_of(maxmind, sleeps), MemoryFeedStates(), tmp_path / "out")
+    fetched = update(feed_of(maxmind, sleeps), feed_states, tmp_path / "out")
     # Then its .mmdb, out of GeoLite2-Country_20261124/, is the one file for the load
     assert isinstance(fetched, FetchedRelease)
     assert (fetched.release.release_id, fetched.load_format, fetched.sources) == (
@@ -106,33 +107,33 @@ class Bar:
 
 
 def test_the_progress_bar_hears_the_size_and_every_byte(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
     bar = Bar()
     sinks = DirectorySinks(tmp_path / "out")
-    update_feed(feed_of(maxmind, sleeps), MemoryFeedStates(), sinks, dataset="d", progress=bar)
+    check_then_fetch(feed_of(maxmind, sleeps), feed_states, sinks, dataset="d", progress=bar)
     size = len(maxmind.editions[COUNTRY].archive)
     assert (bar.total, bar.done) == (size, size)
 
 
 def test_a_download_larger_than_the_cap_is_refused_before_its_body_is_read(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
     sinks = DirectorySinks(tmp_path / "out")
     limits = FetchLimits(max_download_bytes=100)
     with pytest.raises(FeedError, match=r"announces \d+ bytes, more than the feed's cap of 100") as error:
-        update_feed(feed_of(maxmind, sleeps), MemoryFeedStates(), sinks, dataset="d", limits=limits)
+        check_then_fetch(feed_of(maxmind, sleeps), feed_states, sinks, dataset="d", limits=limits)
     assert error.value.code == "FEED_DOWNLOAD_TOO_LARGE"
     assert files_in(tmp_path / "out") == []
 
 
 def test_an_unchanged_release_costs_the_metadata_request_and_nothing_else(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
-    feed, states = feed_of(maxmind, sleeps), MemoryFeedStates()
-    fetched_then_recorded(feed, states, tmp_path / "first")
+    feed = feed_of(maxmind, sleeps)
+    fetched_then_recorded(feed, feed_states, tmp_path / "first")
     # When the next scheduled run finds the same date and md5
-    again = rerun_unchanged(feed, states, tmp_path / "second", maxmind.api, maxmind.storage)
+    again = rerun_unchanged(feed, feed_states, tmp_path / "second", maxmind.api, maxmind.storage)
     # Then it says so, sent the metadata request alone, and downloaded nothing
     assert again.describe() == f"maxmind:{COUNTRY}: unchanged (release {DATE})"
     assert maxmind.api.paths() == ["/geoip/updates/metadata"]
@@ -140,25 +141,25 @@ def test_an_unchanged_release_costs_the_metadata_request_and_nothing_else(
 
 
 def test_a_release_the_vendor_replaced_is_fetched_again(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
-    feed, states = feed_of(maxmind, sleeps), MemoryFeedStates()
-    fetched_then_recorded(feed, states, tmp_path / "first")
+    feed = feed_of(maxmind, sleeps)
+    fetched_then_recorded(feed, feed_states, tmp_path / "first")
     # MaxMind publishes the next release
     newer = mmdb_bytes(COUNTRY, "release 2026-11-28")
     maxmind.editions[COUNTRY] = Edition(
         "2026-11-28", maxmind_tarball(COUNTRY, "2026-11-28", newer), md5_of(newer)
     )
-    second = update(feed, states, tmp_path / "second")
+    second = update(feed, feed_states, tmp_path / "second")
     assert isinstance(second, FetchedRelease)
     assert second.release.release_id == "2026-11-28"
     assert (tmp_path / "second" / f"{COUNTRY}.mmdb").read_bytes() == newer
 
 
 def test_a_csv_edition_brings_its_blocks_and_one_locations_file_checked_by_sha256(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
-    fetched = update(feed_of(maxmind, sleeps, "GeoLite2-City-CSV"), MemoryFeedStates(), tmp_path / "out")
+    fetched = update(feed_of(maxmind, sleeps, "GeoLite2-City-CSV"), feed_states, tmp_path / "out")
     assert isinstance(fetched, FetchedRelease)
     # The Blocks files are the sources and Locations-en is the file they join; the German one stays behind
     assert fetched.load_format == "geoip2-csv"
@@ -217,30 +218,34 @@ def arrange(case: str, fake: FakeMaxMind, sleeps: Sleeps) -> MaxMindFeed:
 
 
 @pytest.mark.parametrize("case", BAD_CASES)
-def test_every_bad_case_is_refused_with_its_code_leaves_no_file_and_never_shows_the_key(
-    case: str, maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_every_bad_case_is_refused_with_its_code_leaves_no_file_and_never_shows_the_key(  # noqa: PLR0917 - pytest passes fixtures by position
+    case: str,
+    maxmind: FakeMaxMind,
+    sleeps: Sleeps,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    feed_states: FeedStates,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     feed = arrange(case, maxmind, sleeps)
-    states = MemoryFeedStates()
     started = time.monotonic()
     with pytest.raises(FeedError) as error:
-        update(feed, states, tmp_path / "out")
+        update(feed, feed_states, tmp_path / "out")
     # A clear, stable refusal that names the feed, and no trace of the key anywhere
     assert_refused_cleanly(error, BAD_CASES[case], [LICENSE_KEY], caplog)
     assert f"maxmind:{feed.edition}" in str(error.value)
     # Nothing for a load: no file, not even a partial one, and no release remembered
     assert files_in(tmp_path / "out") == []
-    assert states.get(feed.name) is None
+    assert feed_states.get(feed.name) is None
     # Fast: the timeouts are short and the backoff never really sleeps
     assert time.monotonic() - started < 5
 
 
 def test_a_wrong_key_names_the_account_and_not_the_key(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
     with pytest.raises(FeedError) as error:
-        update(feed_of(maxmind, sleeps, key="wrong-key"), MemoryFeedStates(), tmp_path / "out")
+        update(feed_of(maxmind, sleeps, key="wrong-key"), feed_states, tmp_path / "out")
     assert f"MaxMind account {ACCOUNT_ID}" in str(error.value)
     assert "wrong-key" not in str(error.value)
     # A refusal is not retried: the key will not become right
@@ -248,11 +253,11 @@ def test_a_wrong_key_names_the_account_and_not_the_key(
 
 
 def test_429_with_retry_after_is_waited_out_and_then_answered(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
     # Given a rate limit on the metadata, then on the download
     maxmind.api.inject(Reply(429, headers={"Retry-After": "7"}))
-    fetched = update(feed_of(maxmind, sleeps), MemoryFeedStates(), tmp_path / "out")
+    fetched = update(feed_of(maxmind, sleeps), feed_states, tmp_path / "out")
     assert isinstance(fetched, FetchedRelease)
     # Then the client waited what the server asked, on the injected clock, and asked again
     assert sleeps.waits == [7.0]
@@ -260,18 +265,20 @@ def test_429_with_retry_after_is_waited_out_and_then_answered(
 
 
 def test_a_retry_after_longer_than_a_run_waits_fails_the_run_at_once(
-    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
 ) -> None:
     maxmind.api.inject(Reply(429, headers={"Retry-After": "86400"}))
     with pytest.raises(FeedError, match="asks to wait 86400 s") as error:
-        update(feed_of(maxmind, sleeps), MemoryFeedStates(), tmp_path / "out")
+        update(feed_of(maxmind, sleeps), feed_states, tmp_path / "out")
     assert error.value.code == "FEED_UNAVAILABLE"
     assert sleeps.waits == []
 
 
-def test_5xx_is_retried_with_growing_backoff(maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path) -> None:
+def test_5xx_is_retried_with_growing_backoff(
+    maxmind: FakeMaxMind, sleeps: Sleeps, tmp_path: Path, feed_states: FeedStates
+) -> None:
     maxmind.api.inject(Reply(500), Reply(502))
-    fetched = update(feed_of(maxmind, sleeps), MemoryFeedStates(), tmp_path / "out")
+    fetched = update(feed_of(maxmind, sleeps), feed_states, tmp_path / "out")
     assert isinstance(fetched, FetchedRelease)
     # 1 s then 2 s, at the jitter's middle (0.75 of each)
     assert sleeps.waits == [0.75, 1.5]

@@ -45,6 +45,7 @@ from ipmeta.shapes import geoip2_document as shapes
 from ipmeta_cli import main as cli
 from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from testing.tls import ServerCertificate
 from tests.client_servers import ClientServer, IpinfoClients, ipinfo_clients, serving_clients
 from tests.geoip2_databases import write_asn, write_city
@@ -88,7 +89,7 @@ def deployment(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
     folder = tmp_path_factory.mktemp("clients")
     settings = Settings("ipmeta-test-clients", dynalite_endpoint, 0.0)
     table = LoaderTable.from_settings(settings)
-    table.create_table_if_missing()
+    create_table_if_missing(table.client, table.table_name)
     city, asn = write_city(folder / "city.mmdb"), write_asn(folder / "asn.mmdb")
     (folder / "dbip-city-lite.csv").write_text(DBIP_CITY_LITE, encoding="utf-8")
     (folder / "dbip-asn-lite.csv").write_text(DBIP_ASN_LITE, encoding="utf-8")

@@ -163,7 +163,7 @@ def test_an_mmdb_loads_answers_as_the_reader_and_exports_back(
         for ip in PROBES:
             assert same_answer(exported.get(ip), original.get(ip)), ip
         description = exported.metadata().description["en"]
-    meta = store.get_version_meta(1)
+    meta = store.lookup.get_version_meta(1)
     assert meta is not None
     assert "v1" in description
     assert meta.sha256 in description
@@ -238,8 +238,8 @@ def test_bad_input_is_refused_and_the_active_dataset_keeps_serving(
     with pytest.raises(LoadError, match=message):
         driver.run_load(sources, options, store, LocalStaging(tmp_path / "bad"))
     # Then it leaves no trace, and the active version answers as before
-    assert store.read_active_version(consistent=True) == 1
-    assert [load.version for load in store.list_loads()] == [1]
+    assert store.lookup.read_active_version(consistent=True) == 1
+    assert [load.version for load in store.loads.list_all()] == [1]
     assert data_at(api_server, "1.0.0.1") == before
 
 

@@ -84,7 +84,7 @@ def test_the_state_machine_path_loads_and_activates(aws: Any, store: LoaderTable
     activated = handlers.activate({"load_id": prepared["load_id"]}, Context())
     assert activated["status"] == "activated"
     assert activated["report"]["items_written"] == 12
-    assert store.read_active_version(consistent=True) == prepared["version"]
+    assert store.lookup.read_active_version(consistent=True) == prepared["version"]
 
     again = handlers.start(execution, Context())  # type: ignore[arg-type]
     assert again["status"] == "unchanged"
@@ -97,10 +97,10 @@ def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: LoaderT
     error = {"Error": "States.TaskFailed", "Cause": "boom"}
     outcome = handlers.abort({"load_id": prepared["load_id"], "error": error}, Context())  # type: ignore[arg-type]
     assert outcome["aborted"] == prepared["load_id"]
-    load = store.get_load(prepared["version"])
+    load = store.loads.get(prepared["version"])
     assert load is not None
     assert load.status == LoadStatus.FAILED
-    assert store.read_lock() is None
+    assert store.lock.read() is None
     assert handlers.abort({"error": error}, Context())["aborted"] is None  # type: ignore[arg-type]
     # Still in its grace period: the scheduled cleanup visits the default dataset and deletes nothing
     [cleaned] = handlers.cleanup({}, Context())["datasets"]  # type: ignore[arg-type]
@@ -115,8 +115,8 @@ def test_refused_sources_are_discarded_not_failed(aws: Any, store: LoaderTable) 
     error = {"Error": "LoadRejected", "Cause": "bad.csv: line 2: start 1.0.0.9 is after end 1.0.0.1"}
     outcome = handlers.abort({"load_id": started["load_id"], "error": error}, Context())  # type: ignore[arg-type]
     assert outcome["discarded"] is True
-    assert store.list_loads() == []
-    assert store.read_lock() is None
+    assert store.loads.list_all() == []
+    assert store.lock.read() is None
 
 
 def test_unknown_options_are_refused() -> None:

@@ -23,6 +23,7 @@ from loader.pipeline.staged import REPORT
 from loader.pipeline.write import chunk_items, write_chunk
 from loader.records import LoadStatus
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS
+from loader.store.loads import Loads
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from tests.one_version import lookup_version
@@ -40,12 +41,12 @@ def csv_of(tmp_path: Path, name: str, label: str, rows: int = 6) -> Path:
 
 
 def label_at(store: LoaderTable, version: int, ip: str) -> str:
-    return str(lookup_version(store, version, parse_ip(ip)).data["name"])
+    return str(lookup_version(store.lookup, version, parse_ip(ip)).data["name"])
 
 
 def test_a_load_records_its_progress_and_report(store: LoaderTable, tmp_path: Path) -> None:
     result = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
-    load = store.get_load(result.version)
+    load = store.loads.get(result.version)
     assert load is not None
     assert load.status == LoadStatus.ACTIVATED
     assert sorted(load.done) == list(range(load.chunks))
@@ -70,9 +71,9 @@ def test_dry_run_validates_and_writes_nothing(store: LoaderTable, tmp_path: Path
     result = driver.run_load([FIXTURE], LoadOptions(dry_run=True), store, LocalStaging(tmp_path))
     assert result.status == "dry-run"
     assert result.report.rows_read == 10
-    assert store.read_active_version(consistent=True) is None
-    assert store.list_version_metas() == []
-    assert store.list_loads() == []
+    assert store.lookup.read_active_version(consistent=True) is None
+    assert store.lookup.list_version_metas() == []
+    assert store.loads.list_all() == []
 
 
 def test_a_bad_row_aborts_before_anything_is_written(store: LoaderTable, tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_a_bad_row_aborts_before_anything_is_written(store: LoaderTable, tmp_pat
     bad.write_text("start,end,name\n1.0.0.0,1.0.0.9,a\n1.0.0.9,1.0.0.1,b\n")
     with pytest.raises(LoadRejected, match=r"line 3: start 1\.0\.0\.9 is after end"):
         driver.run_load([bad], SMALL, store, LocalStaging(tmp_path))
-    assert store.list_loads() == []
+    assert store.loads.list_all() == []
     result = driver.run_load([bad], LoadOptions(max_errors=1), store, LocalStaging(tmp_path))
     assert result.report.rows_rejected == 1
     assert list(result.report.rejected) == ["bad.csv: line 3: start 1.0.0.9 is after end 1.0.0.1"]
@@ -91,7 +92,7 @@ def test_the_same_source_is_unchanged(store: LoaderTable, tmp_path: Path) -> Non
     again = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
     assert again.status == "unchanged"
     assert again.version == first.version
-    assert len(store.list_version_metas()) == 1
+    assert len(store.lookup.list_version_metas()) == 1
 
 
 def test_a_chunk_written_twice_counts_once(store: LoaderTable, tmp_path: Path) -> None:
@@ -102,7 +103,7 @@ def test_a_chunk_written_twice_counts_once(store: LoaderTable, tmp_path: Path) -
     second = write_chunk(prepared.load_id, 0, store, staging)
     assert first.items == in_chunk > 0
     assert second.items == 0
-    load = store.get_load(prepared.version)
+    load = store.loads.get(prepared.version)
     assert load is not None
     assert sorted(load.done) == [0]
     assert load.items_written == in_chunk
@@ -113,27 +114,27 @@ def test_chunks_whose_marks_were_lost_are_written_again_before_activation(
 ) -> None:
     # Given a store that acknowledges the first marks of chunks 1 and 2 but never applies them
     lost: set[int] = set()
-    mark = LoaderTable.mark_chunk_done
+    mark = Loads.mark_chunk_done
 
-    def losing_mark(table: LoaderTable, version: int, chunk: int, stats: dict[str, int], now: float) -> bool:
+    def losing_mark(loads: Loads, version: int, chunk: int, stats: dict[str, int], now: float) -> bool:
         if chunk in (1, 2) and chunk not in lost:
             lost.add(chunk)
             return True
-        return mark(table, version, chunk, stats, now)
+        return mark(loads, version, chunk, stats, now)
 
-    monkeypatch.setattr(LoaderTable, "mark_chunk_done", losing_mark)
+    monkeypatch.setattr(Loads, "mark_chunk_done", losing_mark)
     # When a load runs
     result = driver.run_load([FIXTURE], SMALL, store, LocalStaging(tmp_path))
     # Then the two unrecorded chunks are written again, said so, and the load activates counting each once
     assert lost == {1, 2}
     assert "2 chunks written but not recorded" in caplog.text
     assert result.status == LoadStatus.ACTIVATED
-    load = store.get_load(result.version)
+    load = store.loads.get(result.version)
     assert load is not None
     assert sorted(load.done) == list(range(load.chunks))
     assert result.report.items_written == result.items == 12
     for ip, organization in (("1.0.0.1", "Cloudflare, Inc."), ("2001:200::1", "WIDE Project")):
-        assert lookup_version(store, result.version, parse_ip(ip)).data["organization"] == organization
+        assert lookup_version(store.lookup, result.version, parse_ip(ip)).data["organization"] == organization
 
 
 def test_running_the_same_source_again_resumes_the_unfinished_load(
@@ -149,7 +150,7 @@ def test_running_the_same_source_again_resumes_the_unfinished_load(
     assert result.load_id == prepared.load_id
     assert result.write["items"] == prepared.items - written
     assert result.report.items_written == prepared.items
-    assert store.read_active_version(consistent=True) == prepared.version
+    assert store.lookup.read_active_version(consistent=True) == prepared.version
 
 
 def test_resume_by_load_id_skips_finished_chunks(store: LoaderTable, tmp_path: Path) -> None:
@@ -171,7 +172,7 @@ def test_the_lock_admits_one_load_until_its_lease_expires(store: LoaderTable, tm
     # A crashed load blocks the next one only for its lease.
     later = 1000.0 + DEFAULT_LOCK_LEASE_SECONDS + 1
     second = prepare([csv_of(tmp_path, "b.csv", "b")], SMALL, store, staging, now=later)
-    lock = store.read_lock()
+    lock = store.lock.read()
     assert lock is not None
     assert lock.owner == second.load_id
 
@@ -190,8 +191,8 @@ def test_the_load_that_activates_second_gets_a_clear_error(store: LoaderTable, t
     # Then it loses, says why, and the winner keeps serving
     assert f"load {slow.load_id} lost activation" in caught.value.message
     assert f"{fast.load_id} is active now" in caught.value.message
-    assert store.read_active_version(consistent=True) == fast.version
-    slow_load = store.get_load(slow.version)
+    assert store.lookup.read_active_version(consistent=True) == fast.version
+    slow_load = store.loads.get(slow.version)
     assert slow_load is not None
     assert slow_load.status == LoadStatus.FAILED
 
@@ -209,20 +210,20 @@ def test_retention_rollback_and_cleanup(store: LoaderTable, tmp_path: Path) -> N
     # Within the grace period nothing is deleted: a container may still read v1 from its cache.
     assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
     assert retention.cleanup(store, staging)["deleted"] == []
-    retired = store.get_version_meta(v2)
+    retired = store.lookup.get_version_meta(v2)
     assert retired is not None
     later = (retired.retired_at or 0) + DEFAULT_CLEANUP_GRACE_SECONDS + 1
     outcome = retention.cleanup(store, staging, retention=1, now=later)
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{v1}"]
     assert outcome["deleted"][0]["items_deleted"] == 6
-    assert store.count_partition(keys.key_space().partition_key(v1, 4, 1)) == 0
-    assert store.count_partition(keys.key_space().partition_key(v2, 4, 1)) == 1
+    assert store.partitions.count(keys.key_space().partition_key(v1, 4, 1)) == 0
+    assert store.partitions.count(keys.key_space().partition_key(v2, 4, 1)) == 1
     assert [row["version"] for row in retention.list_versions(store)] == [f"v{v3}", f"v{v2}"]
 
     # Rollback switches back to the retained version at once.
     assert label_at(store, v3, "1.1.0.1") == "three"
     assert retention.rollback(store) == {"dataset": "default", "active": f"v{v2}", "previous": f"v{v3}"}
-    assert store.read_active_version(consistent=True) == v2
+    assert store.lookup.read_active_version(consistent=True) == v2
     assert label_at(store, v2, "1.1.0.1") == "two"
     with pytest.raises(VersionNotFound, match=f"v{v1} is deleted"):
         retention.rollback(store, v1)
@@ -233,7 +234,7 @@ def test_cleanup_deletes_a_failed_loads_partial_version(store: LoaderTable, tmp_
     prepared = prepare([FIXTURE], SMALL, store, staging, now=1000.0)
     written = write_chunk(prepared.load_id, 0, store, staging).items
     fail(prepared.load_id, "States.TaskFailed", store, now=1000.0)
-    assert store.read_lock() is None
+    assert store.lock.read() is None
     outcome = retention.cleanup(store, staging, now=1000.0 + DEFAULT_CLEANUP_GRACE_SECONDS + 1)
     assert outcome["deleted"] == [
         {"version": prepared.load_id, "reason": "failed load", "items_deleted": written}
@@ -282,8 +283,8 @@ def test_an_abort_after_activation_leaves_the_live_version_serving(
     """A Catch after Activate (e.g. a failed change event) must not fail a version that is live."""
     result = driver.run_load([csv_of(tmp_path, "a.csv", "A")], SMALL, store, LocalStaging(tmp_path))
     fail(result.load_id, "the change event was not delivered", store)
-    assert store.read_active_version(consistent=True) == result.version
-    meta = store.get_version_meta(result.version)
+    assert store.lookup.read_active_version(consistent=True) == result.version
+    meta = store.lookup.get_version_meta(result.version)
     assert meta is not None
     assert meta.status == "active"
     assert label_at(store, result.version, "1.1.0.1") == "A"
@@ -297,15 +298,15 @@ def test_a_retried_activation_after_the_pointer_switched_completes(
     prepared = prepare([csv_of(tmp_path, "a.csv", "A")], SMALL, store, staging)
     for index in range(prepared.chunks):
         write_chunk(prepared.load_id, index, store, staging)
-    store.activate_version(prepared.version, expected_current=None)  # the first attempt's write, then death
+    store.versions.activate(prepared.version, expected_current=None)  # the first attempt's write, then death
 
     outcome = activate(prepared.load_id, store, staging)
 
     assert outcome.status == LoadStatus.ACTIVATED
-    meta = store.get_version_meta(prepared.version)
+    meta = store.lookup.get_version_meta(prepared.version)
     assert meta is not None
     assert meta.status == "active"
-    assert store.read_active_version(consistent=True) == prepared.version
+    assert store.lookup.read_active_version(consistent=True) == prepared.version
 
 
 def test_a_prepare_that_breaks_frees_the_lock_for_the_next_load(store: LoaderTable, tmp_path: Path) -> None:

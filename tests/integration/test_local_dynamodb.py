@@ -13,6 +13,7 @@ import struct
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.dynalite import Dynalite
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 
 def send_half_a_request_and_vanish(port: int, *, reset: bool) -> None:
@@ -36,10 +37,10 @@ def test_a_request_aborted_mid_body_leaves_the_local_dynamodb_serving() -> None:
         store = LoaderTable.from_settings(
             Settings(table_name="survivor", dynamodb_endpoint=endpoint, pointer_cache_seconds=0.0)
         )
-        store.create_table_if_missing()
+        create_table_if_missing(store.client, store.table_name)
         for reset in (False, True, False):
             send_half_a_request_and_vanish(local.port, reset=reset)
             # The next client is answered, by the same process
-            assert store.read_active_version(consistent=True) is None
+            assert store.lookup.read_active_version(consistent=True) is None
         assert local.process is not None
         assert local.process.poll() is None

@@ -26,6 +26,7 @@ from loader.pipeline import driver
 from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from testing.asn_reverse import HOTTEST, Row, expected_ranges, overlaps, pick_values, read_rows
 from testing.in_process_api import list_all
 from testing.index_scan import scan_index
@@ -52,11 +53,11 @@ def asn_subset(
         table_name="ipmeta-reverse-asn", dynamodb_endpoint=dynalite_endpoint, pointer_cache_seconds=0
     )
     store = LoaderTable.from_settings(settings)
-    store.create_table_if_missing()
+    create_table_if_missing(store.client, store.table_name)
     options = LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
     result = driver.run_load([path], options, store, LocalStaging(folder / "staging"))
     assert result.status == LoadStatus.ACTIVATED
-    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
+    dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
     yield [row for row in rows if row.position in wanted], store
     dependencies.install(None)
 
@@ -65,7 +66,7 @@ def test_twenty_asns_page_to_exactly_their_csv_ranges(asn_subset: tuple[list[Row
     rows, store = asn_subset
     overlapping = overlaps(rows)
     values = pick_values(read_rows())
-    meta = store.get_version_meta(store.read_active_version() or 0)
+    meta = store.lookup.get_version_meta(store.lookup.read_active_version() or 0)
     assert meta is not None
     assert meta.value_index is not None
     assert meta.value_index.own_shards is not None
@@ -85,7 +86,7 @@ def test_twenty_asns_page_to_exactly_their_csv_ranges(asn_subset: tuple[list[Row
 def test_every_index_key_is_within_twice_the_mean_key(asn_subset: tuple[list[Row], LoaderTable]) -> None:
     _, store = asn_subset
     # Given the index itself, read key by key (not through the API)
-    entries = list(scan_index(store, keys.RANGES_BY_VALUE))
+    entries = list(scan_index(store.lookup, keys.RANGES_BY_VALUE))
     per_key = Counter(entry[keys.GSI1_PARTITION_KEY] for entry in entries)
     per_value = Counter(entry[keys.ATTR_DATA]["asn"] for entry in entries)
     # Then the largest key, shard or pack, holds at most twice the mean key

@@ -105,7 +105,7 @@ def synthetic(tmp_path: Path, store: LoaderTable) -> Iterator[tuple[list[list[st
     assert result.status == LoadStatus.ACTIVATED
     from ipmeta.api.handler import handler
 
-    dependencies.install(dependencies.Dependencies(store=store, pointer_cache_seconds=0.0))
+    dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
     server = LocalApiServer("127.0.0.1", 0, handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -136,7 +136,7 @@ def test_hot_value_is_sharded_and_unknown_value_is_empty(
     synthetic: tuple[list[list[str]], LocalApiServer], store: LoaderTable
 ) -> None:
     _, server = synthetic
-    meta = store.get_version_meta(store.read_active_version() or 0)
+    meta = store.lookup.get_version_meta(store.lookup.read_active_version() or 0)
     assert meta is not None
     assert meta.value_index is not None
     assert meta.value_index.own_shards is not None
@@ -162,7 +162,7 @@ def test_flagged_lists_exactly_the_flagged_rows_and_the_index_holds_nothing_else
     ranges, _ = all_pages(server, "/v1/flagged", limit=9)
     assert as_pairs(ranges) == [(row[0], row[1]) for row in flagged]
     # The index itself: only flagged ranges have keys in it, each once
-    entries = list(scan_index(store, keys.FLAGGED))
+    entries = list(scan_index(store.lookup, keys.FLAGGED))
     assert sorted((entry["start"], entry["end"]) for entry in entries) == sorted(
         (row[0], row[1]) for row in flagged
     )
@@ -229,8 +229,8 @@ def test_a_version_loaded_without_indexes_says_so(
     assert (status, body["code"]) == (400, "FIELD_NOT_INDEXED")
     status, body = get(api_server, "/v1/flagged")
     assert (status, body["code"]) == (404, "FLAGS_NOT_INDEXED")
-    assert not list(scan_index(store, keys.RANGES_BY_VALUE))
-    assert not list(scan_index(store, keys.FLAGGED))
+    assert not list(scan_index(store.lookup, keys.RANGES_BY_VALUE))
+    assert not list(scan_index(store.lookup, keys.FLAGGED))
 
 
 def test_text_is_matched_verbatim_and_blank_or_oversized_cells_index_nothing(
@@ -260,9 +260,9 @@ def test_text_is_matched_verbatim_and_blank_or_oversized_cells_index_nothing(
     assert get(api_server, "/v1/ranges", field="org", value="   ")[1]["code"] == "VALUE_MISSING"
     assert get(api_server, "/v1/ranges", field="org", value=long_value)[1]["code"] == "VALUE_INVALID"
     # The indexes themselves: no entry for a blank or oversized value, no flag for a blank rule
-    by_value = sorted(entry["start"] for entry in scan_index(store, keys.RANGES_BY_VALUE))
+    by_value = sorted(entry["start"] for entry in scan_index(store.lookup, keys.RANGES_BY_VALUE))
     assert by_value == ["1.0.0.0", "1.0.1.0"]
-    assert [entry["start"] for entry in scan_index(store, keys.FLAGGED)] == ["1.0.1.0"]
+    assert [entry["start"] for entry in scan_index(store.lookup, keys.FLAGGED)] == ["1.0.1.0"]
     assert [entry["start"] for entry in get(api_server, "/v1/flagged")[1]["ranges"]] == ["1.0.1.0"]
 
     # Negative integers in a Number column, and a token used with ?version= spelled another way

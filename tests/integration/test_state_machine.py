@@ -249,10 +249,10 @@ def test_a_load_runs_through_every_state_and_a_second_run_is_unchanged(
     table = LoaderTable.from_settings(table_environment)
     first = machine.run(localize(machine.definition), EXECUTION)
     assert first["status"] == "SUCCEEDED", first
-    version = table.read_active_version(consistent=True)
+    version = table.lookup.read_active_version(consistent=True)
     assert version is not None
     assert version == first["output"]["version"]
-    load = table.get_load(version)
+    load = table.loads.get(version)
     assert load is not None
     assert (load.status, load.items_written, len(load.done)) == (LoadStatus.ACTIVATED, 12, load.chunks)
     assert load.chunks > 1
@@ -261,7 +261,7 @@ def test_a_load_runs_through_every_state_and_a_second_run_is_unchanged(
     again = machine.run(localize(machine.definition), EXECUTION)
     assert again["status"] == "SUCCEEDED", again
     assert again["output"]["status"] == "unchanged"
-    assert table.read_active_version(consistent=True) == version
+    assert table.lookup.read_active_version(consistent=True) == version
 
 
 def test_throttled_chunks_are_retried_and_every_item_is_written_once(
@@ -272,7 +272,7 @@ def test_throttled_chunks_are_retried_and_every_item_is_written_once(
     assert result["status"] == "SUCCEEDED", result
     retried = [event for event in result["events"] if event["type"] == "StateRetried"]
     assert [event["state"] for event in retried] == ["WriteChunk"] * 3
-    load = LoaderTable.from_settings(table_environment).get_load(result["output"]["version"])
+    load = LoaderTable.from_settings(table_environment).loads.get(result["output"]["version"])
     assert load is not None
     assert (load.status, load.items_written) == (LoadStatus.ACTIVATED, 12)
 
@@ -291,10 +291,10 @@ def test_a_failing_chunk_aborts_the_load_and_frees_the_lock(
     assert ("StateFailed", "LoadFailed") in kinds
     assert machine.endpoint.faults.calls.get("abort") == 1
     table = LoaderTable.from_settings(table_environment)
-    [load] = table.list_loads()
+    [load] = table.loads.list_all()
     assert load.status == LoadStatus.FAILED
-    assert table.read_lock() is None
-    assert table.read_active_version(consistent=True) is None
+    assert table.lock.read() is None
+    assert table.lookup.read_active_version(consistent=True) is None
 
 
 def test_the_write_child_workflow_runs_alone_with_a_batch_and_retries(
@@ -317,7 +317,7 @@ def test_the_write_child_workflow_runs_alone_with_a_batch_and_retries(
     # Then it succeeds after one retry, and those chunks are done
     assert result["status"] == "SUCCEEDED", result
     assert [event["state"] for event in result["events"] if event["type"] == "StateRetried"] == ["WriteChunk"]
-    load = LoaderTable.from_settings(table_environment).get_load(started["version"])
+    load = LoaderTable.from_settings(table_environment).loads.get(started["version"])
     assert load is not None
     assert sorted(load.done) == list(range(min(CHUNKS_PER_CHILD, len(chunks))))
 
@@ -335,13 +335,13 @@ def test_the_input_names_the_dataset_and_each_dataset_loads_and_activates_apart(
     assert city["output"]["load_id"] == f"city.v{city['output']['version']}"
     assert city["output"]["activation"]["status"] == "activated"
     city_table = table.for_dataset("city")
-    assert city_table.read_active_version(consistent=True) == city["output"]["version"]
-    load = city_table.get_load(city["output"]["version"])
+    assert city_table.lookup.read_active_version(consistent=True) == city["output"]["version"]
+    load = city_table.loads.get(city["output"]["version"])
     assert load is not None
     assert (load.status, load.items_written) == (LoadStatus.ACTIVATED, 12)
     # And the default dataset's version is untouched; the same sources are not "unchanged" across datasets
-    assert table.read_active_version(consistent=True) == default["output"]["version"]
-    assert sorted(table.read_dataset_names(consistent=True)) == ["city", "default"]
+    assert table.lookup.read_active_version(consistent=True) == default["output"]["version"]
+    assert sorted(table.lookup.read_dataset_names(consistent=True)) == ["city", "default"]
     # Cleanup after city's activation visits city only
     assert city["output"]["cleanup"]["datasets"][0]["dataset"] == "city"
     assert len(city["output"]["cleanup"]["datasets"]) == 1
@@ -366,19 +366,19 @@ def test_a_reload_runs_as_a_delta_end_to_end_and_a_large_change_is_written_full(
     # A small change: the diff runs in ResolvePartitions, the delta's items go through WriteChunks
     small = machine.run(localize(machine.definition), _release(machine.endpoint.s3, "in/r2.csv", 6))
     assert small["status"] == "SUCCEEDED", small
-    meta = table.get_version_meta(small["output"]["version"])
+    meta = table.lookup.get_version_meta(small["output"]["version"])
     assert meta is not None
     assert meta.base == first["output"]["version"]
-    load = table.get_load(meta.version)
+    load = table.loads.get(meta.version)
     assert load is not None
     assert load.items_written == meta.items < 300 * 0.25
-    assert table.read_active_versions([table.dataset])[table.dataset] == ActiveVersion(
+    assert table.lookup.read_active_versions([table.dataset])[table.dataset] == ActiveVersion(
         meta.version, meta.base
     )
     # A large change crosses the threshold: compacted into a full version
     large = machine.run(localize(machine.definition), _release(machine.endpoint.s3, "in/r3.csv", 200))
     assert large["status"] == "SUCCEEDED", large
-    full = table.get_version_meta(large["output"]["version"])
+    full = table.lookup.get_version_meta(large["output"]["version"])
     assert full is not None
     assert (full.base, full.items) == (0, 300)
     assert large["output"]["activation"]["report"]["delta"]["written_as"] == "full"

@@ -18,7 +18,6 @@ import pytest
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
 from loader.feeds.dbip import month_of, utc_today
-from loader.pipeline.fetch import TableFeedStates
 from loader.store.table import LoaderTable
 from tests.fakes.releases import Entry, gzipped, maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
 from tests.fakes.vendors import Edition, FakeMaxMind, FakeServer, Reply, dbip_route, ipinfo_route, serving
@@ -68,7 +67,7 @@ class Cli:
         return captured.out, captured.err
 
     def active(self, dataset: str) -> int | None:
-        return self.store.for_dataset(dataset).read_active_version(consistent=True)
+        return self.store.for_dataset(dataset).lookup.read_active_version(consistent=True)
 
 
 @pytest.fixture
@@ -126,7 +125,7 @@ def test_a_new_release_is_loaded_as_the_next_version(maxmind: FakeMaxMind, cli: 
     maxmind.editions["GeoLite2-Country"] = edition("GeoLite2-Country", "2026-11-27")
     assert cli.update("--config", str(conf)) == 0
     assert cli.active("geolite2-country") == 2
-    state = TableFeedStates(cli.store.for_dataset("geolite2-country")).get("maxmind:GeoLite2-Country")
+    state = cli.store.for_dataset("geolite2-country").feed_states.get("maxmind:GeoLite2-Country")
     assert state is not None
     assert state.release_id == "2026-11-27"
 
@@ -185,9 +184,9 @@ def test_a_bad_release_loads_nothing_and_the_previous_version_keeps_serving(
     assert out.splitlines() == ["maxmind:GeoLite2-ASN: unchanged (release 2026-11-24)"]
     # And nothing was loaded or remembered: version 1 serves, from the files it was loaded from
     country = cli.store.for_dataset("geolite2-country")
-    assert [meta.version for meta in country.list_version_metas()] == [1]
+    assert [meta.version for meta in country.lookup.list_version_metas()] == [1]
     assert cli.active("geolite2-country") == 1
-    state = TableFeedStates(country).get("maxmind:GeoLite2-Country")
+    state = country.feed_states.get("maxmind:GeoLite2-Country")
     assert state is not None
     assert state.release_id == DATE
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
@@ -301,7 +300,7 @@ def test_a_csv_edition_loads_its_blocks_and_locations_as_one_version(tmp_path: P
         assert cli.update("--config", str(conf)) == 0
     # Both Blocks files and the English Locations file, one version
     assert cli.active("geolite2-city-csv") == 1
-    [load] = cli.store.for_dataset("geolite2-city-csv").list_loads()
+    [load] = cli.store.for_dataset("geolite2-city-csv").loads.list_all()
     assert [Path(source).name for source in load.sources] == [
         "GeoLite2-City-Blocks-IPv4.csv",
         "GeoLite2-City-Blocks-IPv6.csv",

@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from loader.errors import WritesThrottled
-from loader.store.table import MAX_BATCH_ATTEMPTS, LoaderTable, WriteStats
+from loader.store.batch_writes import MAX_BATCH_ATTEMPTS, BatchWriter, WriteStats
 
 ITEMS = [{"pk": "v1#4#1", "sk": n, "start": "1.0.0.0", "end": "1.0.0.255", "data": {}} for n in range(3)]
 
@@ -38,14 +38,14 @@ def throttled(sdk_retries: int) -> ClientError:
     return ClientError(response, "BatchWriteItem")
 
 
-def store_with(client: ScriptedClient) -> LoaderTable:
-    return LoaderTable(client, "t", sleep=lambda _: None)  # type: ignore[arg-type]
+def writer_with(client: ScriptedClient) -> BatchWriter:
+    return BatchWriter(client, "t", sleep=lambda _: None)  # type: ignore[arg-type]
 
 
 def test_retries_inside_botocore_are_counted() -> None:
     client = ScriptedClient(throttled(2), {"UnprocessedItems": {}, "ResponseMetadata": {"RetryAttempts": 1}})
     stats = WriteStats()
-    store_with(client).batch_write(ITEMS, stats)
+    writer_with(client).put(ITEMS, stats)
     assert client.calls == 2
     assert stats.items == 3
     # 2 botocore retries before the first error, our own retry, 1 botocore retry on the success
@@ -56,13 +56,13 @@ def test_retries_inside_botocore_are_counted() -> None:
 def test_a_batch_left_unprocessed_gives_up_after_the_attempt_limit() -> None:
     client = ScriptedClient("unprocessed")
     with pytest.raises(WritesThrottled):
-        store_with(client).batch_write(ITEMS)
+        writer_with(client).put(ITEMS)
     assert client.calls == MAX_BATCH_ATTEMPTS
 
 
 def test_a_throttle_that_never_ends_surfaces_dynamodbs_own_error() -> None:
     client = ScriptedClient(throttled(0))
     with pytest.raises(ClientError) as raised:
-        store_with(client).batch_write(ITEMS)
+        writer_with(client).put(ITEMS)
     assert raised.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
     assert client.calls == MAX_BATCH_ATTEMPTS

@@ -28,6 +28,7 @@ from loader.errors import LoadNotFound
 from loader.export.version_ranges import iter_version_ranges
 from loader.records import Manifest
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 
 VERSION = 3
 
@@ -75,16 +76,16 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoaderTable]:
     monkeypatch.delenv(ENV_DYNAMODB_ENDPOINT, raising=False)
     with mock_aws():
         store = LoaderTable(boto3.client("dynamodb", region_name="us-east-1"), "ipmeta-test")
-        store.create_table_if_missing()
+        create_table_if_missing(store.client, store.table_name)
         items = list(stored_items())
         for first in range(0, len(items), 25):
-            store.batch_write(items[first : first + 25])
+            store.writer.put(items[first : first + 25])
         partitions = {str(item[keys.PARTITION_KEY]) for item in items}
         # Manifest order is not address order: buckets 14 and 2 before 1, IPv6 first
         manifest = dict.fromkeys(sorted(partitions, reverse=True), 1)
-        manifest[keys.key_space().covers_partition_key(VERSION)] = store.put_covers(VERSION, [COVER])
-        store.put_manifest(VERSION, Manifest(manifest))
-        store.put_version_meta(
+        manifest[keys.key_space().covers_partition_key(VERSION)] = store.covers.put(VERSION, [COVER])
+        store.manifests.put(VERSION, Manifest(manifest))
+        store.versions.put_meta(
             VersionMeta(
                 version=VERSION,
                 status=VersionStatus.ACTIVE,
@@ -95,13 +96,13 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoaderTable]:
                 covers=1,
             )
         )
-        store.activate_version(VERSION, expected_current=None)
+        store.versions.activate(VERSION, expected_current=None)
         yield store
 
 
 def test_a_version_reads_back_in_order_each_range_once_covers_merged(table: LoaderTable) -> None:
     # Given the table has the cover's head item and the cover list, and a range split at a /8 edge
-    covers = table.read_covers(VERSION)
+    covers = table.lookup.read_covers(VERSION)
     # When the version is read back
     ranges = list(iter_version_ranges(table, VERSION, covers))
     # Then every range comes once, in (family, start) order, with its exact data

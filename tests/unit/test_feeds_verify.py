@@ -10,12 +10,12 @@ import pytest
 
 from loader.feeds.archives import ArchiveLayout, Extraction, FileRole, Member, extract_tar_gz, extract_zip
 from loader.feeds.errors import DownloadRejected, FeedError
-from loader.feeds.feed import FeedState, Release, conditional_headers
+from loader.feeds.feed import Release, conditional_headers
 from loader.feeds.fetch import FeedCheck
 from loader.feeds.http_client import display_url, retry_after_seconds
-from loader.feeds.state import JsonFileFeedStates
 from loader.feeds.verify import Checksum, DirectorySinks, GzipCheck
 from loader.formats import FORMATS
+from loader.records import FeedState
 from tests.fakes.releases import Entry, maxmind_tarball, tar_gz, zip_bytes
 
 FOLDER = "GeoLite2-ASN_20261124"
@@ -188,16 +188,6 @@ def test_a_release_is_the_one_loaded_when_its_id_and_checksum_or_etag_agree() ->
         FeedCheck(month, None).describe()
         == "dbip:city-lite: would fetch dbip:city-lite release 2026-11; none loaded yet"
     )
-
-
-def test_feed_states_survive_in_a_json_file(tmp_path: Path) -> None:
-    states = JsonFileFeedStates(tmp_path / "feeds.json")
-    assert states.get("maxmind:X") is None
-    state = FeedState("maxmind:X", "2026-11-24", "md5:abc", None, None, "2026-11-25T03:00:00+00:00")
-    states.put(state)
-    states.put(FeedState("dbip:city-lite", "2026-11", etag='"e"'))
-    assert JsonFileFeedStates(tmp_path / "feeds.json").get("maxmind:X") == state
-    assert [p.name for p in tmp_path.iterdir()] == ["feeds.json"]
 
 
 def test_every_load_format_a_feed_names_is_one_the_loader_reads() -> None:

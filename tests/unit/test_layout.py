@@ -6,10 +6,10 @@ data access, boto3 outside the data-access modules, an import against the
 direction of the loader's parts (``loader/__init__.py``) or of the lookup's
 packages (``lambdas/ipmeta/__init__.py``), a module name twice in the lookup
 package, a product definition that only tests or benchmarks use, a function
-over 60 lines, work that only some routes need back on the lookup's cold start,
-or test code where it does not belong: the product importing ``tests``,
-``bench`` or ``testing``, the benchmarks importing ``tests``, or ``testing``
-importing either.
+over 60 lines, a class of the loader's data access over 20 methods, work that
+only some routes need back on the lookup's cold start, or test code where it
+does not belong: the product importing ``tests``, ``bench`` or ``testing``, the
+benchmarks importing ``tests``, or ``testing`` importing either.
 """
 
 from __future__ import annotations
@@ -49,12 +49,19 @@ WRITE_OPERATIONS = frozenset(
 BOTO3_MODULES = frozenset(
     {
         "lambdas/ipmeta/store/dynamodb.py",
-        "loader/store/table.py",
+        "loader/store/dataset_items.py",
+        "loader/store/batch_writes.py",
+        "loader/store/versions.py",
+        "loader/store/loads.py",
+        "loader/store/load_lock.py",
+        "loader/store/table_creation.py",
         "loader/store/s3.py",
         "loader/store/events.py",
     }
 )
 MAX_FUNCTION_LINES = 60
+#: One small class per concern of the loader's data access, never one class that serves them all.
+MAX_STORE_CLASS_METHODS = 20
 #: The loader's packages, by role; its top-level modules are the vocabulary they share.
 LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds")
 #: What each part of the loader may import from the loader besides itself. ``errors``
@@ -246,6 +253,33 @@ def test_no_lookup_module_imports_the_loader_or_writes_to_the_table(path: Path) 
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }
     assert not called & WRITE_OPERATIONS
+
+
+def crowded_classes(tree: ast.Module) -> list[tuple[str, int]]:
+    """Each class of ``tree`` with more than ``MAX_STORE_CLASS_METHODS`` methods, and its count."""
+    counts = [
+        (node.name, sum(isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) for item in node.body))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    ]
+    return [(name, count) for name, count in counts if count > MAX_STORE_CLASS_METHODS]
+
+
+def test_no_class_in_the_loaders_store_has_more_than_twenty_methods() -> None:
+    crowded = {
+        str(path.relative_to(ROOT)): found
+        for path in python_files("loader/store")
+        if (found := crowded_classes(tree_of(path)))
+    }
+    assert crowded == {}
+
+
+def test_the_method_count_rule_catches_a_class_that_serves_every_concern() -> None:
+    # A class of 21 methods (properties and class methods count too) is refused; one of 20 is not.
+    methods = "".join(f"    def method_{number}(self) -> None: ...\n" for number in range(20))
+    assert crowded_classes(ast.parse(f"class Table:\n{methods}")) == []
+    extra = "    @property\n    def one_more(self) -> int: ...\n"
+    assert crowded_classes(ast.parse(f"class Table:\n{methods}{extra}")) == [("Table", 21)]
 
 
 def test_boto3_is_imported_only_by_the_data_access_modules() -> None:

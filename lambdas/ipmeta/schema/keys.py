@@ -14,7 +14,7 @@ active-version pointer      ``{d}meta#pointer``                 0
 version metadata            ``{d}meta#versions``                version number
 version counter             ``{d}meta#version-counter``         0
 cover list of a version     ``{d}meta#covers#v{version}``       page number
-loader bookkeeping          ``{d}meta#loads``, ...              (``loader.store.table``)
+loader bookkeeping          ``{d}meta#loads``, ...              (``loader.store``)
 the dataset's vendor feed   ``{d}meta#feed``                    0
 the datasets' names         ``meta#datasets``                   0 (one item for the table)
 ==========================  ==================================  ===========================

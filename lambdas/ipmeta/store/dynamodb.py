@@ -2,7 +2,7 @@
 
 It speaks the key schema of ``ipmeta.schema.keys`` and returns typed records
 (``ipmeta.schema.records``). Everything that writes (loads, the lock, the pointer
-switch) is the loader's, in ``loader.store.table``, which extends this class.
+switch) is the loader's, in ``loader.store`` (one class per concern); it reads through this one.
 """
 
 from __future__ import annotations

@@ -1,0 +1,119 @@
+"""A dataset's versions: the pointer lookups follow, the version counter, each version's metadata.
+
+Also the table's list of datasets (``keys.DATASETS_PK``): which ones a load
+started (cleanup visits them) and which ones serve (lookups fan out to them).
+The reads of the pointer and of version metadata are the lookup's own
+(``ipmeta.store.dynamodb.Store``, ``LoaderTable.lookup``); these are the writes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from ipmeta.schema import keys
+from ipmeta.schema.records import VersionMeta, VersionStatus
+from ipmeta.store.dynamodb import item_key, serialize_item
+from loader.errors import ActivationConflict
+from loader.store.dataset_items import DatasetItems, condition_failed
+
+#: The attribute that records when a version entered each status.
+_STATUS_TIMES: Final[Mapping[VersionStatus, str]] = {
+    VersionStatus.ACTIVE: "activated_at",
+    VersionStatus.RETIRED: "retired_at",
+    VersionStatus.FAILED: "failed_at",
+    VersionStatus.DELETED: "deleted_at",
+}
+
+
+class Versions(DatasetItems):
+    """The pointer switch, new version numbers, version metadata and the list of datasets."""
+
+    def activate(self, version: int, *, expected_current: int | None, base: int = 0) -> None:
+        """Point lookups at ``version``, only if the pointer still names ``expected_current``.
+
+        A delta's ``base`` is on the pointer too, so a lookup learns both from the one read.
+        """
+        pointer = {
+            keys.PARTITION_KEY: self.space.pointer,
+            keys.SORT_KEY: keys.META_SORT_KEY,
+            "version": version,
+            "previous": expected_current if expected_current is not None else 0,
+            "activated_at": int(time.time()),
+        }
+        if base:
+            pointer["base"] = base
+        if expected_current is None:
+            condition: dict[str, Any] = {
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY},
+            }
+        else:
+            condition = {
+                "ConditionExpression": "#version = :expected",
+                "ExpressionAttributeNames": {"#version": "version"},
+                "ExpressionAttributeValues": {":expected": {"N": str(expected_current)}},
+            }
+        try:
+            self.client.put_item(TableName=self.table_name, Item=serialize_item(pointer), **condition)
+        except ClientError as error:
+            if condition_failed(error):
+                raise ActivationConflict(
+                    f"the active version changed since this load started (expected "
+                    f"{keys.format_version(expected_current) if expected_current else 'none'}); "
+                    "another load activated first"
+                ) from error
+            raise
+
+    def allocate(self) -> int:
+        """A new, never-used version number (atomic counter)."""
+        response = self.client.update_item(
+            TableName=self.table_name,
+            Key=item_key(self.space.version_counter, keys.META_SORT_KEY),
+            UpdateExpression="ADD #n :one",
+            ExpressionAttributeNames={"#n": "last"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(response["Attributes"]["last"]["N"])
+
+    def register_dataset(self, *, serving: bool) -> None:
+        """Name this dataset in the table's list: as started (cleanup visits it) or serving (lookups read it).
+
+        A table may already serve ``default`` (written before datasets existed, or
+        loaded without ``--dataset``): while it is active, every activation names
+        it too, so the first named dataset does not hide it.
+        """
+        names = {self.space.dataset}
+        if serving and self.space.dataset != keys.DEFAULT_DATASET:
+            default_pointer = keys.key_space(keys.DEFAULT_DATASET).pointer
+            if self._get(default_pointer, keys.META_SORT_KEY) is not None:
+                names.add(keys.DEFAULT_DATASET)
+        attribute = keys.SERVING_DATASETS if serving else keys.STARTED_DATASETS
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=item_key(keys.DATASETS_PK, keys.META_SORT_KEY),
+            UpdateExpression="ADD #names :names",
+            ExpressionAttributeNames={"#names": attribute},
+            ExpressionAttributeValues={":names": {"SS": sorted(names)}},
+        )
+
+    def started_datasets(self) -> list[str]:
+        """Every dataset a load ever started, sorted (``default`` always): what cleanup visits."""
+        item = self._get(keys.DATASETS_PK, keys.META_SORT_KEY) or {}
+        started = (*item.get(keys.STARTED_DATASETS, []), *item.get(keys.SERVING_DATASETS, []))
+        return sorted({keys.DEFAULT_DATASET, *started})
+
+    def put_meta(self, meta: VersionMeta) -> None:
+        item = {**meta.to_item(), keys.PARTITION_KEY: self.space.versions, keys.SORT_KEY: meta.version}
+        self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
+
+    def set_status(self, version: int, status: VersionStatus, at: int) -> None:
+        """A version's new status, stamped with when it changed (``activated_at``, ``retired_at``...)."""
+        fields: dict[str, Any] = {"status": str(status)}
+        if status in _STATUS_TIMES:
+            fields[_STATUS_TIMES[status]] = at
+        self._update(self.space.versions, version, fields)
