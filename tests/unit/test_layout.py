@@ -453,8 +453,19 @@ def product_definitions(tree: ast.Module) -> Iterator[tuple[str, int, bool]]:
                 yield target.id, node.lineno, False
 
 
+def code_strings(tree: ast.Module) -> set[str]:
+    """The words of a module's string values (handler paths, ``__all__``), not of its docstrings."""
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    return {
+        word
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        for word in _WORDS.findall(node.value)
+    }
+
+
 def names_read(tree: ast.Module) -> set[str]:
-    """Every name a module reads, imports, passes as a keyword, or spells in a string (handler paths)."""
+    """Every name a module reads, imports, or spells in a string value (a handler's path)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
@@ -463,32 +474,90 @@ def names_read(tree: ast.Module) -> set[str]:
             names.add(node.attr)
         elif isinstance(node, ast.alias):
             names.add(node.name.split(".")[-1])
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.update(_WORDS.findall(node.value))
-    return names
+    return names | code_strings(tree)
+
+
+def module_name(path: Path) -> str:
+    """``lambdas/ipmeta/lookup/answers.py`` is ``ipmeta.lookup.answers``; a package is its folder."""
+    parts = list(path.relative_to(ROOT / "lambdas" if path.is_relative_to(ROOT / "lambdas") else ROOT).parts)
+    parts[-1] = parts[-1].removesuffix(".py")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+class ProductReads:
+    """What the product reads of each module: names imported from it, attributes read where it
+    is imported, its own reads, and the words of every string value."""
+
+    def __init__(self, trees: dict[Path, ast.Module]) -> None:
+        modules = {module_name(path) for path in trees}
+        self.imported: set[tuple[str, str]] = set()
+        self.attributes_of: dict[str, set[str]] = {}
+        for tree in trees.values():
+            attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    for alias in node.names:
+                        self.imported.add((node.module, alias.name))
+                        if f"{node.module}.{alias.name}" in modules:
+                            self.attributes_of.setdefault(f"{node.module}.{alias.name}", set()).update(
+                                attributes
+                            )
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        self.attributes_of.setdefault(alias.name, set()).update(attributes)
+        self.strings = set().union(*(code_strings(tree) for tree in trees.values()))
+        self.own = {module_name(path): names_read(tree) for path, tree in trees.items()}
+        self.anywhere = set().union(*self.own.values())
+
+    def reads(self, module: str, name: str) -> bool:
+        """A method by its name anywhere (its receiver's type is not known here); a module's own
+        definition where its module reads it, imports name it, or importers read it as an attribute."""
+        short = name.rsplit(".", maxsplit=1)[-1]
+        if "." in name:
+            return short in self.anywhere
+        return (
+            short in self.own[module]
+            or (module, short) in self.imported
+            or short in self.attributes_of.get(module, set())
+            or short in self.strings
+        )
 
 
 def test_no_product_definition_is_used_only_by_tests_or_benchmarks() -> None:
-    """A definition the product never names is a second path users never run (or dead).
+    """A definition the product never reads is a second path users never run (or dead).
 
-    By name, so a name that happens to be read elsewhere passes; ``reset…`` hooks of
-    module state may stay, and so may what a library calls (``CALLED_BY_A_LIBRARY``).
+    Read means: used in its own module, imported from it, read as an attribute of it where
+    it is imported, or spelled in a string value (a handler's path); docstrings do not count.
+    ``reset…`` hooks of module state may stay, and so may what a library calls
+    (``CALLED_BY_A_LIBRARY``).
     """
     paths = [*python_files(*PRODUCT_FOLDERS), ROOT / "app.py"]
     trees = {path: tree_of(path) for path in paths}
-    read = set().union(*(names_read(tree) for tree in trees.values()))
+    reads = ProductReads(trees)
     unused = [
         f"{path.relative_to(ROOT)}:{line} {name}"
         for path, tree in trees.items()
         for name, line, registered in product_definitions(tree)
-        if name.split(".")[-1] not in read
-        and not registered
+        if not registered
         and not name.split(".")[-1].startswith("reset")
         and name not in CALLED_BY_A_LIBRARY
+        and not reads.reads(module_name(path), name)
     ]
     assert unused == []
 
 
 def test_the_unused_definition_check_sees_an_unused_function_and_a_used_one() -> None:
-    tree = ast.parse("LIMIT = 3\ndef used() -> int:\n    return LIMIT\ndef unused() -> None: ...\nused()\n")
-    assert [name for name, _, _ in product_definitions(tree) if name not in names_read(tree)] == ["unused"]
+    # Given a module whose docstring names a function nothing calls
+    source = (
+        '"""``unused`` is here."""\nLIMIT = 3\n'
+        "def used() -> int:\n    return LIMIT\ndef unused() -> None: ...\n"
+    )
+    caller = "from loader.example import used\nused()\n"
+    trees = {
+        ROOT / "loader" / "example.py": ast.parse(source),
+        ROOT / "loader" / "caller.py": ast.parse(caller),
+    }
+    reads = ProductReads(trees)
+    # Then the imported one and the constant it reads are used, and the one only its docstring names is not
+    definitions = [name for name, _, _ in product_definitions(trees[ROOT / "loader" / "example.py"])]
+    assert [name for name in definitions if not reads.reads("loader.example", name)] == ["unused"]
