@@ -22,12 +22,16 @@ def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
 positive_int = _whole_number_at_least(1, "must be at least 1")
 
 
-def share(text: str) -> float:
-    """A share above 0 and at most 1 (``0.25``)."""
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def share(text: str) -> float:
+    """A share above 0 and at most 1 (``0.25``)."""
+    value = _number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{value} must be above 0 and at most 1")
     return value
@@ -38,10 +42,7 @@ non_negative_int = _whole_number_at_least(0, "must not be negative")
 
 def positive_float(text: str) -> float:
     """A finite number above 0 (seconds, say)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{value} must be a finite number above 0")
     return value

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from ipmeta.schema import keys
-from ipmeta.store.dynamodb import deserialize_item, item_key, serialize_value
+from ipmeta.store.dynamodb import get_item, item_key, partition_pages, query_partition, serialize_value
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -38,11 +38,7 @@ class DatasetItems:
 
     def _get(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
         # Consistent: the loader reads back its own bookkeeping, often right after writing it.
-        response = self.client.get_item(
-            TableName=self.table_name, Key=item_key(partition_key, sort_key), ConsistentRead=True
-        )
-        raw = response.get("Item")
-        return deserialize_item(raw) if raw else None
+        return get_item(self.client, self.table_name, partition_key, sort_key, consistent=True)
 
     def _update(self, partition_key: str, sort_key: int, fields: Mapping[str, Any]) -> None:
         names = {f"#f{index}": name for index, name in enumerate(fields)}
@@ -59,21 +55,8 @@ class DatasetItems:
 
     def _partition_pages(self, partition_key: str, **extra: Any) -> Iterator[Any]:
         """The Query pages of one partition, read consistently unless ``ConsistentRead`` says otherwise."""
-        names = {"#pk": keys.PARTITION_KEY, **extra.pop("ExpressionAttributeNames", {})}
-        consistent = extra.pop("ConsistentRead", True)
-        return iter(
-            self.client.get_paginator("query").paginate(
-                TableName=self.table_name,
-                KeyConditionExpression="#pk = :pk",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={":pk": {"S": partition_key}},
-                ConsistentRead=consistent,
-                **extra,
-            )
-        )
+        return partition_pages(self.client, self.table_name, partition_key, **extra)
 
     def _query_partition(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time."""
-        for page in self._partition_pages(partition_key, ConsistentRead=consistent):
-            for raw in page.get("Items", []):
-                yield deserialize_item(raw)
+        return query_partition(self.client, self.table_name, partition_key, consistent=consistent)

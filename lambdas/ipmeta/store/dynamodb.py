@@ -295,28 +295,49 @@ class Store:
     # -- internals --------------------------------------------------------------------
 
     def _get(self, partition_key: str, sort_key: int, *, consistent: bool) -> Item | None:
-        response = self.client.get_item(
-            TableName=self.table_name, Key=item_key(partition_key, sort_key), ConsistentRead=consistent
-        )
-        raw = response.get("Item")
-        return deserialize_item(raw) if raw else None
+        return get_item(self.client, self.table_name, partition_key, sort_key, consistent=consistent)
 
-    def _query_partition(self, partition_key: str, **extra: Any) -> Iterator[Item]:
-        """Every item of one partition, read consistently; ``extra`` adds ProjectionExpression..."""
-        for page in self._partition_pages(partition_key, **extra):
-            for raw in page.get("Items", []):
-                yield deserialize_item(raw)
+    def _query_partition(self, partition_key: str) -> Iterator[Item]:
+        """Every item of one partition, read consistently."""
+        return query_partition(self.client, self.table_name, partition_key)
 
-    def _partition_pages(self, partition_key: str, **extra: Any) -> Iterator[Any]:
-        names = {"#pk": keys.PARTITION_KEY, **extra.pop("ExpressionAttributeNames", {})}
-        consistent = extra.pop("ConsistentRead", True)
-        return iter(
-            self.client.get_paginator("query").paginate(
-                TableName=self.table_name,
-                KeyConditionExpression="#pk = :pk",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={":pk": {"S": partition_key}},
-                ConsistentRead=consistent,
-                **extra,
-            )
+
+# -- the two reads every side of the table makes (the loader's concerns too) --------------------
+
+
+def get_item(
+    client: DynamoDBClient, table_name: str, partition_key: str, sort_key: int, *, consistent: bool
+) -> Item | None:
+    response = client.get_item(
+        TableName=table_name, Key=item_key(partition_key, sort_key), ConsistentRead=consistent
+    )
+    raw = response.get("Item")
+    return deserialize_item(raw) if raw else None
+
+
+def partition_pages(
+    client: DynamoDBClient, table_name: str, partition_key: str, **extra: Any
+) -> Iterator[Any]:
+    """The Query pages of one partition, read consistently unless ``ConsistentRead`` says otherwise;
+    ``extra`` adds ``Select``, ``ProjectionExpression`` and their names."""
+    names = {"#pk": keys.PARTITION_KEY, **extra.pop("ExpressionAttributeNames", {})}
+    consistent = extra.pop("ConsistentRead", True)
+    return iter(
+        client.get_paginator("query").paginate(
+            TableName=table_name,
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={":pk": {"S": partition_key}},
+            ConsistentRead=consistent,
+            **extra,
         )
+    )
+
+
+def query_partition(
+    client: DynamoDBClient, table_name: str, partition_key: str, *, consistent: bool = True
+) -> Iterator[Item]:
+    """Every item of one partition in ascending sort-key order, a page at a time."""
+    for page in partition_pages(client, table_name, partition_key, ConsistentRead=consistent):
+        for raw in page.get("Items", []):
+            yield deserialize_item(raw)
