@@ -1,8 +1,10 @@
 """What can go wrong while fetching a feed, each with a stable code.
 
 Every class is a ``loader.errors.LoadError``, so the CLI prints it as one line
-and a Lambda reports the class name as ``errorType`` (a Step Functions Retry can
-name ``FeedUnavailable`` and ``FeedTimeout``, the two worth retrying later).
+and a Lambda reports the class name as ``errorType``: the Fetch state's Retry names
+the three worth trying again soon (``FeedUnavailable``, ``FeedTimeout`` and
+``DownloadTruncated``: ``stacks.loader_workflow.FEED_RETRY_ERRORS``); the others
+fail the run, and the next scheduled one tries again.
 Messages name the feed, the account or the URL without its query string, and
 never a key, a token or a header value.
 """
