@@ -216,8 +216,9 @@ class LookupApi(Construct):
                 ENV_RANGE_CACHE_BYTES: str(self._config.lookup_cache_mb * 1024 * 1024),
                 POWERTOOLS_SERVICE_NAME_ENV: LOOKUP_SERVICE_NAME,
                 POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
-                # The Lookups metric is one EMF log line per invocation, ~$0.10 per million
-                # lookups, and counts what API Gateway's Count already counts but for batches.
+                # Lookups, cache hits and misses, Queries and answers by status, counted in
+                # memory and published as one EMF line a minute at most per container
+                # (ipmeta.api.observability): the cost grows with containers, not lookups.
                 POWERTOOLS_METRICS_DISABLED_ENV: str(not self._config.lookup_metrics).lower(),
             },
             memory_mb=self._config.lookup_memory_mb,

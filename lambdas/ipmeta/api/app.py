@@ -20,7 +20,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, range_routes
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
-from ipmeta.api.observability import logger, metrics
+from ipmeta.api.observability import logger
 from ipmeta.api.responses import NotModified
 from ipmeta.schema.errors import FieldNotFound, InvalidIpAddress, IpmetaError
 from ipmeta.schema.ips import parse_ip
@@ -43,7 +43,7 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
     )
 
 
-__all__ = ["app", "logger", "metrics"]
+__all__ = ["app", "logger"]
 
 
 class LookupResolver(APIGatewayRestResolver):

@@ -67,11 +67,11 @@ def merged_data_of(address: Address) -> dict[str, Any] | None:
     deps = dependencies.current()
     targets = _targets()
     try:
-        result = lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+        result = lookup_address(deps.lookup_reader, targets, address, deps.batch_executor, deps.ranges)
     except IpAddressNotFound:
         return None  # ipinfo answers any valid address: with the address alone
     finally:
-        count_lookups(targets.names, 1)
+        count_lookups(1)
     return result.merged_data()
 
 
@@ -122,8 +122,8 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
     if addresses:
         deps = dependencies.current()
         targets = _targets()
-        results = lookup_addresses(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
-        count_lookups(targets.names, len(results))
+        results = lookup_addresses(deps.lookup_reader, targets, addresses, deps.batch_executor, deps.ranges)
+        count_lookups(len(results))
     answers: dict[str, Any] = {}
     for text, value in wanted.items():
         if isinstance(value, IpmetaError):
