@@ -27,6 +27,12 @@ from ipmeta.schema.settings import (
     ENV_RANGE_CACHE_BYTES,
     ENV_SHOW_SOURCES,
     ENV_TABLE_NAME,
+    LOOKUP_SERVICE,
+    METRIC_ANSWERS,
+    METRIC_CACHE_HITS,
+    METRIC_CACHE_MISSES,
+    METRIC_LOOKUPS,
+    METRIC_QUERIES,
     METRICS_NAMESPACE,
 )
 from loader.settings import (
@@ -36,12 +42,16 @@ from loader.settings import (
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
     ENV_SOURCE_BUCKET,
+    FEED_RUN_UNCHANGED,
     FEEDS_PREFIX,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRIC_DATASET_DIMENSION,
     METRIC_FEED_DIMENSION,
     METRIC_FEED_FAILURES,
+    METRIC_FEED_RUNS,
+    METRIC_ITEMS_WRITTEN,
+    METRIC_LOAD_SECONDS,
 )
 
 __all__ = [
@@ -67,12 +77,22 @@ __all__ = [
     "ENV_SOURCE_BUCKET",
     "ENV_TABLE_NAME",
     "FEEDS_PREFIX",
+    "FEED_RUN_UNCHANGED",
     "LOADER_SERVICE_NAME",
+    "LOOKUP_SERVICE",
     "METRICS_NAMESPACE",
+    "METRIC_ANSWERS",
+    "METRIC_CACHE_HITS",
+    "METRIC_CACHE_MISSES",
     "METRIC_DATASET_ACTIVATED",
     "METRIC_DATASET_DIMENSION",
     "METRIC_FEED_DIMENSION",
     "METRIC_FEED_FAILURES",
+    "METRIC_FEED_RUNS",
+    "METRIC_ITEMS_WRITTEN",
+    "METRIC_LOAD_SECONDS",
+    "METRIC_LOOKUPS",
+    "METRIC_QUERIES",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -137,7 +157,7 @@ POWERTOOLS_LAYER_VERSION: Final = 42
 POWERTOOLS_LAYER_ACCOUNT: Final = "017000801446"
 POWERTOOLS_LAYER_NAME: Final = "AWSLambdaPowertoolsPythonV3-python313-arm64"
 
-LOOKUP_SERVICE_NAME: Final = "lookup"
+LOOKUP_SERVICE_NAME: Final = LOOKUP_SERVICE
 AUTHORIZER_SERVICE_NAME: Final = "authorizer"
 #: The loader's Powertools Metrics carry ``service=<this>`` as their dimension,
 #: so the data-age alarm must name it to find DatasetActivated.
