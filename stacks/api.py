@@ -13,6 +13,7 @@ from typing import Final, cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -63,6 +64,7 @@ from stacks.constants import (
     POWERTOOLS_SERVICE_NAME_ENV,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
+from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
 from stacks.function import PythonFunction, lookup_code
 from stacks.http_api import AUTHORIZER_MEMORY_MB, HttpLookupFront
 from stacks.nag import acknowledge
@@ -106,6 +108,22 @@ def emit_lean_logs(function: lambda_.IFunction) -> None:
     resource.add_property_override("LoggingConfig.SystemLogLevel", lambda_.SystemLogLevel.WARN.value)
     resource.add_property_override(
         "LoggingConfig.ApplicationLogLevel", lambda_.ApplicationLogLevel.INFO.value
+    )
+
+
+def rest_front(api: apigateway.RestApi) -> MonitoredFront:
+    """The REST API as the dashboard sees it: API-wide metrics (``ApiName``), as the 5xx alarm always
+    read them, and the library's own REST API section for the stage."""
+    total = cloudwatch.Stats.SUM
+    return MonitoredFront(
+        name="REST API",
+        requests=lambda period: api.metric_count(period=period, statistic=total),
+        latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
+        client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
+        server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
+        library_section=lambda facade: facade.monitor_api_gateway(
+            api=api, api_stage=API_STAGE_NAME, alarm_friendly_name="RestApi", human_readable_name="REST API"
+        ),
     )
 
 
@@ -157,17 +175,12 @@ class LookupApi(Construct):
         assert self.rest is not None
         return self.rest.url
 
-    @property
-    def monitored_api(self) -> apigateway.RestApi:
-        """What ``Monitoring`` alarms on through ``metric_server_error``.
-
-        ``HttpApi`` has that method too, with the same options (its metric is
-        ``5xx`` by ApiId); ``Monitoring`` types its parameter as the REST API.
-        """
+    def fronts(self) -> list[MonitoredFront]:
+        """What the dashboard and the alarms watch of the front in front of the function."""
         if self.http is not None:
-            return cast(apigateway.RestApi, self.http.api)
+            return [self.http.monitored_front()]
         assert self.rest is not None
-        return self.rest
+        return [rest_front(self.rest)]
 
     def outputs(self) -> dict[str, tuple[str, str]]:
         """The front's stack outputs: its URL and where a client's key comes from."""

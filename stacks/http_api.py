@@ -29,6 +29,7 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_apigatewayv2 as apigatewayv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -50,6 +51,7 @@ from stacks.constants import (
     IPINFO_PATH,
     POWERTOOLS_SERVICE_NAME_ENV,
 )
+from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
 from stacks.function import PythonFunction, lookup_code
 from stacks.nag import acknowledge
 
@@ -140,6 +142,21 @@ class HttpLookupFront(Construct):
     @property
     def url(self) -> str:
         return self.stage.url
+
+    def monitored_front(self) -> MonitoredFront:
+        """The HTTP API as the dashboard sees it: API-wide metrics (``ApiId``), as the 5xx alarm always
+        read them, and the library's own HTTP API section for the default stage."""
+        api, total = self.api, cloudwatch.Stats.SUM
+        return MonitoredFront(
+            name="HTTP API",
+            requests=lambda period: api.metric_count(period=period, statistic=total),
+            latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
+            client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
+            server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
+            library_section=lambda facade: facade.monitor_api_gateway_v2_http_api(
+                api=api, alarm_friendly_name="HttpApi", human_readable_name="HTTP API"
+            ),
+        )
 
     def _build_keys_secret(self) -> secretsmanager.Secret:
         """Client name -> key, one generated client to start with; never in the template."""

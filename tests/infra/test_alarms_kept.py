@@ -92,7 +92,10 @@ def _summed_metrics(properties: dict[str, Any]) -> frozenset[Metric]:
             }
         )
     queries = {query["Id"]: query for query in properties["Metrics"]}
-    [expression] = [query["Expression"] for query in queries.values() if query.get("ReturnData", True)]
+    [returned] = [query for query in queries.values() if query.get("ReturnData", True)]
+    if "MetricStat" in returned:  # one metric, written as a query (a labelled metric is)
+        return frozenset({_stat(returned)})
+    expression = returned["Expression"]
     terms = re.split(r"\s*\+\s*", expression.strip())
     # Only a sum of metrics is read as one; any other expression would fail the comparison below.
     assert all(term in queries and "MetricStat" in queries[term] for term in terms), expression

@@ -35,6 +35,7 @@ from stacks.http_api import (
     ROUTED_PATHS,
 )
 from tests.authorizer_events import HTTP_KEYS, admitted_forms
+from tests.infra.cfn import alarms as cfn_alarms
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Synthesized, cdk_json
 
@@ -217,7 +218,7 @@ def test_outputs_name_the_keys_secret_instead_of_an_api_key(
 
 def test_alarms_watch_the_http_apis_5xx_and_the_authorizer(template: dict[str, Any]) -> None:
     api_id, _ = only(template, "AWS::ApiGatewayV2::Api")
-    alarms = [a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()]
+    alarms = list(cfn_alarms(template).values())
     [server_errors] = [a for a in alarms if a.get("MetricName") == "5xx"]
     assert server_errors["Namespace"] == "AWS/ApiGateway"
     assert server_errors["Dimensions"] == [{"Name": "ApiId", "Value": {"Ref": api_id}}]
