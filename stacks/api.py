@@ -59,6 +59,7 @@ from stacks.constants import (
     OUTPUT_API_KEY_ID,
     OUTPUT_API_KEYS_SECRET_ARN,
     OUTPUT_API_URL,
+    PAGE_STATIC_PATH,
     POWERTOOLS_METRICS_DISABLED_ENV,
     POWERTOOLS_METRICS_NAMESPACE_ENV,
     POWERTOOLS_SERVICE_NAME_ENV,
@@ -289,6 +290,11 @@ class LookupApi(Construct):
             endpoint_types=[apigateway.EndpointType.REGIONAL],
             # The key authorizer hands the usage plan the key of any form (ipmeta.api.credentials).
             api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
+            # The lookup page's images leave the function base64-encoded; API Gateway decodes them
+            # only for a binary media type matching the request's first Accept type, which a
+            # browser's is not, hence */*. Request bodies then reach the function base64-encoded,
+            # which the batch routes already read (ipmeta.api.ip_routes.raw_body).
+            binary_media_types=["*/*"],
             # Execution logging needs an account-wide CloudWatch role; access
             # logs below record every request without touching account settings.
             cloud_watch_role=False,
@@ -354,6 +360,7 @@ class LookupApi(Construct):
             family: tuple[apigateway.IResource, ...] = (resource, proxy)
             for target in family:
                 target.add_method("ANY", integration, api_key_required=True, authorizer=authorizer)
+        self._build_page_routes(api, integration)
         if self._config.ipinfo_at_root:
             # ipinfo's own API_URL has no path: /8.8.8.8, POST /batch (the other families keep theirs).
             root_proxy = api.root.add_resource("{proxy+}", default_cors_preflight_options=cors)
@@ -362,6 +369,17 @@ class LookupApi(Construct):
                 target.add_method(
                     "ANY", integration, api_key_required=True, authorizer=authorizers[IPINFO_PATH]
                 )
+
+    def _build_page_routes(self, api: apigateway.RestApi, integration: apigateway.LambdaIntegration) -> None:
+        """The lookup page (``GET /``) and its files (``GET /static/...``), with no key: they hold no
+        data, and the page's lookups go to ``/v1`` with the key. With ``ipinfoAtRoot`` the root's
+        ``ANY`` stays ipinfo's for every other method, and ``/static`` is more specific than the
+        root's ``{proxy+}``."""
+        static = api.root.add_resource(PAGE_STATIC_PATH)
+        files = static.add_resource("{proxy+}")
+        pages: tuple[apigateway.IResource, ...] = (api.root, files)
+        for target in pages:
+            target.add_method("GET", integration, api_key_required=False)
 
     def _build_refusals(self, api: apigateway.RestApi) -> None:
         """No key, or a key no usage plan holds: 401 and one body every client reads as its own
@@ -447,11 +465,13 @@ class LookupApi(Construct):
             "COG4",
             "The API serves public reference data to programs, not users: access is "
             "controlled by API key with a usage plan (throttle and quota per key), read by a "
-            "Lambda authorizer in any form the GeoIP2 and ipinfo clients send it.",
+            "Lambda authorizer in any form the GeoIP2 and ipinfo clients send it. The lookup "
+            "page (GET / and /static) holds no data; its lookups call /v1 with the key.",
         )
         acknowledge(
             api,
             "APIG4",
-            "Only the CORS preflights (OPTIONS, answered by the gateway itself) have no "
-            "authorizer: a browser sends no key on a preflight.",
+            "Only the CORS preflights (OPTIONS, answered by the gateway itself) and the lookup "
+            "page (GET / and its static files, which hold no data) have no authorizer: a browser "
+            "sends no key on a preflight, and the page's own lookups go to /v1 with the key.",
         )

@@ -13,6 +13,7 @@ from typing import Final
 
 from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
 from ipmeta.api.credentials import AUTHORIZATION_HEADER, GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS
+from ipmeta.api.page_routes import STATIC_PREFIX
 from ipmeta.schema.settings import (
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
@@ -179,6 +180,8 @@ API_VERSION_PATH: Final = V1_KEYS.path
 #: The GeoIP2 web service's and ipinfo's (``ipmeta.shapes``' documents).
 GEOIP2_PATH: Final = GEOIP2_KEYS.path
 IPINFO_PATH: Final = IPINFO_KEYS.path
+#: The lookup page is ``/``; its files are under this first segment (``ipmeta.api.page_routes``).
+PAGE_STATIC_PATH: Final = STATIC_PREFIX.strip("/")
 
 #: The change event goes to the account's default EventBridge bus.
 DEFAULT_EVENT_BUS: Final = "default"

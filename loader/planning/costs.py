@@ -207,8 +207,7 @@ def lookup_costs(
 
     API Gateway, Lambda's requests and the access logs count API requests; DynamoDB's reads, Lambda's
     duration and the bytes answered count lookups (``batching`` says how many requests they take).
-    ``per_million`` is per million lookups. ``metrics``, the lookup function's metrics line, is a
-    monthly figure beside the fronts' bills: it grows with containers and minutes, not lookups.
+    ``per_million`` is per million lookups. ``metrics`` (``metrics_month_costs``) is beside the fronts.
     """
     log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
     requests = batching.requests(lookups_per_month)

@@ -40,6 +40,8 @@ from tests.infra.cfn import as_list, function_by_handler, only, policy_statement
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Synthesized, cdk_json
 
 HTTP_CONTEXT = VARIANTS[HTTP_API]
+#: The lookup page's routes, the only ones without an authorizer.
+PAGE_ROUTE_KEYS = frozenset({"GET /", "GET /static/{proxy+}"})
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +70,8 @@ def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_1_0(
     routes = resources_of_type(template, "AWS::ApiGatewayV2::Route")
     paths = (*ROUTED_PATHS, *GEOIP2_PATHS, *IPINFO_PATHS, *ROOT_PATHS)  # ipinfoAtRoot: the root too
     expected = {f"{method.value} {path}" for path in paths for method in ROUTED_METHODS}
+    # And the lookup page and its files, GET only: the root's GET is the page's, not ipinfo's
+    expected = (expected - {"GET /"}) | {"GET /", "GET /static/{proxy+}"}
     assert {route["Properties"]["RouteKey"] for route in routes.values()} == expected
     # OPTIONS is the gateway's CORS preflight: an ANY route would send it to the authorizer
     assert not [key for key in expected if key.startswith(("OPTIONS ", "ANY ", "$default"))]
@@ -103,7 +107,11 @@ def test_every_route_needs_a_key_checked_by_its_familys_authorizer(template: dic
         (*IPINFO_PATHS, *ROOT_PATHS): by_source[()][0],
     }
     for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
-        path = route["Properties"]["RouteKey"].split(" ", 1)[1]
+        key = route["Properties"]["RouteKey"]
+        if key in PAGE_ROUTE_KEYS:  # the lookup page and its files: no data, no key
+            assert route["Properties"].get("AuthorizationType", "NONE") == "NONE", key
+            continue
+        path = key.split(" ", 1)[1]
         [authorizer_id] = [logical_id for paths, logical_id in families.items() if path in paths]
         assert route["Properties"]["AuthorizationType"] == "CUSTOM"
         assert route["Properties"]["AuthorizerId"] == {"Ref": authorizer_id}
@@ -237,6 +245,8 @@ def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
     monkeypatch.setattr(http_authorizer, "api_keys", lambda: HTTP_KEYS)
     authorizers = resources_of_type(template, "AWS::ApiGatewayV2::Authorizer")
     for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
+        if route["Properties"]["RouteKey"] in PAGE_ROUTE_KEYS:
+            continue
         path = route["Properties"]["RouteKey"].split(" ", 1)[1]
         properties = authorizers[route["Properties"]["AuthorizerId"]["Ref"]]["Properties"]
         [source] = properties.get("IdentitySource") or [None]

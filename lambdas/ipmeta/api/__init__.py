@@ -6,6 +6,8 @@
 - ``dataset_routes``: ``/v1/datasets`` and ``/v1/health``;
 - ``range_routes``: the reverse lookups (``/v1/ranges``, ``/v1/flagged``);
 - ``geoip2_routes`` and ``ipinfo_routes``: MaxMind's and ipinfo's APIs, for their clients;
+- ``page_routes``: the lookup page at ``/`` and its static files (``page/``: HTML, CSS, a little
+  JavaScript and Leaflet, no build step), for people;
 - ``dependencies``: the per-container singletons (store, catalog, range cache, pool) and the
   counts of what the lookups did;
 - ``models`` and ``responses``: the documented bodies, headers and error answers;
