@@ -22,11 +22,13 @@ import pytest
 from ipmeta.api.handler import handler
 from ipmeta.api.page_routes import CONTENT_SECURITY_POLICY
 from ipmeta.schema.settings import Settings
+from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.server import LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from loader.store.table_creation import create_table_if_missing
 from tests.integration.browser import Browser, browser, find_chromium
 from tests.integration.conftest import get_json, running_api_server
 
@@ -62,8 +64,8 @@ def page_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory
     settings = Settings(
         table_name="ipmeta-page-test", dynamodb_endpoint=dynalite_endpoint, pointer_cache_seconds=0
     )
+    create_table_if_missing(make_client(settings), settings.table_name)
     table = LoaderTable.from_settings(settings)
-    table.create_table_if_missing()
     staging = tmp_path_factory.mktemp("page-staging")
     for name, options in DATASETS.items():
         driver.run_load([FIXTURES / f"{name}.csv"], options, table, LocalStaging(staging / name))
