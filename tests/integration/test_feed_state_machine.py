@@ -129,6 +129,8 @@ def feed_machine(
     monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
     # The handlers' metric lines are part of what a run does (the tests turn metrics off elsewhere)
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    # What handlers left unflushed while metrics were off (a disabled flush keeps them) is not this run's
+    handlers.metrics.clear_metrics()
     monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
     # The vendor's retries within one invocation, without waiting; the state machine's own come after.
     # (The handler's settings carry its deadline, a minute before the invocation's end.)

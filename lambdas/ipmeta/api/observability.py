@@ -36,8 +36,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from ipmeta.api import dependencies
@@ -55,7 +55,10 @@ from ipmeta.schema.settings import (
 
 SERVICE = LOOKUP_SERVICE
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+#: The metrics line's own set: powertools' ``Metrics`` instances share one set per process, and
+#: this line must carry its counts and nothing another module added (the local server and the
+#: tests run other handlers in the same process).
+metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
