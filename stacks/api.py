@@ -371,15 +371,17 @@ class LookupApi(Construct):
                 )
 
     def _build_page_routes(self, api: apigateway.RestApi, integration: apigateway.LambdaIntegration) -> None:
-        """The lookup page (``GET /``) and its files (``GET /static/...``), with no key: they hold no
-        data, and the page's lookups go to ``/v1`` with the key. With ``ipinfoAtRoot`` the root's
-        ``ANY`` stays ipinfo's for every other method, and ``/static`` is more specific than the
-        root's ``{proxy+}``."""
+        """The lookup page (``GET /``) and its files (``GET /static/...``), and their ``HEAD``, with no
+        key: they hold no data, and the page's lookups go to ``/v1`` with the key. With
+        ``ipinfoAtRoot`` the root's ``ANY`` stays ipinfo's for every other method, and ``/static`` is
+        more specific than the root's ``{proxy+}``."""
         static = api.root.add_resource(PAGE_STATIC_PATH)
         files = static.add_resource("{proxy+}")
         pages: tuple[apigateway.IResource, ...] = (api.root, files)
         for target in pages:
-            target.add_method("GET", integration, api_key_required=False)
+            # HEAD as on every GET route: the handler answers it as the GET without the body.
+            for method in ("GET", "HEAD"):
+                target.add_method(method, integration, api_key_required=False)
 
     def _build_refusals(self, api: apigateway.RestApi) -> None:
         """No key, or a key no usage plan holds: 401 and one body every client reads as its own

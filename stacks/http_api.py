@@ -73,9 +73,10 @@ GEOIP2_PATHS: Final = (f"/{GEOIP2_PATH}/{{proxy+}}",)
 IPINFO_PATHS: Final = (f"/{IPINFO_PATH}", f"/{IPINFO_PATH}/{{proxy+}}")
 #: ``ipinfoAtRoot``: ipinfo's own API_URL has no path (the other families keep theirs).
 ROOT_PATHS: Final = ("/", "/{proxy+}")
-#: The lookup page and its files: GET, no authorizer (``ipmeta.api.page_routes``).
+#: The lookup page and its files: GET (and HEAD, as on every GET route), no authorizer
+#: (``ipmeta.api.page_routes``).
 PAGE_PATHS: Final = ("/", f"/{PAGE_STATIC_PATH}/{{proxy+}}")
-PAGE_METHODS: Final = (apigatewayv2.HttpMethod.GET,)
+PAGE_METHODS: Final = (apigatewayv2.HttpMethod.GET, apigatewayv2.HttpMethod.HEAD)
 
 #: One JSON line per request, the REST front's fields in HTTP API variables;
 #: ``client`` is the authorizer's name for the key (the REST log has the key id).
@@ -232,7 +233,7 @@ class HttpLookupFront(Construct):
             families.append((ROOT_PATHS, ipinfo))
         for paths, authorizer in families:
             for path in paths:
-                # `GET /` is the lookup page's, below, whoever else answers at the root.
+                # `GET /` and `HEAD /` are the lookup page's, below, whoever else answers at the root.
                 methods = [method for method in ROUTED_METHODS if (path, method) not in self._page_routes()]
                 self.api.add_routes(
                     path=path, methods=methods, integration=integration, authorizer=authorizer

@@ -106,17 +106,17 @@ def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synth
         if m["Properties"].get("ResourceId") == {"Fn::GetAtt": [rest_api_id, "RootResourceId"]}
     ]
     by_method = {m["HttpMethod"]: m for m in root}
-    assert sorted(by_method) == ["ANY", "GET"]
+    assert sorted(by_method) == ["ANY", "GET", "HEAD"]
     [ipinfo_id] = [
         logical_id
         for logical_id, authorizer in resources_of_type(template, "AWS::ApiGateway::Authorizer").items()
         if not authorizer["Properties"].get("IdentitySource")
     ]
     assert by_method["ANY"]["AuthorizerId"] == {"Ref": ipinfo_id}
-    # GET / is the lookup page's, with no key, whoever answers the root's other methods
-    assert by_method["GET"]["AuthorizationType"] == "NONE"
-    # three families and their proxies, the root and its proxy; the page and its static files
-    assert len(methods) == 10
+    # GET and HEAD / are the lookup page's, with no key, whoever answers the root's other methods
+    assert by_method["GET"]["AuthorizationType"] == by_method["HEAD"]["AuthorizationType"] == "NONE"
+    # three families and their proxies, the root and its proxy; GET and HEAD of the page and its files
+    assert len(methods) == 12
 
 
 # -- ipinfo's Lite and Core/Plus paths (issue 26) -----------------------------------------------
@@ -283,7 +283,7 @@ def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
             continue
         routes.setdefault(method["AuthorizerId"]["Ref"], set()).add(path)
     # Only the lookup page and its files go without an authorizer
-    assert pages == {("GET", "/"), ("GET", "/static/{proxy+}")}
+    assert pages == {(method, path) for method in ("GET", "HEAD") for path in ("/", "/static/{proxy+}")}
     assert set(routes) == set(authorizers)
     for authorizer_id, paths in routes.items():
         source = authorizers[authorizer_id]["Properties"].get("IdentitySource")

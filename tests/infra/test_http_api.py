@@ -41,7 +41,9 @@ from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Sy
 
 HTTP_CONTEXT = VARIANTS[HTTP_API]
 #: The lookup page's routes, the only ones without an authorizer.
-PAGE_ROUTE_KEYS = frozenset({"GET /", "GET /static/{proxy+}"})
+PAGE_ROUTE_KEYS = frozenset(
+    f"{method} {path}" for method in ("GET", "HEAD") for path in ("/", "/static/{proxy+}")
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +72,8 @@ def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_1_0(
     routes = resources_of_type(template, "AWS::ApiGatewayV2::Route")
     paths = (*ROUTED_PATHS, *GEOIP2_PATHS, *IPINFO_PATHS, *ROOT_PATHS)  # ipinfoAtRoot: the root too
     expected = {f"{method.value} {path}" for path in paths for method in ROUTED_METHODS}
-    # And the lookup page and its files, GET only: the root's GET is the page's, not ipinfo's
-    expected = (expected - {"GET /"}) | {"GET /", "GET /static/{proxy+}"}
+    # And the lookup page and its files, GET and HEAD: the root's are the page's, not ipinfo's
+    expected |= PAGE_ROUTE_KEYS
     assert {route["Properties"]["RouteKey"] for route in routes.values()} == expected
     # OPTIONS is the gateway's CORS preflight: an ANY route would send it to the authorizer
     assert not [key for key in expected if key.startswith(("OPTIONS ", "ANY ", "$default"))]

@@ -115,12 +115,18 @@ def test_each_api_and_its_proxy_route_to_the_lookup_function_with_an_api_key(
         [API_VERSION_PATH, GEOIP2_PATH, IPINFO_PATH, "static", *["{proxy+}"] * 4]
     )
     routes = rest_method_routes(synthesized.templates[DEFAULT])
-    assert len(routes) == 8
+    assert len(routes) == 10
     lookup_id, _ = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
-    # The lookup page and its files: GET, no key (they hold no data; the page's lookups need one)
-    pages = {path: properties for path, properties in routes if path in ("/", "/static/{proxy+}")}
-    assert {properties["HttpMethod"] for properties in pages.values()} == {"GET"}
-    for properties in pages.values():
+    # The lookup page and its files: GET and HEAD, no key (no data; the page's lookups need one)
+    page_methods = [(path, properties) for path, properties in routes if path in ("/", "/static/{proxy+}")]
+    assert sorted((path, p["HttpMethod"]) for path, p in page_methods) == [
+        ("/", "GET"),
+        ("/", "HEAD"),
+        ("/static/{proxy+}", "GET"),
+        ("/static/{proxy+}", "HEAD"),
+    ]
+    pages = {path for path, _ in page_methods}
+    for _, properties in page_methods:
         assert (properties.get("ApiKeyRequired", False), properties["AuthorizationType"]) == (False, "NONE")
         assert lookup_id in str(properties["Integration"]["Uri"])
     for path, properties in routes:

@@ -197,6 +197,11 @@ def test_the_page_and_its_files_carry_the_policy(page_server: LocalApiServer) ->
             body = response.read()
         if path.endswith(".png"):
             assert body.startswith(b"\x89PNG\r\n\x1a\n")  # bytes, not base64
+    # HEAD as GET, without the body, and no key either
+    head = urllib.request.Request(page_server.url + "/", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as response:
+        assert (response.status, response.read()) == (200, b"")
+        assert response.headers["Content-Type"] == "text/html; charset=utf-8"
     # No inline script or style in the page: its policy would refuse them
     with urllib.request.urlopen(page_server.url + "/", timeout=10) as response:
         text = response.read().decode()
