@@ -58,7 +58,7 @@ from tqdm import tqdm
 from bench import reverse
 from bench.datasets import COUNTRY_ATTRIBUTION, COUNTRY_COLUMNS, country_csv
 from ipmeta.api import dependencies
-from ipmeta.api.app import app, metrics
+from ipmeta.api.app import app
 from ipmeta.lookup.answers import lookup_addresses
 from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.lookup.range_cache import RangeCache
@@ -241,7 +241,6 @@ def _resolve(event: dict[str, Any], counter: RequestCounter, run: HandlerRun) ->
     queries = counter.queries
     began = time.process_time()
     response = app.resolve(event, _CONTEXT)
-    metrics.clear_metrics()  # in Lambda the handler's decorator flushes once per invocation
     spent = time.process_time() - began
     if response["statusCode"] == 404 and json.loads(response["body"])["code"] in NOT_IN_A_RANGE:
         run.not_found += 1

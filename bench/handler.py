@@ -29,7 +29,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
-from ipmeta.api.app import app, cors_config, metrics
+from ipmeta.api.app import app, cors_config
 from ipmeta.schema.settings import ApiSettings
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.dynalite import PROJECT_ROOT
@@ -104,8 +104,6 @@ def resolve(resolver: APIGatewayRestResolver, event: dict[str, Any]) -> Call:
     def call() -> dict[str, Any]:
         response = resolver.resolve(event, cast(LambdaContext, LocalLambdaContext()))
         assert response["statusCode"] == 200, response
-        # In Lambda the handler's decorator flushes metrics once per invocation.
-        metrics.clear_metrics()
         return response
 
     return call

@@ -48,8 +48,12 @@ def command_serve(args: argparse.Namespace) -> int:
     if args.show_sources:
         # Read by the handler's settings when its first request builds them.
         os.environ[ENV_SHOW_SOURCES] = "true"
+    from ipmeta.api import observability
     from ipmeta.api.handler import handler
     from ipmeta_cli.server import LocalApiServer, serve_in_workers, tls_context
+
+    # The lookup function's metrics line, once a minute at most per worker and at its end: on stderr.
+    observability.minute_metrics.write = observability.write_to_stderr
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise RuntimeError("--tls-cert and --tls-key go together")
@@ -71,7 +75,9 @@ def command_serve(args: argparse.Namespace) -> int:
             f"  curl '{base}/v1/ranges?field=asn&value=13335&limit=5'\n"
             f"  curl '{base}/v1/flagged?dataset=cloud'\n"
             f"  curl {base}/v1/datasets\n"
-            f"  open {base}/v1/docs\n",
+            f"  open {base}/                 # the lookup page\n"
+            f"  open {base}/v1/docs\n"
+            f"Metrics: one line a minute at most per worker, on stderr.\n",
             flush=True,
         )
         try:
@@ -80,6 +86,7 @@ def command_serve(args: argparse.Namespace) -> int:
             pass
         finally:
             server.server_close()
+            observability.minute_metrics.publish()  # one worker: it served here; several: nothing
     return 0
 
 
@@ -138,10 +145,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Locally, metrics would print an EMF blob per request; CloudWatch is not there to read it.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     args = parser().parse_args(argv)
+    # `serve` prints the lookup function's metrics line as Lambda does, on stderr; the other
+    # commands that call the handler (`lookup --endpoint` aside) have no minute to count.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "false" if args.command == "serve" else "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     from botocore.exceptions import BotoCoreError, ClientError
 
     from ipmeta.schema.errors import IpmetaError

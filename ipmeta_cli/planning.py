@@ -22,7 +22,7 @@ from typing import Any
 
 from ipmeta_cli.arguments import positive_int, share
 from ipmeta_cli.loading import add_source_arguments, load_options
-from loader.planning.costs import NO_BATCHES, TWICE_A_WEEK_PER_MONTH, Batching
+from loader.planning.costs import DEFAULT_METRIC_CONTAINERS, NO_BATCHES, TWICE_A_WEEK_PER_MONTH, Batching
 
 
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
@@ -120,7 +120,9 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.reproduce_blog:
         report["blog"] = reproduce_blog()
     if args.lookups_per_month:
-        report["lookups"] = lookup_costs(args.lookups_per_month, batching=lookup_batching(args))
+        report["lookups"] = lookup_costs(
+            args.lookups_per_month, batching=lookup_batching(args), metric_containers=args.metric_containers
+        )
     return report
 
 
@@ -244,6 +246,13 @@ def _lookup_lines(lookups: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {front:<6} ${cost['total']:>12,.2f}  (${cost['per_million']:.2f} per million)")
         bill = ", ".join(f"{_BILL_LINES[line]} ${usd:,.2f}" for line, usd in cost["breakdown"].items())
         lines.append(f"         {bill}")
+    metrics = lookups["metrics"]
+    lines.append(
+        f"  and the lookup metrics (lookupMetrics), whatever the lookups: ${metrics['total']:,.2f} a month "
+        f"at most ({metrics['custom_metrics']} metrics ${metrics['breakdown']['metrics']:,.2f}, "
+        f"{metrics['lines_per_month']:,} lines from {metrics['containers']} containers "
+        f"${metrics['breakdown']['logs']:,.2f})"
+    )
     return lines
 
 
@@ -348,6 +357,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=share,
         metavar="F",
         help="the share of the lookups that arrive in batches of --batch-size (default: all of them)",
+    )
+    plan.add_argument(
+        "--metric-containers",
+        type=positive_int,
+        default=DEFAULT_METRIC_CONTAINERS,
+        metavar="N",
+        help="with --lookups-per-month: lookup containers publishing their metrics line every minute "
+        f"of the month (default {DEFAULT_METRIC_CONTAINERS}); the metrics cost grows with these, not lookups",
     )
     plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"

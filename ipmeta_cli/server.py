@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ipmeta.api.credentials import REFUSAL_STATUS, ROUTE_FAMILIES, client_of, refusal_body, request_key
+from ipmeta.api.page_routes import is_page_path
 from ipmeta.schema.errors import IpmetaError, RequestTimeout, ServerBusy
 from ipmeta_cli.dynalite import die_with_parent
 from ipmeta_cli.framing import (
@@ -434,10 +435,12 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         """What the gateway does before the function, from the headers alone (the body is not
         read yet): a known key, read as the deployed authorizers read it, in the forms of the
         route family the path would match. Preflights pass, as API Gateway answers them
-        without a key."""
+        without a key, and so do the lookup page's GETs (they hold no data)."""
         if not self.api_keys or self.command == "OPTIONS":
             return True
         split = urlsplit(self.path)
+        if self.command in ("GET", "HEAD") and is_page_path(unquote(split.path)):
+            return True
         query = query_parameters(split.query)
         every_header: dict[str, list[str]] = {}
         for name, value in self.request_headers.items():

@@ -39,6 +39,19 @@ METRIC_DATASET_DIMENSION: Final = "dataset"
 #: with the feed (its dataset) as the dimension. The feed's alarm fires at the stack's threshold.
 METRIC_FEED_FAILURES: Final = "FeedFailuresInARow"
 METRIC_FEED_DIMENSION: Final = "feed"
+#: In the same line, how the run ended (value 1): a release loaded, nothing new, or a failure.
+FEED_RUN_LOADED: Final = "loaded"
+FEED_RUN_UNCHANGED: Final = "unchanged"
+FEED_RUN_FAILED: Final = "failed"
+METRIC_FEED_RUNS: Final = {
+    FEED_RUN_LOADED: "FeedRunsLoaded",
+    FEED_RUN_UNCHANGED: "FeedRunsUnchanged",
+    FEED_RUN_FAILED: "FeedRunsFailed",
+}
+#: Published with ``DatasetActivated``, in its line: the load's items written and its seconds
+#: from Start to activation (the activation report's ``items_written`` and ``duration_seconds``).
+METRIC_ITEMS_WRITTEN: Final = "ItemsWritten"
+METRIC_LOAD_SECONDS: Final = "LoadSeconds"
 
 #: Retired versions kept for rollback (and ``?version=`` lookups) beyond the active one.
 DEFAULT_RETENTION: Final = 1

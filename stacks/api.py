@@ -13,6 +13,7 @@ from typing import Final, cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -58,11 +59,13 @@ from stacks.constants import (
     OUTPUT_API_KEY_ID,
     OUTPUT_API_KEYS_SECRET_ARN,
     OUTPUT_API_URL,
+    PAGE_STATIC_PATH,
     POWERTOOLS_METRICS_DISABLED_ENV,
     POWERTOOLS_METRICS_NAMESPACE_ENV,
     POWERTOOLS_SERVICE_NAME_ENV,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
+from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
 from stacks.function import PythonFunction, lookup_code
 from stacks.http_api import AUTHORIZER_MEMORY_MB, HttpLookupFront
 from stacks.nag import acknowledge
@@ -106,6 +109,22 @@ def emit_lean_logs(function: lambda_.IFunction) -> None:
     resource.add_property_override("LoggingConfig.SystemLogLevel", lambda_.SystemLogLevel.WARN.value)
     resource.add_property_override(
         "LoggingConfig.ApplicationLogLevel", lambda_.ApplicationLogLevel.INFO.value
+    )
+
+
+def rest_front(api: apigateway.RestApi) -> MonitoredFront:
+    """The REST API as the dashboard sees it: API-wide metrics (``ApiName``), as the 5xx alarm always
+    read them, and the library's own REST API section for the stage."""
+    total = cloudwatch.Stats.SUM
+    return MonitoredFront(
+        name="REST API",
+        requests=lambda period: api.metric_count(period=period, statistic=total),
+        latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
+        client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
+        server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
+        library_section=lambda facade: facade.monitor_api_gateway(
+            api=api, api_stage=API_STAGE_NAME, alarm_friendly_name="RestApi", human_readable_name="REST API"
+        ),
     )
 
 
@@ -157,17 +176,12 @@ class LookupApi(Construct):
         assert self.rest is not None
         return self.rest.url
 
-    @property
-    def monitored_api(self) -> apigateway.RestApi:
-        """What ``Monitoring`` alarms on through ``metric_server_error``.
-
-        ``HttpApi`` has that method too, with the same options (its metric is
-        ``5xx`` by ApiId); ``Monitoring`` types its parameter as the REST API.
-        """
+    def fronts(self) -> list[MonitoredFront]:
+        """What the dashboard and the alarms watch of the front in front of the function."""
         if self.http is not None:
-            return cast(apigateway.RestApi, self.http.api)
+            return [self.http.monitored_front()]
         assert self.rest is not None
-        return self.rest
+        return [rest_front(self.rest)]
 
     def outputs(self) -> dict[str, tuple[str, str]]:
         """The front's stack outputs: its URL and where a client's key comes from."""
@@ -216,8 +230,9 @@ class LookupApi(Construct):
                 ENV_RANGE_CACHE_BYTES: str(self._config.lookup_cache_mb * 1024 * 1024),
                 POWERTOOLS_SERVICE_NAME_ENV: LOOKUP_SERVICE_NAME,
                 POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
-                # The Lookups metric is one EMF log line per invocation, ~$0.10 per million
-                # lookups, and counts what API Gateway's Count already counts but for batches.
+                # Lookups, cache hits and misses, Queries and answers by status, counted in
+                # memory and published as one EMF line a minute at most per container
+                # (ipmeta.api.observability): the cost grows with containers, not lookups.
                 POWERTOOLS_METRICS_DISABLED_ENV: str(not self._config.lookup_metrics).lower(),
             },
             memory_mb=self._config.lookup_memory_mb,
@@ -275,6 +290,11 @@ class LookupApi(Construct):
             endpoint_types=[apigateway.EndpointType.REGIONAL],
             # The key authorizer hands the usage plan the key of any form (ipmeta.api.credentials).
             api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
+            # The lookup page's images leave the function base64-encoded; API Gateway decodes them
+            # only for a binary media type matching the request's first Accept type, which a
+            # browser's is not, hence */*. Request bodies then reach the function base64-encoded,
+            # which the batch routes already read (ipmeta.api.ip_routes.raw_body).
+            binary_media_types=["*/*"],
             # Execution logging needs an account-wide CloudWatch role; access
             # logs below record every request without touching account settings.
             cloud_watch_role=False,
@@ -340,6 +360,7 @@ class LookupApi(Construct):
             family: tuple[apigateway.IResource, ...] = (resource, proxy)
             for target in family:
                 target.add_method("ANY", integration, api_key_required=True, authorizer=authorizer)
+        self._build_page_routes(api, integration)
         if self._config.ipinfo_at_root:
             # ipinfo's own API_URL has no path: /8.8.8.8, POST /batch (the other families keep theirs).
             root_proxy = api.root.add_resource("{proxy+}", default_cors_preflight_options=cors)
@@ -348,6 +369,19 @@ class LookupApi(Construct):
                 target.add_method(
                     "ANY", integration, api_key_required=True, authorizer=authorizers[IPINFO_PATH]
                 )
+
+    def _build_page_routes(self, api: apigateway.RestApi, integration: apigateway.LambdaIntegration) -> None:
+        """The lookup page (``GET /``) and its files (``GET /static/...``), and their ``HEAD``, with no
+        key: they hold no data, and the page's lookups go to ``/v1`` with the key. With
+        ``ipinfoAtRoot`` the root's ``ANY`` stays ipinfo's for every other method, and ``/static`` is
+        more specific than the root's ``{proxy+}``."""
+        static = api.root.add_resource(PAGE_STATIC_PATH)
+        files = static.add_resource("{proxy+}")
+        pages: tuple[apigateway.IResource, ...] = (api.root, files)
+        for target in pages:
+            # HEAD as on every GET route: the handler answers it as the GET without the body.
+            for method in ("GET", "HEAD"):
+                target.add_method(method, integration, api_key_required=False)
 
     def _build_refusals(self, api: apigateway.RestApi) -> None:
         """No key, or a key no usage plan holds: 401 and one body every client reads as its own
@@ -433,11 +467,13 @@ class LookupApi(Construct):
             "COG4",
             "The API serves public reference data to programs, not users: access is "
             "controlled by API key with a usage plan (throttle and quota per key), read by a "
-            "Lambda authorizer in any form the GeoIP2 and ipinfo clients send it.",
+            "Lambda authorizer in any form the GeoIP2 and ipinfo clients send it. The lookup "
+            "page (GET / and /static) holds no data; its lookups call /v1 with the key.",
         )
         acknowledge(
             api,
             "APIG4",
-            "Only the CORS preflights (OPTIONS, answered by the gateway itself) have no "
-            "authorizer: a browser sends no key on a preflight.",
+            "Only the CORS preflights (OPTIONS, answered by the gateway itself) and the lookup "
+            "page (GET / and its static files, which hold no data) have no authorizer: a browser "
+            "sends no key on a preflight, and the page's own lookups go to /v1 with the key.",
         )

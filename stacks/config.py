@@ -254,7 +254,8 @@ class IpmetaConfig(BaseModel):
     api_tracing: bool = False
     api_key_cache_seconds: int = 300
     lookup_cache_mb: int = 32
-    lookup_metrics: bool = False
+    #: The lookup function's metrics line: counts in memory, one EMF line a minute at most per container.
+    lookup_metrics: bool = True
     export_mmdb: bool = False
     #: The load options of scheduled and upload-triggered loads (an execution's ``options``):
     #: ``{"format": "geoip2-csv", "locations": "s3://…/Locations-en.csv"}``, say.

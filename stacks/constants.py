@@ -13,6 +13,7 @@ from typing import Final
 
 from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
 from ipmeta.api.credentials import AUTHORIZATION_HEADER, GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS
+from ipmeta.api.page_routes import STATIC_PREFIX
 from ipmeta.schema.settings import (
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
@@ -27,6 +28,12 @@ from ipmeta.schema.settings import (
     ENV_RANGE_CACHE_BYTES,
     ENV_SHOW_SOURCES,
     ENV_TABLE_NAME,
+    LOOKUP_SERVICE,
+    METRIC_ANSWERS,
+    METRIC_CACHE_HITS,
+    METRIC_CACHE_MISSES,
+    METRIC_LOOKUPS,
+    METRIC_QUERIES,
     METRICS_NAMESPACE,
 )
 from loader.settings import (
@@ -36,12 +43,16 @@ from loader.settings import (
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
     ENV_SOURCE_BUCKET,
+    FEED_RUN_UNCHANGED,
     FEEDS_PREFIX,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRIC_DATASET_DIMENSION,
     METRIC_FEED_DIMENSION,
     METRIC_FEED_FAILURES,
+    METRIC_FEED_RUNS,
+    METRIC_ITEMS_WRITTEN,
+    METRIC_LOAD_SECONDS,
 )
 
 __all__ = [
@@ -67,12 +78,22 @@ __all__ = [
     "ENV_SOURCE_BUCKET",
     "ENV_TABLE_NAME",
     "FEEDS_PREFIX",
+    "FEED_RUN_UNCHANGED",
     "LOADER_SERVICE_NAME",
+    "LOOKUP_SERVICE",
     "METRICS_NAMESPACE",
+    "METRIC_ANSWERS",
+    "METRIC_CACHE_HITS",
+    "METRIC_CACHE_MISSES",
     "METRIC_DATASET_ACTIVATED",
     "METRIC_DATASET_DIMENSION",
     "METRIC_FEED_DIMENSION",
     "METRIC_FEED_FAILURES",
+    "METRIC_FEED_RUNS",
+    "METRIC_ITEMS_WRITTEN",
+    "METRIC_LOAD_SECONDS",
+    "METRIC_LOOKUPS",
+    "METRIC_QUERIES",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -137,7 +158,7 @@ POWERTOOLS_LAYER_VERSION: Final = 42
 POWERTOOLS_LAYER_ACCOUNT: Final = "017000801446"
 POWERTOOLS_LAYER_NAME: Final = "AWSLambdaPowertoolsPythonV3-python313-arm64"
 
-LOOKUP_SERVICE_NAME: Final = "lookup"
+LOOKUP_SERVICE_NAME: Final = LOOKUP_SERVICE
 AUTHORIZER_SERVICE_NAME: Final = "authorizer"
 #: The loader's Powertools Metrics carry ``service=<this>`` as their dimension,
 #: so the data-age alarm must name it to find DatasetActivated.
@@ -159,6 +180,8 @@ API_VERSION_PATH: Final = V1_KEYS.path
 #: The GeoIP2 web service's and ipinfo's (``ipmeta.shapes``' documents).
 GEOIP2_PATH: Final = GEOIP2_KEYS.path
 IPINFO_PATH: Final = IPINFO_KEYS.path
+#: The lookup page is ``/``; its files are under this first segment (``ipmeta.api.page_routes``).
+PAGE_STATIC_PATH: Final = STATIC_PREFIX.strip("/")
 
 #: The change event goes to the account's default EventBridge bus.
 DEFAULT_EVENT_BUS: Final = "default"

@@ -29,6 +29,7 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_apigatewayv2 as apigatewayv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -48,8 +49,10 @@ from stacks.constants import (
     GEOIP2_PATH,
     HTTP_API_STAGE_NAME,
     IPINFO_PATH,
+    PAGE_STATIC_PATH,
     POWERTOOLS_SERVICE_NAME_ENV,
 )
+from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
 from stacks.function import PythonFunction, lookup_code
 from stacks.nag import acknowledge
 
@@ -70,6 +73,10 @@ GEOIP2_PATHS: Final = (f"/{GEOIP2_PATH}/{{proxy+}}",)
 IPINFO_PATHS: Final = (f"/{IPINFO_PATH}", f"/{IPINFO_PATH}/{{proxy+}}")
 #: ``ipinfoAtRoot``: ipinfo's own API_URL has no path (the other families keep theirs).
 ROOT_PATHS: Final = ("/", "/{proxy+}")
+#: The lookup page and its files: GET (and HEAD, as on every GET route), no authorizer
+#: (``ipmeta.api.page_routes``).
+PAGE_PATHS: Final = ("/", f"/{PAGE_STATIC_PATH}/{{proxy+}}")
+PAGE_METHODS: Final = (apigatewayv2.HttpMethod.GET, apigatewayv2.HttpMethod.HEAD)
 
 #: One JSON line per request, the REST front's fields in HTTP API variables;
 #: ``client`` is the authorizer's name for the key (the REST log has the key id).
@@ -133,13 +140,28 @@ class HttpLookupFront(Construct):
             ),
             access_log_settings=_AccessLogs(self.access_logs),
         )
-        # Every route has the authorizer and the stage logs every request, so cdk-nag
-        # (APIG1 logs, APIG4 authorization) finds nothing here to acknowledge.
+        # Every route but the lookup page's has the authorizer, and the stage logs every request:
+        # cdk-nag's APIG4 is acknowledged on the page's routes alone.
         self._build_routes(handler)
 
     @property
     def url(self) -> str:
         return self.stage.url
+
+    def monitored_front(self) -> MonitoredFront:
+        """The HTTP API as the dashboard sees it: API-wide metrics (``ApiId``), as the 5xx alarm always
+        read them, and the library's own HTTP API section for the default stage."""
+        api, total = self.api, cloudwatch.Stats.SUM
+        return MonitoredFront(
+            name="HTTP API",
+            requests=lambda period: api.metric_count(period=period, statistic=total),
+            latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
+            client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
+            server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
+            library_section=lambda facade: facade.monitor_api_gateway_v2_http_api(
+                api=api, alarm_friendly_name="HttpApi", human_readable_name="HTTP API"
+            ),
+        )
 
     def _build_keys_secret(self) -> secretsmanager.Secret:
         """Client name -> key, one generated client to start with; never in the template."""
@@ -211,8 +233,27 @@ class HttpLookupFront(Construct):
             families.append((ROOT_PATHS, ipinfo))
         for paths, authorizer in families:
             for path in paths:
+                # `GET /` and `HEAD /` are the lookup page's, below, whoever else answers at the root.
+                methods = [method for method in ROUTED_METHODS if (path, method) not in self._page_routes()]
                 self.api.add_routes(
-                    path=path, methods=list(ROUTED_METHODS), integration=integration, authorizer=authorizer
+                    path=path, methods=methods, integration=integration, authorizer=authorizer
+                )
+        self._build_page_routes(integration)
+
+    @staticmethod
+    def _page_routes() -> set[tuple[str, apigatewayv2.HttpMethod]]:
+        return {(path, method) for path in PAGE_PATHS for method in PAGE_METHODS}
+
+    def _build_page_routes(self, integration: integrations.HttpLambdaIntegration) -> None:
+        """The lookup page (``GET /``) and its files (``GET /static/...``), with no authorizer: they
+        hold no data, and the page's lookups go to ``/v1`` with the key."""
+        for path in PAGE_PATHS:
+            for route in self.api.add_routes(path=path, methods=list(PAGE_METHODS), integration=integration):
+                acknowledge(
+                    route,
+                    "APIG4",
+                    "The lookup page and its static files hold no data and need no key; the lookups "
+                    "the page makes go to /v1, whose routes have the key authorizer.",
                 )
 
     def _cors_options(self) -> apigatewayv2.CorsPreflightOptions | None:

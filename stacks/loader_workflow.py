@@ -30,7 +30,7 @@ ones in ``loader/pipeline/handlers.py``; ``stacks.loader_functions`` sizes and g
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -42,7 +42,13 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.constants import CHUNK_PREFIX, DEFAULT_EVENT_BUS, FETCH_TASK, RECORD_RELEASE_TASK
+from stacks.constants import (
+    CHUNK_PREFIX,
+    DEFAULT_EVENT_BUS,
+    FEED_RUN_UNCHANGED,
+    FETCH_TASK,
+    RECORD_RELEASE_TASK,
+)
 from stacks.loader_functions import EXPORT_TASK, LoaderFunctions, sizing
 from stacks.nag import acknowledge, arn_ref
 
@@ -281,17 +287,25 @@ class LoaderWorkflow(Construct):
         grace.next(cleanup).next(sfn.Succeed(self, "Loaded"))
         activate.next(self._record_release("FromAFeed?", "RecordRelease", grace))
 
-    def _record_release(self, choice: str, state_name: str, then: sfn.State) -> sfn.IChainable:
+    def _record_release(
+        self, choice: str, state_name: str, then: sfn.State, run: str | None = None
+    ) -> sfn.IChainable:
         """With feeds: a feed's run remembers its release, then goes on to ``then``; any other load goes on.
 
         The version is live by now, so a failure to record must not fail the load: the
         next run fetches the release again, Start finds it active, and records it then.
+        ``run`` names how the run ended for its metric when it did not load (the handler's
+        default is a load).
         """
         if RECORD_RELEASE_TASK not in self.functions:
             return then
-        release = sfn.TaskInput.from_object(
-            {"feed": sfn.JsonPath.object_at("$.feed"), "load_id": sfn.JsonPath.string_at("$.load_id")}
-        )
+        fields: dict[str, Any] = {
+            "feed": sfn.JsonPath.object_at("$.feed"),
+            "load_id": sfn.JsonPath.string_at("$.load_id"),
+        }
+        if run is not None:
+            fields["run"] = run
+        release = sfn.TaskInput.from_object(fields)
         record = self._invoke(RECORD_RELEASE_TASK, state_name, release, sfn.JsonPath.DISCARD)
         record.add_catch(then, errors=["States.ALL"], result_path="$.recordError")
         record.next(then)
@@ -367,7 +381,9 @@ class LoaderWorkflow(Construct):
             sfn.Choice(self, "Started?")
             .when(
                 sfn.Condition.string_equals("$.status", "unchanged"),
-                self._record_release("UnchangedFromAFeed?", "RecordUnchangedRelease", nothing_to_write),
+                self._record_release(
+                    "UnchangedFromAFeed?", "RecordUnchangedRelease", nothing_to_write, FEED_RUN_UNCHANGED
+                ),
             )
             .when(sfn.Condition.boolean_equals("$.prepared", True), write_chunks)
             .otherwise(scan_sources)

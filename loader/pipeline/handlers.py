@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -66,11 +66,17 @@ from loader.settings import (
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
     ENV_SOURCE_BUCKET,
+    FEED_RUN_FAILED,
+    FEED_RUN_LOADED,
+    FEED_RUN_UNCHANGED,
     LOADER_SERVICE_NAME,
     METRIC_DATASET_ACTIVATED,
     METRIC_DATASET_DIMENSION,
     METRIC_FEED_DIMENSION,
     METRIC_FEED_FAILURES,
+    METRIC_FEED_RUNS,
+    METRIC_ITEMS_WRITTEN,
+    METRIC_LOAD_SECONDS,
 )
 from loader.store import s3
 from loader.store.batch_writes import WriteStats
@@ -113,21 +119,20 @@ def _read_secret(name: str) -> Any:
     return parsed if isinstance(parsed, dict) else value
 
 
-def _publish_feed_failures(feed: str, failures_in_a_row: int) -> None:
-    """Every run of a feed that ends says how many of its runs failed in a row: its alarm's metric.
+def _publish_feed_run(feed: str, run: str, failures_in_a_row: int) -> None:
+    """Every run of a feed that ends says how it ended (``run``: loaded, unchanged, failed; the
+    dashboard counts them) and how many of its runs failed in a row (its alarm's metric).
 
-    One metric of its own, flushed at once: the handlers that publish it publish nothing
+    One line of its own, flushed at once: the handlers that publish it publish nothing
     else, and a plain load's abort publishes nothing at all.
     """
-    dimensions = {"service": LOADER_SERVICE_NAME, METRIC_FEED_DIMENSION: feed}
-    with single_metric(
-        name=METRIC_FEED_FAILURES,
-        unit=MetricUnit.Count,
-        value=failures_in_a_row,
+    line = EphemeralMetrics(
         namespace=METRICS_NAMESPACE,
-        default_dimensions=dimensions,
-    ):
-        pass
+        default_dimensions={"service": LOADER_SERVICE_NAME, METRIC_FEED_DIMENSION: feed},
+    )
+    line.add_metric(name=METRIC_FEED_FAILURES, unit=MetricUnit.Count, value=failures_in_a_row)
+    line.add_metric(name=METRIC_FEED_RUNS[run], unit=MetricUnit.Count, value=1)
+    line.flush_metrics()
 
 
 @logger.inject_lambda_context
@@ -144,7 +149,7 @@ def fetch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         workdir=Path(tempfile.gettempdir()),
     )
     if outcome["status"] == fetch_task.UNCHANGED:
-        _publish_feed_failures(outcome["dataset"], outcome["failures_in_a_row"])
+        _publish_feed_run(outcome["dataset"], FEED_RUN_UNCHANGED, outcome["failures_in_a_row"])
     logger.info("feed checked", extra={"feed": event["feed"], "status": outcome["status"]})
     return outcome
 
@@ -163,7 +168,8 @@ def _download_deadline(context: LambdaContext) -> float:
 def record_release(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """``{"feed": <the release>, "load_id"}``, once the load is active: what the feed's next run compares."""
     state = fetch_task.record_release(event["feed"], _table())
-    _publish_feed_failures(event["feed"]["dataset"], 0)
+    # RecordUnchangedRelease: Start found the release's bytes active already; RecordRelease: loaded.
+    _publish_feed_run(event["feed"]["dataset"], event.get("run", FEED_RUN_LOADED), 0)
     logger.info(
         "feed release recorded",
         extra={"feed": state.feed, "release": state.release_id, "load_id": event.get("load_id")},
@@ -261,6 +267,15 @@ def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Each dataset's data-age alarm fires when no activation of it arrived within its allowed age.
     metrics.add_dimension(name=METRIC_DATASET_DIMENSION, value=dataset_of(event["load_id"]))
     metrics.add_metric(name=METRIC_DATASET_ACTIVATED, unit=MetricUnit.Count, value=1)
+    # The dashboard's loads, in the same line: what this one wrote, and how long it took.
+    if outcome.report.items_written is not None:
+        metrics.add_metric(
+            name=METRIC_ITEMS_WRITTEN, unit=MetricUnit.Count, value=outcome.report.items_written
+        )
+    if outcome.report.duration_seconds is not None:
+        metrics.add_metric(
+            name=METRIC_LOAD_SECONDS, unit=MetricUnit.Seconds, value=outcome.report.duration_seconds
+        )
     # The per-bucket table stays in the saved report; Step Functions payloads are small.
     report = outcome.report.summary()
     logger.info("activated", extra={"load_id": event["load_id"], "report": report})
@@ -300,7 +315,8 @@ def abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # A feed's failed run counts towards its alarm, whether the fetch or the load failed.
     failure = fetch_task.count_failure(event, _table())
     if failure is not None:
-        _publish_feed_failures(*failure)
+        dataset, failures_in_a_row = failure
+        _publish_feed_run(dataset, FEED_RUN_FAILED, failures_in_a_row)
     return outcome
 
 

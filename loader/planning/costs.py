@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from ipmeta.schema.settings import LOOKUP_METRICS
 from loader.planning.write_model import GB, ITEM_OVERHEAD_BYTES, KB, MILLION, write_units_per_item
 
 WRITE_PRICE_PER_MILLION: Final = 0.625
@@ -157,6 +158,39 @@ class Batching:
 
 NO_BATCHES: Final = Batching()
 
+#: CloudWatch custom metrics, per metric-month (first 10,000 metrics; billed by the hour a metric
+#: receives data, so this is the bound of a metric published every hour).
+METRIC_PRICE_PER_MONTH: Final = 0.30
+#: The lookup function's metrics line (``ipmeta.api.observability``): its metrics, all of them in
+#: every line; the line's bytes, rounded up (``tests/unit/test_capacity.py`` measures a real one);
+#: at most one line a minute per container.
+LOOKUP_METRICS_COUNT: Final = len(LOOKUP_METRICS)
+METRICS_LINE_BYTES: Final = 750
+MINUTES_PER_MONTH: Final = 730 * 60
+#: Containers the model prices lines for, each publishing every minute of the month: about ten
+#: times the concurrency a billion lookups a month need (386 a second × 12 ms ≈ 4.6 busy containers).
+DEFAULT_METRIC_CONTAINERS: Final = 10
+
+
+def metrics_month_costs(containers: int = DEFAULT_METRIC_CONTAINERS) -> dict[str, Any]:
+    """What the lookup function's metrics cost a month: the same at any number of lookups.
+
+    A container publishes one line a minute at most, whatever it served in that minute, so the
+    bound is containers × minutes × the line's bytes, plus the metrics themselves; a request adds
+    nothing (an addition in memory).
+    """
+    lines = containers * MINUTES_PER_MONTH
+    logs = lines * (METRICS_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES) / GB * LOGS_PRICE_PER_GB
+    metrics = LOOKUP_METRICS_COUNT * METRIC_PRICE_PER_MONTH
+    return {
+        "containers": containers,
+        "lines_per_month": lines,
+        "line_bytes": METRICS_LINE_BYTES,
+        "custom_metrics": LOOKUP_METRICS_COUNT,
+        "breakdown": {"metrics": round(metrics, 4), "logs": round(logs, 4)},
+        "total": round(metrics + logs, 4),
+    }
+
 
 def lookup_costs(
     lookups_per_month: int,
@@ -167,12 +201,13 @@ def lookup_costs(
     log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
     response_bytes: float = 0.4 * KB,
     batching: Batching = NO_BATCHES,
+    metric_containers: int = DEFAULT_METRIC_CONTAINERS,
 ) -> dict[str, Any]:
     """The monthly bill of ``lookups_per_month`` lookups behind each API front (docs/deploy.md's model).
 
     API Gateway, Lambda's requests and the access logs count API requests; DynamoDB's reads, Lambda's
     duration and the bytes answered count lookups (``batching`` says how many requests they take).
-    ``per_million`` is per million lookups.
+    ``per_million`` is per million lookups. ``metrics`` (``metrics_month_costs``) is beside the fronts.
     """
     log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
     requests = batching.requests(lookups_per_month)
@@ -215,4 +250,5 @@ def lookup_costs(
             "batch_size": batching.size,
         },
         "fronts": fronts,
+        "metrics": metrics_month_costs(metric_containers),
     }

@@ -108,3 +108,28 @@ def rest_method_routes(template: dict[str, Any]) -> list[tuple[str, dict[str, An
         (path_of(method["Properties"]["ResourceId"]) or "/", method["Properties"])
         for method in resources_of_type(template, "AWS::ApiGateway::Method").values()
     ]
+
+
+def alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every alarm's properties by logical id, an alarm on one metric always in the classic form.
+
+    CloudFormation takes a single metric two ways: ``MetricName``, ``Dimensions``… at the top,
+    or as the one query of ``Metrics`` (which CDK writes for a labelled metric, and
+    cdk-monitoring-constructs labels them). The second is flattened into the first here.
+    """
+    found = {}
+    for logical_id, alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").items():
+        properties = dict(alarm["Properties"])
+        queries = properties.get("Metrics", [])
+        if len(queries) == 1 and "MetricStat" in queries[0]:
+            stat = queries[0]["MetricStat"]
+            properties.pop("Metrics")
+            properties.update(
+                Namespace=stat["Metric"]["Namespace"],
+                MetricName=stat["Metric"]["MetricName"],
+                Dimensions=stat["Metric"].get("Dimensions", []),
+                Period=stat["Period"],
+                Statistic=stat["Stat"],
+            )
+        found[logical_id] = properties
+    return found

@@ -105,14 +105,18 @@ def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synth
         for m in methods.values()
         if m["Properties"].get("ResourceId") == {"Fn::GetAtt": [rest_api_id, "RootResourceId"]}
     ]
-    assert [m["HttpMethod"] for m in root] == ["ANY"]
+    by_method = {m["HttpMethod"]: m for m in root}
+    assert sorted(by_method) == ["ANY", "GET", "HEAD"]
     [ipinfo_id] = [
         logical_id
         for logical_id, authorizer in resources_of_type(template, "AWS::ApiGateway::Authorizer").items()
         if not authorizer["Properties"].get("IdentitySource")
     ]
-    assert root[0]["AuthorizerId"] == {"Ref": ipinfo_id}
-    assert len(methods) == 8  # three families and their proxies, the root and its proxy
+    assert by_method["ANY"]["AuthorizerId"] == {"Ref": ipinfo_id}
+    # GET and HEAD / are the lookup page's, with no key, whoever answers the root's other methods
+    assert by_method["GET"]["AuthorizationType"] == by_method["HEAD"]["AuthorizationType"] == "NONE"
+    # three families and their proxies, the root and its proxy; GET and HEAD of the page and its files
+    assert len(methods) == 12
 
 
 # -- ipinfo's Lite and Core/Plus paths (issue 26) -----------------------------------------------
@@ -270,9 +274,16 @@ def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
     template = synthesized.templates[variant]
     authorizers = resources_of_type(template, "AWS::ApiGateway::Authorizer")
     routes: dict[str, set[str]] = {}
+    pages = set()
     for path, method in rest_method_routes(template):
-        if method["HttpMethod"] != "OPTIONS":
-            routes.setdefault(method["AuthorizerId"]["Ref"], set()).add(path)
+        if method["HttpMethod"] == "OPTIONS":
+            continue
+        if "AuthorizerId" not in method:
+            pages.add((method["HttpMethod"], path))
+            continue
+        routes.setdefault(method["AuthorizerId"]["Ref"], set()).add(path)
+    # Only the lookup page and its files go without an authorizer
+    assert pages == {(method, path) for method in ("GET", "HEAD") for path in ("/", "/static/{proxy+}")}
     assert set(routes) == set(authorizers)
     for authorizer_id, paths in routes.items():
         source = authorizers[authorizer_id]["Properties"].get("IdentitySource")

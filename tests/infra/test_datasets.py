@@ -19,6 +19,7 @@ from stacks.constants import (
     LOOKUP_HANDLER,
     METRIC_DATASET_ACTIVATED,
 )
+from tests.infra.cfn import alarms as cfn_alarms
 from tests.infra.cfn import resources_of_type
 from tests.infra.conftest import DATASETS, DEFAULT, EXAMPLE_DATASETS, Synthesized
 from tests.infra.test_reloads import _input_text
@@ -90,9 +91,9 @@ def test_the_lookup_knows_the_precedence_and_each_datasets_maximum_age(synthesiz
 
 def test_each_dataset_has_a_data_age_alarm_on_its_own_dimension(synthesized: Synthesized) -> None:
     alarms = [
-        alarm["Properties"]
-        for alarm in resources_of_type(synthesized.templates[DATASETS], "AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"].get("MetricName") == METRIC_DATASET_ACTIVATED
+        alarm
+        for alarm in cfn_alarms(synthesized.templates[DATASETS]).values()
+        if alarm.get("MetricName") == METRIC_DATASET_ACTIVATED
     ]
     by_dataset = {
         next(d["Value"] for d in alarm["Dimensions"] if d["Name"] == "dataset"): alarm for alarm in alarms

@@ -25,6 +25,9 @@ from stacks.constants import (
 )
 from stacks.loader_workflow import FEED_RETRY_ERRORS
 from tests.infra.cfn import (
+    alarms as cfn_alarms,
+)
+from tests.infra.cfn import (
     as_list,
     function_by_handler,
     policy_statements_of_role,
@@ -209,11 +212,9 @@ def test_no_secret_value_is_in_the_template_and_no_key_can_be_put_in_the_context
 
 def test_each_feed_alarms_when_it_failed_n_runs_in_a_row(synthesized: Synthesized) -> None:
     alarms = {
-        next(d["Value"] for d in alarm["Properties"]["Dimensions"] if d["Name"] == "feed"): alarm[
-            "Properties"
-        ]
-        for alarm in resources_of_type(synthesized.templates[FEEDS], "AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"].get("MetricName") == METRIC_FEED_FAILURES
+        next(d["Value"] for d in alarm["Dimensions"] if d["Name"] == "feed"): alarm
+        for alarm in cfn_alarms(synthesized.templates[FEEDS]).values()
+        if alarm.get("MetricName") == METRIC_FEED_FAILURES
     }
     assert set(alarms) == FEED_NAMES
     for name, alarm in alarms.items():
@@ -227,9 +228,9 @@ def test_each_feed_alarms_when_it_failed_n_runs_in_a_row(synthesized: Synthesize
         assert alarm["TreatMissingData"] == "ignore"
     # A fed dataset declared in datasets keeps its data-age alarm; the others have none
     ages = [
-        alarm["Properties"]["AlarmDescription"]
-        for alarm in resources_of_type(synthesized.templates[FEEDS], "AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"].get("MetricName") == "DatasetActivated"
+        alarm["AlarmDescription"]
+        for alarm in cfn_alarms(synthesized.templates[FEEDS]).values()
+        if alarm.get("MetricName") == "DatasetActivated"
     ]
     assert ages == ["No version of dataset city was activated in the last 120 hours"]
 

@@ -35,10 +35,15 @@ from stacks.http_api import (
     ROUTED_PATHS,
 )
 from tests.authorizer_events import HTTP_KEYS, admitted_forms
+from tests.infra.cfn import alarms as cfn_alarms
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, VARIANTS, Synthesized, cdk_json
 
 HTTP_CONTEXT = VARIANTS[HTTP_API]
+#: The lookup page's routes, the only ones without an authorizer.
+PAGE_ROUTE_KEYS = frozenset(
+    f"{method} {path}" for method in ("GET", "HEAD") for path in ("/", "/static/{proxy+}")
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +72,8 @@ def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_1_0(
     routes = resources_of_type(template, "AWS::ApiGatewayV2::Route")
     paths = (*ROUTED_PATHS, *GEOIP2_PATHS, *IPINFO_PATHS, *ROOT_PATHS)  # ipinfoAtRoot: the root too
     expected = {f"{method.value} {path}" for path in paths for method in ROUTED_METHODS}
+    # And the lookup page and its files, GET and HEAD: the root's are the page's, not ipinfo's
+    expected |= PAGE_ROUTE_KEYS
     assert {route["Properties"]["RouteKey"] for route in routes.values()} == expected
     # OPTIONS is the gateway's CORS preflight: an ANY route would send it to the authorizer
     assert not [key for key in expected if key.startswith(("OPTIONS ", "ANY ", "$default"))]
@@ -102,7 +109,11 @@ def test_every_route_needs_a_key_checked_by_its_familys_authorizer(template: dic
         (*IPINFO_PATHS, *ROOT_PATHS): by_source[()][0],
     }
     for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
-        path = route["Properties"]["RouteKey"].split(" ", 1)[1]
+        key = route["Properties"]["RouteKey"]
+        if key in PAGE_ROUTE_KEYS:  # the lookup page and its files: no data, no key
+            assert route["Properties"].get("AuthorizationType", "NONE") == "NONE", key
+            continue
+        path = key.split(" ", 1)[1]
         [authorizer_id] = [logical_id for paths, logical_id in families.items() if path in paths]
         assert route["Properties"]["AuthorizationType"] == "CUSTOM"
         assert route["Properties"]["AuthorizerId"] == {"Ref": authorizer_id}
@@ -217,7 +228,7 @@ def test_outputs_name_the_keys_secret_instead_of_an_api_key(
 
 def test_alarms_watch_the_http_apis_5xx_and_the_authorizer(template: dict[str, Any]) -> None:
     api_id, _ = only(template, "AWS::ApiGatewayV2::Api")
-    alarms = [a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()]
+    alarms = list(cfn_alarms(template).values())
     [server_errors] = [a for a in alarms if a.get("MetricName") == "5xx"]
     assert server_errors["Namespace"] == "AWS/ApiGateway"
     assert server_errors["Dimensions"] == [{"Name": "ApiId", "Value": {"Ref": api_id}}]
@@ -236,6 +247,8 @@ def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
     monkeypatch.setattr(http_authorizer, "api_keys", lambda: HTTP_KEYS)
     authorizers = resources_of_type(template, "AWS::ApiGatewayV2::Authorizer")
     for route in resources_of_type(template, "AWS::ApiGatewayV2::Route").values():
+        if route["Properties"]["RouteKey"] in PAGE_ROUTE_KEYS:
+            continue
         path = route["Properties"]["RouteKey"].split(" ", 1)[1]
         properties = authorizers[route["Properties"]["AuthorizerId"]["Ref"]]["Properties"]
         [source] = properties.get("IdentitySource") or [None]

@@ -34,7 +34,14 @@ from stacks.constants import (
     POWERTOOLS_LAYER_VERSION,
     POWERTOOLS_VERSION,
 )
-from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
+from tests.infra.cfn import (
+    as_list,
+    function_by_handler,
+    only,
+    policy_statements_of_role,
+    resources_of_type,
+    rest_method_routes,
+)
 from tests.infra.conftest import DEFAULT, EXAMPLE_ORIGIN, HTTP_API, SOURCE_URL, Synthesized, cdk_json
 
 EXPECTED_LAYER_ARN = {
@@ -83,6 +90,11 @@ def test_lookup_asset_is_the_lambdas_folder(synthesized: Synthesized) -> None:
     asset = _asset_dir(synthesized.asset_dirs[DEFAULT], function)
 
     assert (asset / "ipmeta" / "schema" / "keys.py").is_file()
+    # The lookup page ships with the function: its HTML, its script and Leaflet with its licence
+    page = asset / "ipmeta" / "api" / "page"
+    for name in ("index.html", "static/page.js", "static/leaflet/leaflet.js", "static/leaflet/LICENSE"):
+        assert (page / name).is_file(), name
+    assert (page / "static" / "leaflet" / "images" / "marker-icon.png").is_file()
     assert not list(asset.rglob("__pycache__"))
     # The lookup ships no loader code: no loader package, no write path of the table
     assert sorted(path.name for path in asset.iterdir()) == ["ipmeta"]
@@ -100,13 +112,26 @@ def test_each_api_and_its_proxy_route_to_the_lookup_function_with_an_api_key(
     template = synthesized.template()
     resources = resources_of_type(synthesized.templates[DEFAULT], "AWS::ApiGateway::Resource")
     assert sorted(r["Properties"]["PathPart"] for r in resources.values()) == sorted(
-        [API_VERSION_PATH, GEOIP2_PATH, IPINFO_PATH, *["{proxy+}"] * 3]
+        [API_VERSION_PATH, GEOIP2_PATH, IPINFO_PATH, "static", *["{proxy+}"] * 4]
     )
-    methods = resources_of_type(synthesized.templates[DEFAULT], "AWS::ApiGateway::Method")
-    assert len(methods) == 6
+    routes = rest_method_routes(synthesized.templates[DEFAULT])
+    assert len(routes) == 10
     lookup_id, _ = function_by_handler(synthesized.templates[DEFAULT], LOOKUP_HANDLER)
-    for method in methods.values():
-        properties = method["Properties"]
+    # The lookup page and its files: GET and HEAD, no key (no data; the page's lookups need one)
+    page_methods = [(path, properties) for path, properties in routes if path in ("/", "/static/{proxy+}")]
+    assert sorted((path, p["HttpMethod"]) for path, p in page_methods) == [
+        ("/", "GET"),
+        ("/", "HEAD"),
+        ("/static/{proxy+}", "GET"),
+        ("/static/{proxy+}", "HEAD"),
+    ]
+    pages = {path for path, _ in page_methods}
+    for _, properties in page_methods:
+        assert (properties.get("ApiKeyRequired", False), properties["AuthorizationType"]) == (False, "NONE")
+        assert lookup_id in str(properties["Integration"]["Uri"])
+    for path, properties in routes:
+        if path in pages:
+            continue
         assert properties["HttpMethod"] == "ANY"
         assert properties["ApiKeyRequired"] is True
         assert properties["AuthorizationType"] == "CUSTOM"
@@ -117,6 +142,8 @@ def test_each_api_and_its_proxy_route_to_the_lookup_function_with_an_api_key(
         "AWS::ApiGateway::RestApi",
         {"ApiKeySourceType": "AUTHORIZER", "EndpointConfiguration": {"Types": ["REGIONAL"]}},
     )
+    # The page's images are base64 from the function: REST decodes them for any Accept (*/*)
+    template.has_resource_properties("AWS::ApiGateway::RestApi", {"BinaryMediaTypes": ["*/*"]})
 
 
 def test_usage_plan_and_stage_throttles_come_from_context(synthesized: Synthesized) -> None:

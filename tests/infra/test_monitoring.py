@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from stacks.constants import LOADER_SERVICE_NAME, METRIC_DATASET_ACTIVATED, METRICS_NAMESPACE
+from tests.infra.cfn import alarms as cfn_alarms
 from tests.infra.cfn import only, resources_of_type
 from tests.infra.conftest import DEFAULT, Synthesized, cdk_json
 
 
 def _alarms(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
-    alarms = resources_of_type(synthesized.templates[DEFAULT], "AWS::CloudWatch::Alarm")
-    return {logical_id: alarm["Properties"] for logical_id, alarm in alarms.items()}
+    return cfn_alarms(synthesized.templates[DEFAULT])
 
 
 def _metric_names(alarm: dict[str, Any]) -> set[str]:

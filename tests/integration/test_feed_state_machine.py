@@ -27,7 +27,7 @@ from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
 from loader.pipeline.fetch import DeployedFeed, decode_feeds, encode_feeds
 from loader.records import FeedState
-from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEEDS_PREFIX
+from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEEDS_PREFIX, METRIC_FEED_RUNS
 from loader.store.table import LoaderTable
 from stacks.constants import FETCH_TASK, LOADER_MODULE
 from tests.fakes.releases import maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
@@ -90,13 +90,16 @@ class FeedMachine:
         }
 
 
-def published_failures(printed: str) -> list[tuple[str, float]]:
-    """The ``FeedFailuresInARow`` metrics the handlers printed (CloudWatch's embedded metric format)."""
+def published_failures(printed: str) -> list[tuple[str, float, str]]:
+    """The ``FeedFailuresInARow`` metrics the handlers printed (CloudWatch's embedded metric format),
+    each with how its run ended, a metric of the same line."""
     metrics = [json.loads(line) for line in printed.splitlines() if line.startswith('{"_aws"')]
     return [
-        (metric["feed"], metric["FeedFailuresInARow"][0])
+        (metric["feed"], metric["FeedFailuresInARow"][0], run)
         for metric in metrics
         if "FeedFailuresInARow" in metric
+        for run, name in METRIC_FEED_RUNS.items()
+        if metric.get(name) == [1.0]
     ]
 
 
@@ -124,6 +127,10 @@ def feed_machine(
         pytest.fail("the state machine tests need node")
     template = synthesized.templates[FEEDS]
     monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
+    # The handlers' metric lines are part of what a run does (the tests turn metrics off elsewhere)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    # What handlers left unflushed while metrics were off (a disabled flush keeps them) is not this run's
+    handlers.metrics.clear_metrics()
     monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
     # The vendor's retries within one invocation, without waiting; the state machine's own come after.
     # (The handler's settings carry its deadline, a minute before the invocation's end.)
@@ -151,7 +158,7 @@ def feed_machine(
 
 
 def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unchanged(
-    feed_machine: FeedMachine,
+    feed_machine: FeedMachine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # When the feed's schedule starts a run, {"feed": "geolite2-asn"}
     first = feed_machine.run()
@@ -162,6 +169,13 @@ def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unch
     state = feed_machine.dataset.feed_states.get(f"maxmind:{EDITION}")
     assert state is not None
     assert state.release_id == "2026-11-24"
+    # And the activation's line says what the load wrote and how long it took, beside the run's
+    printed = capsys.readouterr().out
+    assert published_failures(printed) == [(DATASET, 0, "loaded")]
+    [activated] = [json.loads(line) for line in printed.splitlines() if '"DatasetActivated"' in line]
+    assert activated["dataset"] == DATASET
+    assert activated["ItemsWritten"][0] == feed_machine.dataset.loads.list_all()[0].items_written > 0
+    assert activated["LoadSeconds"][0] > 0
     # When the next run finds the same release
     feed_machine.maxmind.api.forget()
     feed_machine.maxmind.storage.forget()
@@ -169,6 +183,7 @@ def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unch
     # Then it ends as unchanged after the metadata request, and starts no load
     assert again["status"] == "SUCCEEDED", again
     assert again["output"]["status"] == "unchanged"
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 0, "unchanged")]
     assert feed_machine.maxmind.api.paths() == ["/geoip/updates/metadata"]
     assert feed_machine.maxmind.storage.paths() == []
     assert [load.version for load in feed_machine.dataset.loads.list_all()] == [1]
@@ -183,7 +198,7 @@ def test_a_bad_release_fails_the_run_loads_nothing_and_keeps_the_previous_versio
     # Given the first release loaded
     assert feed_machine.run()["status"] == "SUCCEEDED"
     files = feed_machine.feed_files()
-    assert published_failures(capsys.readouterr().out) == [(DATASET, 0)]
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 0, "loaded")]
     # When the next release's .mmdb is not the one its md5 names
     feed_machine.maxmind.editions[EDITION] = edition("2026-11-27", md5="0" * 32)
     failed = feed_machine.run()
@@ -199,7 +214,7 @@ def test_a_bad_release_fails_the_run_loads_nothing_and_keeps_the_previous_versio
     assert feed_machine.feed_files() == files
     assert feed_machine.endpoint.s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
     # And the failure counts towards the feed's alarm; the release remembered is still the first
-    assert published_failures(capsys.readouterr().out) == [(DATASET, 1)]
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 1, "failed")]
     state = feed_machine.dataset.feed_states.get(f"maxmind:{EDITION}")
     assert state is not None
     assert state.release_id == "2026-11-24"
@@ -208,7 +223,7 @@ def test_a_bad_release_fails_the_run_loads_nothing_and_keeps_the_previous_versio
     loaded = feed_machine.run()
     assert loaded["status"] == "SUCCEEDED", loaded
     assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 2
-    assert published_failures(capsys.readouterr().out) == [(DATASET, 0)]
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 0, "loaded")]
 
 
 def test_a_refused_key_fails_at_once_and_counts_each_failed_run(
@@ -220,7 +235,7 @@ def test_a_refused_key_fails_at_once_and_counts_each_failed_run(
         assert failed["status"] == "FAILED", failed
         assert "FeedAuthRefused" in failed["cause"]
         assert not [event for event in failed["events"] if event["type"] == "StateRetried"]
-        assert published_failures(capsys.readouterr().out) == [(DATASET, expected)]
+        assert published_failures(capsys.readouterr().out) == [(DATASET, expected, "failed")]
     assert feed_machine.dataset.lookup.read_active_version(consistent=True) is None
     assert KEY not in json.dumps(feed_machine.endpoint.history)
 
@@ -241,9 +256,12 @@ def test_an_unknown_feed_fails_the_run_without_touching_any_dataset(feed_machine
     assert feed_machine.maxmind.api.paths() == []
 
 
-def test_start_finding_the_release_already_active_records_it(feed_machine: FeedMachine) -> None:
+def test_start_finding_the_release_already_active_records_it(
+    feed_machine: FeedMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Given the release loaded, and then its record lost (another feed's state in its place)
     assert feed_machine.run()["status"] == "SUCCEEDED"
+    capsys.readouterr()
     feed_machine.dataset.feed_states.put(FeedState("maxmind:another", "x"))
     # When the feed runs again, it fetches (no state of its own), and Start finds the bytes active
     feed_machine.maxmind.storage.forget()
@@ -251,6 +269,8 @@ def test_start_finding_the_release_already_active_records_it(feed_machine: FeedM
     assert again["status"] == "SUCCEEDED", again
     assert len(feed_machine.maxmind.storage.paths()) == 1
     assert again["output"]["status"] == "unchanged"
+    # (RecordUnchangedRelease: the run counts as unchanged, not as a load)
+    assert published_failures(capsys.readouterr().out) == [(DATASET, 0, "unchanged")]
     assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 1
     # Then the release is remembered, and the run after it costs the metadata request only
     feed_machine.maxmind.api.forget()

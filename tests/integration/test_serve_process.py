@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import free_port, port_open
@@ -49,9 +50,11 @@ def wait_until(condition: object, seconds: float = 15.0) -> bool:
     return False
 
 
-def start_serve(port: int, env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+def start_serve(
+    port: int, env: dict[str, str], *extra: str, stderr: IO[bytes] | int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "ipmeta_cli.main", "serve", "--port", str(port), *extra]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     assert wait_until(lambda: port_open(port) or process.poll() is not None, 30), "serve did not start"
     assert process.poll() is None, "serve exited"
     return process
@@ -80,6 +83,40 @@ def test_workers_answer_and_die_with_a_killed_server(
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_serve_prints_the_lookup_metrics_line_on_stderr_when_its_workers_stop(
+    store: LoaderTable, table_settings: Settings, tmp_path: Path
+) -> None:
+    # Given `ipmeta serve` as a user starts it: metrics on (the tests turn them off for themselves)
+    load_csv(store, [FIXTURE], tmp_path)
+    port = free_port()
+    env = {
+        **{name: value for name, value in os.environ.items() if name != "POWERTOOLS_METRICS_DISABLED"},
+        ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint),
+        ENV_TABLE_NAME: table_settings.table_name,
+    }
+    errors = tmp_path / "stderr"
+    with errors.open("wb") as stderr:
+        server = start_serve(port, env, "--workers", "2", stderr=stderr)
+        try:
+            assert wait_until(lambda: len(children_of(server.pid)) == 2)
+            workers = children_of(server.pid)
+            # When it answers six lookups (no minute is up yet: no line) and is stopped
+            for _ in range(6):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/ip/1.0.0.1", timeout=10) as answer:
+                    assert answer.status == 200
+            server.send_signal(signal.SIGTERM)
+            server.wait()
+            assert wait_until(lambda: not any(alive(pid) for pid in workers)), "a worker outlived serve"
+        finally:
+            if server.poll() is None:
+                server.kill()
+    # Then each worker left its counts on stderr as the metrics line Lambda would print
+    lines = [json.loads(line) for line in errors.read_text().splitlines() if line.startswith('{"_aws"')]
+    assert 1 <= len(lines) <= 2
+    assert sum(value for line in lines for value in line["Lookups"]) == 6
+    assert sum(value for line in lines for value in line["Answers2xx"]) == 6
 
 
 def test_a_killed_server_leaves_no_local_dynamodb(tmp_path: Path) -> None:

@@ -436,3 +436,37 @@ def test_a_batch_is_one_request_but_a_read_and_a_duration_per_lookup() -> None:
         assert rest[line] == alone[line], line
     total = costs["fronts"]["rest"]["total"]
     assert costs["fronts"]["rest"]["per_million"] == pytest.approx(total / 100, abs=1e-3)
+
+
+def test_the_lookup_metrics_cost_the_same_from_a_million_to_a_billion_lookups() -> None:
+    from loader.planning.costs import METRICS_LINE_BYTES, metrics_month_costs
+
+    # Given the same containers, whatever the volume
+    bills = [lookup_costs(lookups) for lookups in (1_000_000, 10_000_000, 100_000_000, 1_000_000_000)]
+    metrics = [bill["metrics"] for bill in bills]
+    # Then the metrics cost does not move: it is containers × minutes, and 8 metrics
+    assert all(entry == metrics[0] for entry in metrics)
+    lines = 10 * 730 * 60
+    logs = lines * (METRICS_LINE_BYTES + 26) / 2**30 * 0.50
+    assert metrics[0]["breakdown"] == {"metrics": 8 * 0.30, "logs": pytest.approx(logs, abs=1e-4)}
+    assert metrics[0]["total"] == pytest.approx(2.56, abs=0.01)
+    # And a request logs only its access line: no metric line per request any more
+    for bill in bills:
+        assert bill["assumptions"]["log_bytes_per_request"] == {"rest": 256, "http": 256}
+    # And it grows with the containers that publish, every minute
+    assert metrics_month_costs(20)["breakdown"]["logs"] == pytest.approx(2 * logs, abs=1e-4)
+
+
+def test_the_modelled_metrics_line_holds_a_real_one_at_any_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipmeta.api.dependencies import LookupCounts
+    from ipmeta.api.observability import MinuteMetrics
+    from ipmeta.schema.settings import LOOKUP_METRICS
+    from loader.planning.costs import METRICS_LINE_BYTES
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    counts, written = LookupCounts(), list[str]()
+    for name in LOOKUP_METRICS:
+        counts.add(name, 10**15)  # a container's counts could never reach this in a minute
+    MinuteMetrics(counts, write=written.append).publish()
+    [line] = written
+    assert len(line.encode()) + 1 <= METRICS_LINE_BYTES

@@ -47,6 +47,23 @@ def test_lookup_costs_per_front_at_a_hundred_million(capsys: pytest.CaptureFixtu
     assert fronts["http"]["per_million"] < fronts["rest"]["per_million"]
 
 
+def test_the_lookup_metrics_are_priced_the_same_at_a_million_and_a_billion_lookups(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    texts = []
+    for lookups in ("1000000", "1000000000"):
+        assert main(["plan", "--lookups-per-month", lookups]) == 0
+        texts.append([line for line in capsys.readouterr().out.splitlines() if "lookup metrics" in line])
+    assert texts[0] == texts[1]
+    assert texts[0] == [
+        "  and the lookup metrics (lookupMetrics), whatever the lookups: $2.56 a month at most "
+        "(8 metrics $2.40, 438,000 lines from 10 containers $0.16)"
+    ]
+    # More containers, more lines; the same lookups
+    assert main(["plan", "--lookups-per-month", "1000000", "--metric-containers", "100"]) == 0
+    assert "438,000 lines" not in capsys.readouterr().out
+
+
 def test_the_text_report_states_each_figure(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", str(FIXTURE), "--workers", "1", "--index-field", "asn"]
     argv += ["--lookups-per-month", "100000000"]

@@ -6,9 +6,13 @@
 - ``dataset_routes``: ``/v1/datasets`` and ``/v1/health``;
 - ``range_routes``: the reverse lookups (``/v1/ranges``, ``/v1/flagged``);
 - ``geoip2_routes`` and ``ipinfo_routes``: MaxMind's and ipinfo's APIs, for their clients;
-- ``dependencies``: the per-container singletons (store, catalog, range cache, pool);
+- ``page_routes``: the lookup page at ``/`` and its static files (``page/``: HTML, CSS, a little
+  JavaScript and Leaflet, no build step), for people;
+- ``dependencies``: the per-container singletons (store, catalog, range cache, pool) and the
+  counts of what the lookups did;
 - ``models`` and ``responses``: the documented bodies, headers and error answers;
-- ``observability``: the logger and metrics;
+- ``observability``: the logger and the metrics line (counted in memory, one EMF line a
+  minute at most per container);
 - ``credentials``: a key in every form the clients send it;
 - ``authorizer`` and ``usage_plan_authorizer``: the fronts' key checks.
 

@@ -18,9 +18,9 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConf
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, range_routes
+from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, page_routes, range_routes
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
-from ipmeta.api.observability import logger, metrics
+from ipmeta.api.observability import logger
 from ipmeta.api.responses import NotModified
 from ipmeta.schema.errors import FieldNotFound, InvalidIpAddress, IpmetaError
 from ipmeta.schema.ips import parse_ip
@@ -43,7 +43,7 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
     )
 
 
-__all__ = ["app", "logger", "metrics"]
+__all__ = ["app", "logger"]
 
 
 class LookupResolver(APIGatewayRestResolver):
@@ -76,6 +76,8 @@ app.include_router(ip_routes.router)
 app.include_router(dataset_routes.router)
 app.include_router(range_routes.router)
 app.include_router(geoip2_routes.router)
+# Before ipinfo's: `/` and `/static/...` are the page's, whether or not ipinfo answers at the root.
+app.include_router(page_routes.router)
 # Last: its root routes (``/<ip>/<field>``) would match the other APIs' paths.
 app.include_router(ipinfo_routes.router)
 
@@ -85,10 +87,10 @@ app.include_router(ipinfo_routes.router)
 
 def is_ipinfo_path(path: str) -> bool:
     """The ipinfo routes' paths: ``/ipinfo...``, and with ipinfo at the root every path the
-    other APIs do not own."""
+    other APIs and the lookup page do not own."""
     if path == ipinfo_document.PATH_PREFIX or path.startswith(ipinfo_document.PATH_PREFIX + "/"):
         return True
-    owned = path.startswith(("/v1/", "/geoip/")) or path == "/v1"
+    owned = path.startswith(("/v1/", "/geoip/")) or path == "/v1" or page_routes.is_page_path(path)
     return not owned and ipinfo_routes.served_at_root()
 
 
@@ -226,9 +228,7 @@ def openapi_document() -> dict[str, Any]:
 
 def _base_path() -> str:
     """``/prod`` when called through a stage URL, nothing through a custom domain."""
-    context = app.current_event.request_context
-    stage = context.stage
-    return f"/{stage}" if stage and stage != "$default" and context.path.startswith(f"/{stage}/") else ""
+    return page_routes.stage_prefix(app.current_event.request_context)
 
 
 @cache

@@ -1,7 +1,11 @@
-"""Per-container singletons: the data store, the dataset catalog, the range cache, the API settings.
+"""Per-container singletons: the data store, the dataset catalog, the range cache, the API settings,
+and the counts of what the lookups did.
 
 Built on first use, so importing the API costs no network and tests (and the
-local server) can install their own before the first request.
+local server) can install their own before the first request. The counts
+(``counts``) live beside them for the container's whole life, whatever is
+installed: the metrics line (``ipmeta.api.observability``) takes them once a
+minute at most, so a lookup pays an addition, never a line of its own.
 """
 
 from __future__ import annotations
@@ -10,14 +14,17 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ipmeta.lookup.catalog import DatasetCatalog, Targets, select_targets
 from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema import keys
+from ipmeta.schema.records import Cover
 from ipmeta.schema.settings import (
     DEFAULT_POINTER_CACHE_SECONDS,
     DEFAULT_RANGE_CACHE_BYTES,
     ENV_RANGE_CACHE_BYTES,
+    METRIC_QUERIES,
     ApiSettings,
     Settings,
 )
@@ -26,6 +33,53 @@ from ipmeta.store.dynamodb import Store
 if TYPE_CHECKING:
     # Imported by ``index_catalog``, on the first reverse listing: not every container lists.
     from ipmeta.lookup.reverse import IndexCatalog
+
+
+class LookupCounts:
+    """What the lookups of this container did since the metrics line last took them.
+
+    Thread-safe: a batch sends its Queries from the container's pool. An addition
+    under a lock costs well under a microsecond; nothing is printed here.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def add(self, name: str, count: int = 1) -> None:
+        with self._lock:
+            self._counts[name] = self._counts.get(name, 0) + count
+
+    def take(self) -> dict[str, int]:
+        """The counts so far, and zero from now on: each count is published once."""
+        with self._lock:
+            taken, self._counts = self._counts, {}
+            return taken
+
+
+#: One per container, for its whole life.
+counts = LookupCounts()
+
+
+class CountedReader:
+    """One dataset's reader as the lookup uses it (``ipmeta.lookup.runs.RangeReader``), counting
+    the Queries it sends: the lookup module stays pure, and the count is of what DynamoDB bills."""
+
+    __slots__ = ("_reader",)
+
+    def __init__(self, reader: Store) -> None:
+        self._reader = reader
+
+    @property
+    def space(self) -> keys.KeySpace:
+        return self._reader.space
+
+    def find_range_piece(self, partition_key: str, sort_key: int) -> dict[str, Any] | None:
+        counts.add(METRIC_QUERIES)
+        return self._reader.find_range_piece(partition_key, sort_key)
+
+    def find_cover(self, version: int, family: int, bucket: int) -> Cover | None:
+        return self._reader.find_cover(version, family, bucket)
 
 
 @dataclass
@@ -40,6 +94,7 @@ class Dependencies:
     catalog: DatasetCatalog = field(init=False)
     _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
     _indexes: dict[str, IndexCatalog] = field(default_factory=dict, repr=False)
+    _counted: dict[str, CountedReader] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -48,6 +103,13 @@ class Dependencies:
     def reader(self, dataset: str) -> Store:
         """The table in one dataset's keys (one view per dataset: its cover lists are read once)."""
         return self.store.for_dataset(dataset)
+
+    def lookup_reader(self, dataset: str) -> CountedReader:
+        """What the lookup reads one dataset through: ``reader``, its Queries counted."""
+        counted = self._counted.get(dataset)
+        if counted is None:
+            counted = self._counted.setdefault(dataset, CountedReader(self.reader(dataset)))
+        return counted
 
     def targets(self, datasets: str | None = None, version: str | None = None) -> Targets:
         """The (dataset, version) pairs a request reads (``ipmeta.lookup.catalog.select_targets``)."""
@@ -97,6 +159,11 @@ def current() -> Dependencies:
             pointer_cache_seconds=settings.pointer_cache_seconds,
             ranges=RangeCache(range_cache_bytes()),
         )
+    return _current
+
+
+def built() -> Dependencies | None:
+    """The singletons if a request has built (or a caller installed) them; never builds them."""
     return _current
 
 

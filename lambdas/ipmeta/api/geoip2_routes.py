@@ -61,9 +61,9 @@ def _lookup(service: str, address: Address) -> CombinedResult:
     mapped = deps.api.geoip2_datasets.get(service)
     targets = deps.targets(",".join(mapped) if mapped else None)
     try:
-        return lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+        return lookup_address(deps.lookup_reader, targets, address, deps.batch_executor, deps.ranges)
     finally:
-        count_lookups(targets.names, 1)
+        count_lookups(1)
 
 
 def answer(service: str, ip: str) -> Response[str]:

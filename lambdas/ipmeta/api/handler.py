@@ -1,5 +1,9 @@
 """Lambda entry point of the lookup API: decorators and one line, after the imports of a cold start.
 
+``counting_answers`` adds each answer's status to the container's counts and
+publishes them when their minute is up; SIGTERM publishes what is left
+(``ipmeta.api.observability``).
+
 The imports build some 85,000 objects that live as long as the container. With the
 garbage collector on, the import runs its generational collections over them again
 and again, for nothing; collecting is off while they are made, and ``gc.freeze``
@@ -18,13 +22,15 @@ from typing import Any  # noqa: E402
 from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
 from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
 
-from ipmeta.api.app import app, logger, metrics  # noqa: E402
+from ipmeta.api.app import app  # noqa: E402
+from ipmeta.api.observability import counting_answers, logger, publish_at_shutdown  # noqa: E402
 
 gc.freeze()
 gc.enable()
+publish_at_shutdown()
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@metrics.log_metrics
+@counting_answers
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

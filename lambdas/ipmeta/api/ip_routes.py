@@ -123,9 +123,9 @@ def _lookup(address: Address) -> CombinedResult:
     deps = dependencies.current()
     targets = _targets()
     try:
-        return lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+        return lookup_address(deps.lookup_reader, targets, address, deps.batch_executor, deps.ranges)
     finally:
-        count_lookups(targets.names, 1)
+        count_lookups(1)
 
 
 def _answer_headers(result: CombinedResult, etag: str, *, private: bool = False) -> dict[str, str]:
@@ -280,8 +280,8 @@ def post_batch() -> Response[str]:
     results: dict[Address, CombinedResult | IpmetaError] = {}
     if addresses:
         targets = _targets()
-        results = lookup_addresses(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
-        count_lookups(targets.names, len(results))
+        results = lookup_addresses(deps.lookup_reader, targets, addresses, deps.batch_executor, deps.ranges)
+        count_lookups(len(results))
     wanted = parse_fields(query("fields"))
     answers: dict[str, Any] = {}
     for text, value in parsed.items():

@@ -36,8 +36,9 @@ from ipmeta.shapes import exact_json, ipinfo_document
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
-#: First path segments the root routes leave to the other APIs (``/v1/...`` stays ROUTE_NOT_FOUND).
-OTHER_APIS = frozenset({"v1", "geoip", "ipinfo"})
+#: First path segments the root routes leave to the other APIs (``/v1/...`` stays ROUTE_NOT_FOUND)
+#: and to the lookup page's static files.
+OTHER_APIS = frozenset({"v1", "geoip", "ipinfo", "static"})
 #: ``/{ip}/json`` is the whole answer, as ``/{ip}`` is.
 WHOLE = "json"
 #: A batch item is ``ip`` or ``ip/field``: an address (with a zone id, 64), ``/`` and a field
@@ -67,11 +68,11 @@ def merged_data_of(address: Address) -> dict[str, Any] | None:
     deps = dependencies.current()
     targets = _targets()
     try:
-        result = lookup_address(deps.reader, targets, address, deps.batch_executor, deps.ranges)
+        result = lookup_address(deps.lookup_reader, targets, address, deps.batch_executor, deps.ranges)
     except IpAddressNotFound:
         return None  # ipinfo answers any valid address: with the address alone
     finally:
-        count_lookups(targets.names, 1)
+        count_lookups(1)
     return result.merged_data()
 
 
@@ -122,8 +123,8 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
     if addresses:
         deps = dependencies.current()
         targets = _targets()
-        results = lookup_addresses(deps.reader, targets, addresses, deps.batch_executor, deps.ranges)
-        count_lookups(targets.names, len(results))
+        results = lookup_addresses(deps.lookup_reader, targets, addresses, deps.batch_executor, deps.ranges)
+        count_lookups(len(results))
     answers: dict[str, Any] = {}
     for text, value in wanted.items():
         if isinstance(value, IpmetaError):
@@ -288,7 +289,7 @@ def register(prefix: str, *, at_root: bool) -> None:
     routes = [
         (f"{prefix}/<ip>", "one", f"ipinfo{suffix}", "ipinfo: one address", _DETAILS),
         (f"{prefix}/<ip>/<field>", "field", f"ipinfoField{suffix}", "ipinfo: one field as text", _TEXT),
-        (prefix or "/", "caller", f"ipinfoCaller{suffix}", "ipinfo: the caller's address", _DETAILS),
+        (prefix, "caller", f"ipinfoCaller{suffix}", "ipinfo: the caller's address", _DETAILS),
         (
             f"{prefix}/{WHOLE}",
             "caller",
@@ -298,6 +299,8 @@ def register(prefix: str, *, at_root: bool) -> None:
         ),
     ]
     for path, name, operation, summary, responses in routes:
+        if not path:
+            continue  # the root itself is the lookup page's: at the root, the caller is `/json`
         router.get(path, operation_id=operation, summary=summary, responses=responses, **common)(
             handlers[name]
         )

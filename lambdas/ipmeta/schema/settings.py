@@ -43,6 +43,27 @@ DEFAULT_RANGE_CACHE_BYTES = 32 * 1024 * 1024
 
 #: CloudWatch namespace of the metrics the lookup and the loader publish.
 METRICS_NAMESPACE = "ipmeta"
+#: The lookup function's powertools service: the one dimension of its metrics line.
+LOOKUP_SERVICE = "lookup"
+#: What the lookup function counts in memory and publishes once a minute at most (one EMF line,
+#: ``ipmeta.api.observability``): addresses looked up (a batch counts each distinct one), the
+#: range cache's answers and misses (one per address and dataset version read), the Queries
+#: sent to DynamoDB, and the answers by status family.
+METRIC_LOOKUPS = "Lookups"
+METRIC_CACHE_HITS = "RangeCacheHits"
+METRIC_CACHE_MISSES = "RangeCacheMisses"
+METRIC_QUERIES = "Queries"
+METRIC_ANSWERS = {family: f"Answers{family}xx" for family in (2, 3, 4, 5)}
+#: Every metric of the line, always all of them: the bill counts metrics, not values.
+LOOKUP_METRICS = (
+    METRIC_LOOKUPS,
+    METRIC_CACHE_HITS,
+    METRIC_CACHE_MISSES,
+    METRIC_QUERIES,
+    *METRIC_ANSWERS.values(),
+)
+#: The line is published at most this often per container.
+METRICS_INTERVAL_SECONDS = 60.0
 
 
 ENV_CACHE_MAX_AGE_SECONDS = "IPMETA_CACHE_MAX_AGE_SECONDS"
