@@ -22,6 +22,7 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
 
 from ipmeta.schema import keys
+from loader.planning.regions import ARRIVAL_MEMORY_MB
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     ARRIVAL_TASK,
@@ -42,7 +43,6 @@ ARRIVAL_READ_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:Query")
 ARRIVAL_WRITE_ACTIONS: Final = ("dynamodb:PutItem",)
 #: A minute, EventBridge Scheduler's finest rate: how far a region may trail the moment a version arrived.
 ARRIVAL_RATE: Final = Duration.minutes(1)
-ARRIVAL_MEMORY_MB: Final = 512
 ARRIVAL_TIMEOUT: Final = Duration.minutes(15)
 
 
