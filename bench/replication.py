@@ -3,7 +3,7 @@
 No AWS is reachable here, so two local DynamoDBs (dynalite) stand in for two
 regions of a global table (``testing.replication``): every write in home is
 applied in the replica item by item, in random order, after random delays (most
-a few milliseconds, ``--long-share`` of them 1-6 seconds), the last writer
+a few milliseconds, ``--long-share`` of them 5-30 seconds), the last writer
 winning; the replica's own writes (its pointer, its arrival records) travel back
 to home the same way. Then, with the replica region's arrival check running every
 second (``loader.pipeline.arrival``; a minute in AWS):
@@ -26,7 +26,8 @@ from home's pointer write to the region's own.
 replica without the check would do) and must show mixed answers.
 
 ``python -m bench.replication [--rows 60000] [--lookups 12000] [--no-check]``;
-saves bench/results/replication.json (replication-no-check.json with --no-check).
+saves bench/results/replication.json and a timeline, replication.png (with --no-check:
+replication-no-check.json and .png).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -83,6 +85,9 @@ GRACE_SECONDS: Final = 2.0
 CHECK_INTERVAL_SECONDS: Final = 1.0
 CHECK_POLL_SECONDS: Final = 0.1
 PHASES: Final = ("full", "delta", "rollback", "cleanup")
+#: How late the late items are: long beside a load's last writes and its activation, as a
+#: global table's replication is when it falls behind (ReplicationLatency has no upper bound).
+LONG_DELAYS: Final = (5.0, 30.0)
 
 
 class Simulation:
@@ -97,7 +102,7 @@ class Simulation:
         for client in clients.values():
             create_table_if_missing(client, TABLE)
         self.deletes = ServedDeletes(clients, TABLE, DATASET, HOME)
-        delays = Delays(typical_seconds=0.02, long_share=args.long_share, long_seconds=(1.0, 6.0))
+        delays = Delays(typical_seconds=0.02, long_share=args.long_share, long_seconds=LONG_DELAYS)
         self.replicas = GlobalTable(TABLE, endpoints, delays=delays, seed=args.seed, on_delete=self.deletes)
         self.home = LoaderTable(self.replicas.client(HOME), TABLE).for_dataset(DATASET)
         self.region = LoaderTable(self.replicas.client(REPLICA), TABLE).for_dataset(DATASET)
@@ -122,24 +127,63 @@ class Simulation:
         self.staging = LocalStaging(Path(tempfile.mkdtemp(prefix="staging-", dir=WORK)))
         self.lags: dict[str, float] = {}
         self.cleanups: list[dict[str, Any]] = []
+        self.began = time.monotonic()
+        #: (seconds, home's version, the region's) every 50 ms, and when each phase began.
+        self.timeline: list[tuple[float, int, int]] = []
+        self.phase_starts: dict[str, float] = {}
+        self._sampling = threading.Event()
+        self.sampler = threading.Thread(target=self._sample, daemon=True, name="timeline")
 
-    def phase(self, name: str, act: Callable[[], Any], lookups: int) -> dict[str, Any]:
+    def _sample(self) -> None:
+        home = LoaderTable(self.replicas.plain(HOME), TABLE).for_dataset(DATASET)
+        while not self._sampling.wait(0.05):
+            ours, theirs = home.regions.home(), self.watch.regions.of(REPLICA)
+            at = time.monotonic() - self.began
+            self.timeline.append((at, ours.version if ours else 0, theirs.version if theirs else 0))
+
+    def stop_sampling(self) -> None:
+        self._sampling.set()
+        self.sampler.join()
+
+    def phase(self, name: str, act: Callable[[], Any], lookups: int, *, moves: bool = True) -> dict[str, Any]:
         """Run ``act`` in home while the lookups go on; then wait for the region and enough lookups."""
         self.tally.phase = name
         began = time.monotonic()
+        self.phase_starts[name] = began - self.began
+        before = self.home.regions.home()
+        lag = threading.Thread(target=self._watch_lag, args=(name, before.generation if before else 0))
+        if moves:  # a pointer write of home's, which the region follows
+            lag.start()
         outcome = act()
         home = self.home.regions.home()
         assert home is not None
-        self.lags[name] = wait_until_following(self.watch, REPLICA, home.generation)
+        wait_until_following(self.watch, REPLICA, home.generation)
+        if moves:
+            lag.join(timeout=120)
         while self.tally.answered(phase=name) < lookups:
             time.sleep(0.05)
         self.replicas.settle()
         return {"seconds": round(time.monotonic() - began, 2), "home": f"v{home.version}", "outcome": outcome}
 
+    def _watch_lag(self, name: str, generation: int) -> None:
+        """From the moment home's pointer moves past ``generation`` to the moment the region's follows."""
+        home = LoaderTable(self.replicas.plain(HOME), TABLE).for_dataset(DATASET)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            pointer = home.regions.home()
+            if pointer is not None and pointer.generation > generation:
+                moved = time.monotonic()
+                wait_until_following(self.watch, REPLICA, pointer.generation)
+                self.lags[name] = time.monotonic() - moved
+                return
+            time.sleep(0.005)
+
     def roll_back(self) -> dict[str, Any]:
-        """Rollback in home, and a cleanup at once, which must hold B: the region still serves it."""
+        """Rollback in home, and a cleanup as soon as home's grace has passed: it must hold B while the
+        replica region still serves it, or moved off it less than a grace period ago."""
         rolled = retention.rollback(self.home)
-        return {**rolled, "cleanup_at_once": self._cleanup()}
+        time.sleep(GRACE_SECONDS + 0.1)
+        return {**rolled, "cleanup_after_homes_grace": self._cleanup()}
 
     def _cleanup(self) -> dict[str, Any]:
         outcome = retention.cleanup(
@@ -149,9 +193,12 @@ class Simulation:
         return outcome
 
     def clean_up(self) -> dict[str, Any]:
-        """Cleanup with retention 0, again and again, until the rolled-back version's items go."""
-        while not (outcome := self._cleanup())["deleted"]:
+        """Cleanup with retention 0, again and again, until the rolled-back version's items go (unless the
+        cleanup right after the rollback took them already: a region that followed within no time)."""
+        outcome = self.cleanups[-1]
+        while not outcome["deleted"]:
             time.sleep(0.2)
+            outcome = self._cleanup()
         return outcome
 
 
@@ -170,24 +217,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         simulation = Simulation({HOME: home_endpoint, REPLICA: replica_endpoint}, args, {"v1": a, "v2": b})
         hammer = Hammer(probes, simulation.tally)
         simulation.follower.start()
+        simulation.sampler.start()
         hammer.start()
         per_phase = args.lookups // len(PHASES) + 1
         try:
             phases = {
                 "full": simulation.phase("full", lambda: _load(simulation, a), per_phase),
                 "delta": simulation.phase("delta", lambda: _load(simulation, b), per_phase),
-                "rollback": simulation.phase(
-                    "rollback", lambda: retention.rollback(simulation.home), per_phase
-                ),
-                "cleanup": simulation.phase("cleanup", simulation.clean_up, per_phase),
+                "rollback": simulation.phase("rollback", simulation.roll_back, per_phase),
+                "cleanup": simulation.phase("cleanup", simulation.clean_up, per_phase, moves=False),
             }
         finally:
             hammer.stop()
+            simulation.stop_sampling()
             simulation.follower.stop()
             simulation.replicas.close()
             dependencies.install(None)
             shutil.rmtree(simulation.staging.root, ignore_errors=True)
-    return report(args, simulation, phases=phases, a=a, b=b, seconds=round(time.monotonic() - began, 1))
+    chart = RESULTS / ("replication.png" if args.check else "replication-no-check.png")
+    draw_timeline(simulation, chart, args.check)
+    result = report(args, simulation, phases=phases, a=a, b=b, seconds=round(time.monotonic() - began, 1))
+    return {**result, "chart": str(chart.relative_to(PROJECT_ROOT))}
 
 
 def report(
@@ -210,8 +260,9 @@ def report(
         "unanswered_before_the_first_version_arrived": tally.total("unanswered"),
         "mixed_answers": tally.total("mixed"),
         "deleted_while_served": simulation.deletes.while_served,
+        # From home's pointer write to the region's; cleanup moves no pointer.
         "lag_seconds": {
-            HOME: dict.fromkeys(PHASES, 0.0),
+            HOME: dict.fromkeys(simulation.lags, 0.0),
             REPLICA: {k: round(v, 3) for k, v in simulation.lags.items()},
         },
         "phases": {
@@ -257,6 +308,37 @@ def report(
     }
 
 
+def draw_timeline(simulation: Simulation, path: Path, check: bool) -> Path:
+    """The version home serves and the version the replica serves, over the run, and each mixed answer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(11, 4.2), dpi=110)
+    times = [at for at, _, _ in simulation.timeline]
+    for column, label in ((1, f"home ({HOME})"), (2, f"replica ({REPLICA})")):
+        axis.step(times, [sample[column] for sample in simulation.timeline], where="post", label=label, lw=2)
+    mixed = [at - simulation.began for at in simulation.tally.mixed_at]
+    if mixed:
+        label = f"mixed answers ({len(mixed):,})"
+        axis.plot(mixed, [0.5] * len(mixed), "|", color="#c44e52", ms=14, label=label)
+    for name, at in simulation.phase_starts.items():
+        axis.axvline(at, color="grey", lw=0.8, ls=":")
+        axis.text(at, 2.3, f" {name}", fontsize=9, color="grey")
+    axis.set_yticks([0, 1, 2], ["none", "v1 (A)", "v2 (B, delta)"])
+    axis.set_ylim(-0.3, 2.6)
+    axis.set_xlabel("seconds")
+    checked = "with the arrival check" if check else "without the arrival check (--no-check)"
+    axis.set_title(f"The version each region serves, {checked}")
+    axis.legend(loc="lower right", fontsize=9)
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
 def main() -> None:
     # The lookup handler's metric lines would go to stdout, where no CloudWatch reads them.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -264,7 +346,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=60_000, help="rows of release A, from the ASN files")
     parser.add_argument("--changed", type=float, default=0.03, help="share of A's rows that B changes")
     parser.add_argument("--lookups", type=int, default=12_000, help="lookups at least, over the four phases")
-    parser.add_argument("--long-share", type=float, default=0.05, help="share of item versions delayed 1-6 s")
+    parser.add_argument(
+        "--long-share", type=float, default=0.02, help="share of item versions delayed 5 to 30 s"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--no-check",

@@ -148,12 +148,16 @@ class AnswerTally:
     phase: str = "start"
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     examples: list[dict[str, Any]] = field(default_factory=list)
+    #: When each mixed answer came (``time.monotonic``), for a timeline.
+    mixed_at: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check(self, address: str, status: int, body: Mapping[str, Any]) -> str:
         verdict = self.verdict(address, status, body)
         with self._lock:
             self.counts[self.phase, verdict] += 1
+            if verdict == "mixed":
+                self.mixed_at.append(time.monotonic())
             if verdict == "mixed" and len(self.examples) < 20:
                 self.examples.append({"phase": self.phase, "ip": address, "status": status, "body": body})
         return verdict
