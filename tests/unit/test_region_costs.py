@@ -81,3 +81,22 @@ def test_plan_prices_a_month_of_lookups_from_three_regions(capsys: pytest.Captur
     # And one region prints no regions at all
     assert main(["plan", "--lookups-per-month", "100000000", "--json"]) == 0
     assert "regions" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_readmes_three_region_row_is_the_model() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    lookups = regional_lookup_costs(100_000_000, 3)["fronts"]
+    reloads = replicated_reload_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, 3, max_chain=8, threshold=0.25)
+    load = replicated_load_costs(CITY_ITEMS, CITY_ITEM_BYTES, 3)
+    stored = load["storage_usd_per_month"] + load["pitr_usd_per_month"]
+    fixed = 2 * region_fixed_costs()["usd_per_month"]
+    one = replicated_load_costs(CITY_ITEMS, CITY_ITEM_BYTES, 1)
+    home = reload_month_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
+    for front in ("rest", "http"):
+        three = lookups[front]["total"] + reloads["usd_per_month"] + stored + fixed
+        single = lookup_costs(100_000_000)["fronts"][front]["total"] + home["delta_usd_per_month"]
+        single += one["storage_usd_per_month"] + one["pitr_usd_per_month"]
+        assert f"${three:,.2f}" in readme, front
+        assert f"${single:,.2f}" in readme, front
