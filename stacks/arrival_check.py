@@ -3,20 +3,22 @@
 ``loader.pipeline.handlers.arrive`` (``loader.pipeline.arrival``) on a schedule in
 the region, against the region's own replica: it reads, and it writes nothing but
 this region's pointer items (``{d}meta#pointer#{region}``), which IAM holds it to
-with ``dynamodb:LeadingKeys``. One run at a time (reserved concurrency 1): a run
-counting a big version may outlast the minute, and the next one would count it again.
+with ``dynamodb:LeadingKeys``. A run recounts what is still short for at most
+``ARRIVAL_WAIT_SECONDS`` (less than the minute between runs), so runs do not overlap
+unless one round of counting a big version outlasts the minute: then two runs count
+at once, which costs reads and changes nothing (every write is idempotent and
+conditional). No retries, by the scheduler or by Lambda: the next minute is the retry.
 Why a function per region rather than a step of home's state machine:
 docs/decisions.md, "Replicas: a version serves in a region only once it has arrived".
 """
 
 from __future__ import annotations
 
-from typing import Final, cast
+from typing import Final
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
@@ -80,7 +82,7 @@ class ArrivalCheck(Construct):
             log_retention=config.log_retention,
         )
         self.function = self.handler.function
-        cast(lambda_.CfnFunction, self.function.node.default_child).reserved_concurrent_executions = 1
+        self.function.configure_async_invoke(retry_attempts=0, max_event_age=ARRIVAL_RATE.plus(ARRIVAL_RATE))
         self._grant(table, region)
         self.schedule = scheduler.Schedule(
             self,

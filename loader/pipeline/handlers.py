@@ -299,8 +299,10 @@ def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return {"datasets": outcomes}
 
 
-#: Kept back from the arrival function's timeout: a version still arriving is counted again by
-#: the next scheduled run, never cut off by the function's own timeout.
+#: How long a run of the arrival check recounts what is still short: less than the minute between
+#: scheduled runs, so runs do not overlap; a version still arriving is the next run's to count.
+ARRIVAL_WAIT_SECONDS = 40.0
+#: Kept back from the function's timeout, which a big version's first count may need.
 ARRIVAL_TIMEOUT_MARGIN_SECONDS = 60.0
 
 
@@ -308,7 +310,8 @@ ARRIVAL_TIMEOUT_MARGIN_SECONDS = 60.0
 def arrive(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """A replica region's scheduled check: its pointers follow home's, each version once it arrived."""
     region = os.environ[ENV_POINTER_REGION]
-    wait = max(0.0, context.get_remaining_time_in_millis() / 1000 - ARRIVAL_TIMEOUT_MARGIN_SECONDS)
+    left = context.get_remaining_time_in_millis() / 1000 - ARRIVAL_TIMEOUT_MARGIN_SECONDS
+    wait = max(0.0, min(ARRIVAL_WAIT_SECONDS, left))
     outcomes = arrival.follow_home(_table(), region, wait_seconds=wait)
     behind = max((outcome.behind_seconds for outcome in outcomes), default=0)
     with single_metric(

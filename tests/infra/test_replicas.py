@@ -122,10 +122,13 @@ def test_a_region_reads_its_own_replica_and_follows_its_own_pointer(
 
 
 @pytest.mark.parametrize("name", sorted(REGION_TEMPLATES))
-def test_the_arrival_check_runs_every_minute_one_run_at_a_time(synthesized: Synthesized, name: str) -> None:
+def test_the_arrival_check_runs_every_minute_and_retries_by_running_again(
+    synthesized: Synthesized, name: str
+) -> None:
     template = synthesized.templates[name]
     arrive_id, arrive = function_by_handler(template, ARRIVE_HANDLER)
-    assert arrive["Properties"]["ReservedConcurrentExecutions"] == 1
+    (invoke_config,) = resources_of_type(template, "AWS::Lambda::EventInvokeConfig").values()
+    assert invoke_config["Properties"]["MaximumRetryAttempts"] == 0
     _, schedule = only(template, "AWS::Scheduler::Schedule")
     assert schedule["Properties"]["ScheduleExpression"] == f"rate({ARRIVAL_RATE.to_minutes():g} minute)"
     assert schedule["Properties"]["Target"]["Arn"] == {"Fn::GetAtt": [arrive_id, "Arn"]}
