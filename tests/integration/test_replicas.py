@@ -23,7 +23,7 @@ import pytest
 from ipmeta.api import dependencies
 from ipmeta.lookup.range_cache import RangeCache
 from ipmeta.schema import keys
-from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_POINTER_REGION, ENV_TABLE_NAME, Settings
 from ipmeta.store.dynamodb import Store, make_client
 from ipmeta_cli.dynalite import Dynalite
 from loader.options import LoadOptions
@@ -307,3 +307,44 @@ def test_the_check_killed_at_any_moment_and_run_again_ends_on_the_new_version(
     (outcome,) = arrival.follow_home(regions.replica, REPLICA)
     assert outcome.serving == "v2"
     assert lookups(tally, probes) == {"right": len(probes)}
+
+
+class _Context:
+    function_name = "arrival"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:arrival"
+    aws_request_id = "test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 61_000  # a second to recount in, past the margin
+
+
+def test_the_scheduled_handler_follows_home_in_its_region_and_says_how_far_behind(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader.pipeline import handlers
+
+    a, _ = releases
+    # Given the function's environment in eu-west-1: its region's table and its region
+    monkeypatch.setenv(ENV_DYNAMODB_ENDPOINT, regions.replica_endpoint)
+    monkeypatch.setenv(ENV_TABLE_NAME, regions.name)
+    monkeypatch.setenv(ENV_POINTER_REGION, REPLICA)
+    handlers.reset()
+    # And A in home, a partition of it held back from the region
+    regions.replicas.hold(of_version(1, 6))
+    regions.load(a, tmp_path)
+    regions.replicas.settle()
+    try:
+        # When the schedule runs the check, the region waits and says it is behind
+        waiting = handlers.arrive({}, _Context())  # type: ignore[arg-type]
+        regions.replicas.release()
+        regions.replicas.settle()
+        moved = handlers.arrive({}, _Context())  # type: ignore[arg-type]
+    finally:
+        handlers.reset()
+    assert [entry["status"] for entry in waiting["datasets"]] == ["waiting"]
+    assert waiting["region"] == REPLICA
+    # Then, once it arrived, the region follows and is behind no more
+    assert [(entry["status"], entry["serving"]) for entry in moved["datasets"]] == [("moved", "v1")]
+    assert moved["behind_seconds"] == 0
+    assert regions.region_pointer() is not None
