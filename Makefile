@@ -50,6 +50,7 @@ bench: setup
 	$(PY) -m bench.lookup
 	$(PY) -m bench.load
 	$(PY) -m bench.reverse
+	$(PY) -m bench.replication
 
 clean:
 	rm -rf cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""CDK entry point: the ipmeta stack, checked by cdk-nag's AWS Solutions rules."""
+"""CDK entry point: the ipmeta stacks (home's, and one per replica region), checked by cdk-nag."""
 
 from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.constants import STACK_ID
-from stacks.ipmeta_stack import IpmetaStack
+from stacks.deployment import build
 
 app = App()
-IpmetaStack(app, STACK_ID)
+build(app)
 Validations.of(app).add_plugins(AwsSolutionsChecks(app))
 app.synth()

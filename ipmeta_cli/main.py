@@ -1,7 +1,8 @@
 """`ipmeta`: the local service, and a client for any ipmeta table.
 
 Commands register themselves from one module each (serving here, loading in
-``loading``, exports in ``exporting``, lookups in ``lookups``, vendor feeds in ``updating``).
+``loading``, exports in ``exporting``, lookups in ``lookups``, vendor feeds in ``updating``,
+replica regions in ``replicas``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ipmeta.schema.settings import ENV_SHOW_SOURCES
-from ipmeta_cli import exporting, loading, lookups, planning, reverse, updating, versions
+from ipmeta_cli import exporting, loading, lookups, planning, replicas, reverse, updating, versions
 from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
@@ -141,6 +142,7 @@ def parser() -> argparse.ArgumentParser:
     versions.register(commands)
     reverse.register(commands)
     updating.register(commands)
+    replicas.register(commands)
     return root
 
 

@@ -9,6 +9,8 @@ the delta's. ``--reproduce-blog`` runs the AWS blog's four experiments through
 the same model; ``--lookups-per-month N`` adds the monthly bill of N lookups
 behind each API front, ``--batch-size`` and ``--batch-share`` how many of them
 arrive in ``POST /v1/batch`` requests (which API Gateway and Lambda count once).
+``--regions N`` prices all of it served from N regions (``replicaRegions``: home and
+N - 1 replicas): replicated writes, storage, the arrival checks, lookups per region.
 """
 
 from __future__ import annotations
@@ -123,7 +125,44 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         report["lookups"] = lookup_costs(
             args.lookups_per_month, batching=lookup_batching(args), metric_containers=args.metric_containers
         )
+    if args.regions > 1:
+        report["regions"] = region_report(report, args)
     return report
+
+
+def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """What ``report`` costs served from ``--regions`` regions (``loader.planning.regions``)."""
+    from loader.options import DEFAULT_DELTA_MAX_CHAIN
+    from loader.planning.regions import (
+        region_fixed_costs,
+        regional_lookup_costs,
+        replicated_load_costs,
+        replicated_reload_costs,
+    )
+
+    regions = args.regions
+    fixed = region_fixed_costs()
+    found: dict[str, Any] = {
+        "regions": regions,
+        "fixed_per_replica_region": fixed,
+        "fixed_usd_per_month": round(fixed["usd_per_month"] * (regions - 1), 2),
+    }
+    if "load" in report:
+        load = report["load"]
+        found["load"] = replicated_load_costs(load["items"], load["item_bytes"], regions)
+    if "reload" in report:
+        found["reload"] = replicated_reload_costs(
+            report["load"]["items"],
+            report["load"]["item_bytes"],
+            report["reload"]["share_of_previous"],
+            regions,
+            releases_per_month=args.releases_per_month,
+            max_chain=DEFAULT_DELTA_MAX_CHAIN,
+            threshold=args.delta_threshold,
+        )
+    if args.lookups_per_month:
+        found["lookups"] = regional_lookup_costs(args.lookups_per_month, regions, lookup_batching(args))
+    return found
 
 
 def lookup_batching(args: argparse.Namespace) -> Batching:
@@ -219,7 +258,41 @@ def summarize(report: Mapping[str, Any]) -> str:
             )
     if "lookups" in report:
         lines.extend(_lookup_lines(report["lookups"]))
+    if "regions" in report:
+        lines.extend(_region_lines(report["regions"]))
     return "\n".join(lines)
+
+
+def _region_lines(regions: Mapping[str, Any]) -> list[str]:
+    count = regions["regions"]
+    lines = [f"Served from {count} regions (home and {count - 1} replicas):"]
+    if "load" in regions:
+        load = regions["load"]
+        lines.append(
+            f"  a load: ${load['write_usd_replacing_a_version']:,.2f} of writes and the old version's "
+            f"deletes in every region, ${load['replication_transfer_usd']:,.2f} of transfer, "
+            f"${load['arrival_check_usd']:,.2f} of arrival checks "
+            f"({load['arrival_check_read_units_per_region']:,} read units a region); storage "
+            f"${load['storage_usd_per_month']:,.2f} and backups ${load['pitr_usd_per_month']:,.2f} a month"
+        )
+    if "reload" in regions:
+        reload = regions["reload"]
+        bill = ", ".join(f"{line} ${usd:,.2f}" for line, usd in reload["breakdown"].items())
+        lines.append(
+            f"  following every release: ${reload['usd_per_month']:,.2f} a month "
+            f"(one region: ${reload['one_region_usd_per_month']:,.2f}): {bill}"
+        )
+    if "lookups" in regions:
+        for front, cost in regions["lookups"]["fronts"].items():
+            lines.append(
+                f"  lookups, {front:<4} ${cost['total']:>12,.2f} (${cost['per_million']:.2f} per million; "
+                f"${cost['per_region']:,.2f} a region)"
+            )
+    lines.append(
+        f"  each replica region's fixed costs: ${regions['fixed_per_replica_region']['usd_per_month']:,.2f} "
+        f"a month (alarms, topic key, secret copies, a check a minute)"
+    )
+    return lines
 
 
 #: How the text report names each line of a front's bill.
@@ -365,6 +438,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="N",
         help="with --lookups-per-month: lookup containers publishing their metrics line every minute "
         f"of the month (default {DEFAULT_METRIC_CONTAINERS}); the metrics cost grows with these, not lookups",
+    )
+    plan.add_argument(
+        "--regions",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="price it served from N regions (replicaRegions: home and N - 1 replicas): replicated "
+        "writes, storage and arrival checks in each, lookups spread over them",
     )
     plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"

@@ -1,9 +1,9 @@
-"""The loader's own records: the load item, its report, the manifest, the lock and a feed's state.
+"""The loader's own records: the load item, its report, the manifest, the lock, a feed's state, pointers.
 
 The version metadata the lookup reads is in ``ipmeta.schema.records``; these are the
 loader's bookkeeping, which the lookup never reads. ``loader.store`` stores and
-returns them (``loads``, ``manifests``, ``load_lock``, ``feed_states``); nothing
-else spells their attributes.
+returns them (``loads``, ``manifests``, ``load_lock``, ``feed_states``,
+``region_pointers``); nothing else spells their attributes.
 """
 
 from __future__ import annotations
@@ -242,6 +242,49 @@ class Manifest:
     @classmethod
     def decode(cls, data: bytes) -> Manifest:
         return cls(json.loads(zlib.decompress(data)))
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A dataset's pointer as the loader reads it: home's, or a replica region's own.
+
+    ``generation`` counts the writes of home's pointer (activations and rollbacks); a
+    region's pointer carries the generation of the home pointer it copied, so "this
+    region has followed home at least up to generation g" is one comparison. ``at`` is
+    when this pointer item was written (``activated_at``).
+    """
+
+    version: int
+    base: int = 0
+    generation: int = 0
+    at: int = 0
+
+    @property
+    def names(self) -> frozenset[int]:
+        """The versions a lookup following this pointer reads: the version, and a delta's base."""
+        return frozenset(version for version in (self.version, self.base) if version)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> Pointer:
+        return cls(
+            int(item["version"]),
+            int(item.get("base", 0)),
+            int(item.get("generation", 0)),
+            int(item.get("activated_at", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class PointerMove:
+    """One write of home's pointer: what it named before (None: nothing), and what it names now."""
+
+    previous: Pointer | None
+    current: Pointer
+
+    @property
+    def released(self) -> frozenset[int]:
+        """The versions home's lookups stopped reading with this write (a version, a delta's base)."""
+        return (self.previous.names if self.previous else frozenset()) - self.current.names
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, cast
 
 from aws_cdk import Duration, RemovalPolicy
@@ -128,6 +129,15 @@ def rest_front(api: apigateway.RestApi) -> MonitoredFront:
     )
 
 
+@dataclass(frozen=True)
+class SharedSecrets:
+    """The secrets a replica region's front uses instead of making its own: home's, replicated there
+    (``stacks/replicas.py``), so a page token or a key is good in every region."""
+
+    page_token_key: secretsmanager.ISecret
+    api_keys: secretsmanager.ISecret | None = None
+
+
 class LookupApi(Construct):
     """The lookup function and the front that serves it, chosen by ``apiType``."""
 
@@ -139,16 +149,24 @@ class LookupApi(Construct):
         config: IpmetaConfig,
         table: dynamodb.ITableV2,
         index_names: Sequence[str],
+        shared: SharedSecrets | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._shared = shared
         self.handler = self._build_function(table, index_names)
         self.functions: dict[str, lambda_.IFunction] = {"lookup": self.handler.function}
         self.http: HttpLookupFront | None = None
         self.rest: apigateway.RestApi | None = None
         self.api_key: apigateway.IApiKey | None = None
         if config.api_type == API_TYPE_HTTP:
-            self.http = HttpLookupFront(self, "HttpFront", config=config, handler=self.handler.function)
+            self.http = HttpLookupFront(
+                self,
+                "HttpFront",
+                config=config,
+                handler=self.handler.function,
+                keys=shared.api_keys if shared else None,
+            )
             self.functions["authorizer"] = self.http.authorizer.function
         else:
             self.access_logs = logs.LogGroup(
@@ -261,8 +279,13 @@ class LookupApi(Construct):
             )
         return function
 
-    def _build_page_token_key(self, function: PythonFunction) -> secretsmanager.Secret:
+    def _build_page_token_key(self, function: PythonFunction) -> secretsmanager.ISecret:
         """The key that signs /v1/ranges and /v1/flagged page tokens, never in the template."""
+        if self._shared is not None:
+            replica = self._shared.page_token_key
+            replica.grant_read(function.role)
+            function.function.add_environment(ENV_PAGE_TOKEN_SECRET_ARN, replica.secret_arn)
+            return replica
         key = secretsmanager.Secret(
             self,
             "PageTokenKey",
@@ -427,6 +450,7 @@ class LookupApi(Construct):
             ),
         )
         plan.add_api_stage(stage=api.deployment_stage)
+        self.usage_plan = plan
         api_key = api.add_api_key("DefaultKey", description="First ipmeta API key")
         plan.add_api_key(api_key)
         return api_key

@@ -288,6 +288,19 @@ class IpmetaConfig(BaseModel):
     #: Show each version's sources whole in ``/v1/datasets`` (bucket, keys, URLs) rather than by
     #: file name: an admin's choice, as every key holder reads that listing.
     show_sources: bool = False
+    #: Regions that get a replica of the table and a lookup stack of their own (``stacks/replicas.py``,
+    #: docs/deploy.md, "Several regions"). Empty: one region, as before.
+    replica_regions: list[str] = []
+    #: The home stack's region, which replicas need known at synth (default: ``CDK_DEFAULT_REGION``,
+    #: the region of the CLI's profile).
+    home_region: str = ""
+    #: One hostname for every region's front: Route 53 latency records, with health checks, in the
+    #: hosted zone ``hostedZoneId`` / ``hostedZoneName`` (``stacks/regional_hostname.py``).
+    domain_name: str = ""
+    hosted_zone_id: str = ""
+    hosted_zone_name: str = ""
+    #: A replica region whose pointer has trailed home's this long raises its ``RegionBehind`` alarm.
+    replica_lag_alarm_minutes: int = 30
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -307,7 +320,27 @@ class IpmetaConfig(BaseModel):
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("source_url", "alarm_email", "waf_web_acl_arn", mode="before")
+    @field_validator("replica_regions", mode="before")
+    @classmethod
+    def _region_list(cls, value: Any) -> Any:
+        """``-c replicaRegions='["eu-west-1","ap-southeast-1"]'`` or ``eu-west-1,ap-southeast-1``."""
+        if isinstance(value, str):
+            stripped = value.strip()
+            value = json.loads(stripped) if stripped.startswith("[") else stripped.split(",")
+        if isinstance(value, list):
+            value = [keys.check_region_name(str(name).strip()) for name in value if str(name).strip()]
+        return value
+
+    @field_validator(
+        "source_url",
+        "alarm_email",
+        "waf_web_acl_arn",
+        "home_region",
+        "domain_name",
+        "hosted_zone_id",
+        "hosted_zone_name",
+        mode="before",
+    )
     @classmethod
     def _trimmed(cls, value: Any) -> Any:
         return value.strip() if isinstance(value, str) else value
@@ -517,6 +550,33 @@ class IpmetaConfig(BaseModel):
             ),
         ]
 
+    def _region_rules(self) -> list[tuple[bool, str]]:
+        regions = self.replica_regions
+        hostname = (self.domain_name, self.hosted_zone_id, self.hosted_zone_name)
+        return [
+            (len(set(regions)) != len(regions), "replicaRegions names a region twice"),
+            (
+                bool(self.home_region) and self.home_region in regions,
+                f"replicaRegions holds the home region {self.home_region}: the table is already there",
+            ),
+            (
+                bool(self.home_region) and not keys.REGION_NAME.fullmatch(self.home_region),
+                "homeRegion must be an AWS region name such as us-east-1",
+            ),
+            (
+                any(hostname) and not all(hostname),
+                "domainName, hostedZoneId and hostedZoneName go together: one hostname needs its zone",
+            ),
+            (
+                bool(regions) and bool(self.waf_web_acl_arn),
+                "wafWebAclArn with replicaRegions: a regional web ACL serves one region's stage only",
+            ),
+            (
+                not 1 <= self.replica_lag_alarm_minutes <= _MAX_DATA_AGE_HOURS * 60,
+                f"replicaLagAlarmMinutes must be 1..{_MAX_DATA_AGE_HOURS * 60}",
+            ),
+        ]
+
     def _bound_rules(self) -> list[tuple[bool, str]]:
         """Numbers no deployment can mean: sizes Lambda has not, throttles that stop every request."""
         throttles = {
@@ -574,6 +634,7 @@ class IpmetaConfig(BaseModel):
     def _rules(self) -> list[tuple[bool, str]]:
         return [
             *self._waf_rules(),
+            *self._region_rules(),
             *self._bound_rules(),
             *self._schedule_rules(),
             (

@@ -25,6 +25,7 @@ from ipmeta.schema.settings import (
     ENV_IPINFO_FIELDS,
     ENV_PAGE_TOKEN_SECRET_ARN,
     ENV_POINTER_CACHE_SECONDS,
+    ENV_POINTER_REGION,
     ENV_RANGE_CACHE_BYTES,
     ENV_SHOW_SOURCES,
     ENV_TABLE_NAME,
@@ -42,6 +43,7 @@ from loader.settings import (
     ENV_EVENT_BUS_NAME,
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
+    ENV_REPLICA_REGIONS,
     ENV_SOURCE_BUCKET,
     FEED_RUN_UNCHANGED,
     FEEDS_PREFIX,
@@ -53,6 +55,8 @@ from loader.settings import (
     METRIC_FEED_RUNS,
     METRIC_ITEMS_WRITTEN,
     METRIC_LOAD_SECONDS,
+    METRIC_REGION_BEHIND,
+    METRIC_REGION_DIMENSION,
 )
 
 __all__ = [
@@ -73,7 +77,9 @@ __all__ = [
     "ENV_IPINFO_FIELDS",
     "ENV_PAGE_TOKEN_SECRET_ARN",
     "ENV_POINTER_CACHE_SECONDS",
+    "ENV_POINTER_REGION",
     "ENV_RANGE_CACHE_BYTES",
+    "ENV_REPLICA_REGIONS",
     "ENV_SHOW_SOURCES",
     "ENV_SOURCE_BUCKET",
     "ENV_TABLE_NAME",
@@ -94,6 +100,8 @@ __all__ = [
     "METRIC_LOAD_SECONDS",
     "METRIC_LOOKUPS",
     "METRIC_QUERIES",
+    "METRIC_REGION_BEHIND",
+    "METRIC_REGION_DIMENSION",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -108,6 +116,16 @@ API_ID: Final = "LookupApi"
 LOADER_WORKFLOW_ID: Final = "LoaderWorkflow"
 SCHEDULE_ID: Final = "Reloads"
 MONITORING_ID: Final = "Monitoring"
+#: With ``replicaRegions``: home's part of the replication, each region's stack (``Ipmeta-eu-west-1``),
+#: and in every region with ``domainName``, its part of the one hostname.
+REPLICATION_ID: Final = "Replication"
+ARRIVAL_ID: Final = "Arrival"
+HOSTNAME_ID: Final = "Hostname"
+
+
+def region_stack_id(region: str) -> str:
+    return f"{STACK_ID}-{region}"
+
 
 # --- Stack outputs -----------------------------------------------------------
 OUTPUT_API_URL: Final = "ApiUrl"
@@ -118,6 +136,11 @@ OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
 OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
 #: The HTTP API front's keys (``apiType=http``), in place of ``ApiKeyId``.
 OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"
+#: With ``replicaRegions`` behind REST: the key every region accepts, and where its value is.
+OUTPUT_SHARED_KEY_ID: Final = "SharedApiKeyId"
+OUTPUT_SHARED_KEY_SECRET_ARN: Final = "SharedApiKeySecretArn"
+#: With ``domainName``: the one hostname.
+OUTPUT_HOSTNAME_URL: Final = "HostnameUrl"
 
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
@@ -142,6 +165,8 @@ LOADER_TASKS: Final = (
 FETCH_TASK: Final = "fetch"
 RECORD_RELEASE_TASK: Final = "record_release"
 FEED_TASKS: Final = (FETCH_TASK, RECORD_RELEASE_TASK)
+#: In each replica region (``replicaRegions``): its arrival check on a schedule (``loader.pipeline.arrival``).
+ARRIVAL_TASK: Final = "arrive"
 
 #: Powertools for AWS Lambda (Python): the pip pin in requirements.txt and the
 #: public layer built from that release must stay the same version (a test

@@ -114,11 +114,18 @@ class _AccessLogs:
 
 class HttpLookupFront(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: IpmetaConfig, handler: lambda_.IFunction
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: IpmetaConfig,
+        handler: lambda_.IFunction,
+        keys: secretsmanager.ISecret | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        self.keys = self._build_keys_secret()
+        #: Given in a replica region: home's keys, replicated there, so one key works everywhere.
+        self.keys = keys or self._build_keys_secret()
         self.authorizer = self._build_authorizer_function()
         self.api = apigatewayv2.HttpApi(
             self,

@@ -11,17 +11,24 @@ from stacks.api import LookupApi
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_ID,
+    HOSTNAME_ID,
     LOADER_WORKFLOW_ID,
     MONITORING_ID,
     OUTPUT_ALARM_TOPIC_ARN,
     OUTPUT_BUCKET_NAME,
+    OUTPUT_HOSTNAME_URL,
+    OUTPUT_SHARED_KEY_ID,
+    OUTPUT_SHARED_KEY_SECRET_ARN,
     OUTPUT_STATE_MACHINE_ARN,
     OUTPUT_TABLE_NAME,
+    REPLICATION_ID,
     SCHEDULE_ID,
     TABLE_ID,
 )
 from stacks.loader_workflow import LoaderWorkflow
 from stacks.monitoring import Monitoring
+from stacks.regional_hostname import RegionalHostname
+from stacks.replicas import HomeReplication, import_shared_key
 from stacks.schedule import ScheduledReloads
 from stacks.table import RangesTable
 
@@ -56,7 +63,37 @@ class IpmetaStack(Stack):
             table=table,
             state_machine=self.loader.state_machine,
         )
+        self._build_regions(config)
         self._build_outputs()
+
+    def _build_regions(self, config: IpmetaConfig) -> None:
+        """With ``replicaRegions``: home's part of them (``stacks/replicas.py``); with ``domainName``:
+        home's part of the one hostname (``stacks/regional_hostname.py``)."""
+        self.replication: HomeReplication | None = None
+        self.hostname: RegionalHostname | None = None
+        self._region_outputs: dict[str, tuple[str, str]] = {}
+        if config.replica_regions:
+            self.replication = HomeReplication(
+                self,
+                REPLICATION_ID,
+                config=config,
+                table=self.ranges.table,
+                lookup=self.lookup,
+                cleanup=self.loader.functions["cleanup"].function,
+            )
+            if self.replication.shared_key is not None:
+                key = import_shared_key(self.replication, self.replication.shared_key, self.lookup)
+                self._region_outputs[OUTPUT_SHARED_KEY_ID] = (
+                    key.key_id,
+                    "Id of the API key every region accepts",
+                )
+                self._region_outputs[OUTPUT_SHARED_KEY_SECRET_ARN] = (
+                    self.replication.shared_key.secret_arn,
+                    "The value of that key: aws secretsmanager get-secret-value --secret-id <arn>",
+                )
+        if config.domain_name:
+            self.hostname = RegionalHostname(self, HOSTNAME_ID, config=config, lookup=self.lookup)
+            self._region_outputs[OUTPUT_HOSTNAME_URL] = (self.hostname.url, "The one hostname")
 
     def _build_outputs(self) -> None:
         outputs = {
@@ -68,6 +105,7 @@ class IpmetaStack(Stack):
                 "Start an execution to load a dataset",
             ),
             OUTPUT_ALARM_TOPIC_ARN: (self.monitoring.topic.topic_arn, "Subscribe to receive alarms"),
+            **self._region_outputs,
         }
         for output_id, (value, description) in outputs.items():
             CfnOutput(self, output_id, value=value, description=description)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_logs as logs
@@ -192,8 +192,17 @@ class LoaderWorkflow(Construct):
             "loader's own bucket only.",
         )
         machine = stack.resolve(stack.get_logical_id(self.state_machine.node.default_child))  # type: ignore[arg-type]
+        # A stack deployed to a known region and account (one with replicaRegions) spells them out.
+        partition, region, account = (
+            f"<{pseudo}>" if Token.is_unresolved(value) else value
+            for pseudo, value in (
+                ("AWS::Partition", stack.partition),
+                ("AWS::Region", stack.region),
+                ("AWS::AccountId", stack.account),
+            )
+        )
         execution = (
-            "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            f"arn:{partition}:states:{region}:{account}:execution:"
             f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine}"}}]}}]}}'
         )
         for suffix in (":*", "/*:*"):

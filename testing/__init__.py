@@ -11,6 +11,12 @@
   own /24, so the real handler runs with no data layer to wait for.
 - ``tls``: a throwaway certificate authority and a server certificate for
   127.0.0.1, for the GeoIP2 client that speaks only https.
+- ``replication``: DynamoDB global tables stood in for by local DynamoDBs, one a
+  region: every write applied in the other regions item by item, in random order,
+  after random delays, the last writer winning.
+- ``replicas``: a replica region under watch: releases and their truth, lookups
+  checked against the release each answer names, the region's arrival check on an
+  interval, and deletes of what a region still serves.
 
 Each module here has a user in ``tests/`` and one in ``bench/``; what only the
 tests use stays in ``tests/``. It may import the product (``ipmeta``,

@@ -17,6 +17,10 @@ brackets when its name differs):
 - ``retention`` (``cleanup``): old versions after the grace period; rollback and listing too;
 - ``abort``: where every Catch leads; frees the lock.
 
+And outside the state machine, in each replica region of a deployment with
+``replicaRegions``: ``arrival`` (``arrive``, on a schedule), the region's own pointer
+following home's, each version once it has wholly arrived in that region.
+
 Their shared parts: ``descriptor`` (``load.json``, what every state knows of
 the load), ``staged`` (the files staged between states and their encodings)
 and ``normalize`` (overlap resolution and coalescing, pure). The runners:

@@ -133,10 +133,12 @@ def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
 
 
 def _switch_pointer(load: LoadItem, table: LoaderTable, *, now: float | None) -> None:
+    """Switch the pointer, and stamp what it stopped reading (``Versions.release``: replicas' cleanup)."""
     previous = load.previous or None
     meta = table.lookup.get_version_meta(load.version)
     try:
-        table.versions.activate(load.version, expected_current=previous, base=meta.base if meta else 0)
+        move = table.versions.activate(load.version, expected_current=previous, base=meta.base if meta else 0)
+        table.versions.release(move)
     except ActivationConflict as error:
         current = table.lookup.read_active_version(consistent=True)
         # The pointer naming this very version means a retried Activate whose first

@@ -29,6 +29,12 @@ later state knows whose keys it writes.
   and frees the lock; ``cleanup`` deletes its partial version later. A feed's
   run (``"feed"`` in the state) counts one more failure in a row.
 
+Outside the state machine, in each replica region (``replicaRegions``):
+
+- ``arrive``: ``{}`` on a schedule; the region's own pointers follow home's, each version
+  once it has wholly arrived there (``loader.pipeline.arrival``); publishes how long the
+  region has been behind (``RegionBehindSeconds``).
+
 Each handler is one call into the task of its state. Every payload is a few
 ids: whatever the dataset's size, the state stays far below 256 KB.
 """
@@ -44,16 +50,16 @@ from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.schema.settings import METRICS_NAMESPACE, Settings
+from ipmeta.schema.settings import ENV_POINTER_REGION, METRICS_NAMESPACE, Settings
 from loader.feeds.http_client import HttpClient, HttpSettings
 from loader.options import LoadOptions
 from loader.pipeline import abort as abort_task
 from loader.pipeline import activate as activate_task
-from loader.pipeline import export_task, retention, staged
+from loader.pipeline import arrival, export_task, retention, staged
 from loader.pipeline import fetch as fetch_task
 from loader.pipeline import partitions as partitions_task
 from loader.pipeline import plan_writes as plan_writes_task
@@ -65,6 +71,7 @@ from loader.records import dataset_of
 from loader.settings import (
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
+    ENV_REPLICA_REGIONS,
     ENV_SOURCE_BUCKET,
     FEED_RUN_FAILED,
     FEED_RUN_LOADED,
@@ -77,6 +84,9 @@ from loader.settings import (
     METRIC_FEED_RUNS,
     METRIC_ITEMS_WRITTEN,
     METRIC_LOAD_SECONDS,
+    METRIC_REGION_BEHIND,
+    METRIC_REGION_DIMENSION,
+    replica_regions,
 )
 from loader.store import s3
 from loader.store.batch_writes import WriteStats
@@ -293,12 +303,43 @@ def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     table = _table()
     load_id = event.get("load_id")
     names = [dataset_of(load_id)] if load_id else table.versions.started_datasets()
+    regions = replica_regions(os.environ.get(ENV_REPLICA_REGIONS, ""))
     outcomes = []
     for name in names:
-        outcome = retention.cleanup(table.for_dataset(name), _staging(), also_delete=_export_deleter(name))
+        outcome = retention.cleanup(
+            table.for_dataset(name), _staging(), also_delete=_export_deleter(name), regions=regions
+        )
         logger.info("cleanup", extra=outcome)
         outcomes.append(outcome)
     return {"datasets": outcomes}
+
+
+#: How long a run of the arrival check recounts what is still short: less than the minute between
+#: scheduled runs, so runs do not overlap; a version still arriving is the next run's to count.
+ARRIVAL_WAIT_SECONDS = 40.0
+#: Kept back from the function's timeout, which a big version's first count may need.
+ARRIVAL_TIMEOUT_MARGIN_SECONDS = 60.0
+
+
+@logger.inject_lambda_context
+def arrive(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """A replica region's scheduled check: its pointers follow home's, each version once it arrived."""
+    region = os.environ[ENV_POINTER_REGION]
+    left = context.get_remaining_time_in_millis() / 1000 - ARRIVAL_TIMEOUT_MARGIN_SECONDS
+    wait = max(0.0, min(ARRIVAL_WAIT_SECONDS, left))
+    outcomes = arrival.follow_home(_table(), region, wait_seconds=wait)
+    behind = max((outcome.behind_seconds for outcome in outcomes), default=0)
+    with single_metric(
+        name=METRIC_REGION_BEHIND,
+        unit=MetricUnit.Seconds,
+        value=behind,
+        namespace=METRICS_NAMESPACE,
+        default_dimensions={"service": LOADER_SERVICE_NAME, METRIC_REGION_DIMENSION: region},
+    ):
+        pass
+    for outcome in outcomes:
+        logger.info("arrival", extra=outcome.to_dict())
+    return {"region": region, "behind_seconds": behind, "datasets": [o.to_dict() for o in outcomes]}
 
 
 def _export_deleter(dataset: str) -> Callable[[int], None] | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +22,10 @@ def _retired_newest_first(metas: list[VersionMeta]) -> list[VersionMeta]:
     return sorted(retired, key=lambda meta: (meta.retired_at or 0, meta.version), reverse=True)
 
 
+#: Why cleanup deletes a retired version: more are retired than retention keeps.
+BEYOND_RETENTION = "beyond retention"
+
+
 def cleanup(
     table: LoaderTable,
     staging: Staging | None = None,
@@ -31,6 +35,7 @@ def cleanup(
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
     also_delete: Callable[[int], None] | None = None,
+    regions: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Delete versions beyond retention and failed or abandoned loads, once their grace period passed.
 
@@ -41,28 +46,27 @@ def cleanup(
     A version stops being served when the pointer moves away from it, but
     containers cache the pointer for a few seconds: the grace period, longer
     than that cache, keeps the data until no lookup can still ask for it.
+    With replica ``regions``, a version is deleted only once every region's own
+    pointer has moved past it too (``held_by_regions``); until then it is held.
     """
     at = time.time() if now is None else now
     active = table.lookup.read_active_version(consistent=True)
     metas = table.lookup.list_version_metas()
     retired = _retired_newest_first(metas)
-    doomed: dict[int, str] = {}
-    for meta in retired[retention:]:
-        if at - (meta.retired_at or 0) >= grace_seconds:
-            doomed[meta.version] = "beyond retention"
-    for meta in metas:
-        if meta.status == VersionStatus.FAILED and at - (meta.failed_at or 0) >= grace_seconds:
-            doomed[meta.version] = "failed load"
-    lock = table.lock.read()
-    for load in table.loads.list_all():
-        if _abandoned(load, lock, at, max(grace_seconds, lease_seconds)):
-            doomed[load.version] = "abandoned load"
+    doomed = _doomed(
+        table, metas, retired[retention:], at=at, grace_seconds=grace_seconds, lease=lease_seconds
+    )
     doomed.pop(active or 0, None)
     # A delta answers through its base: a base stays while a version that may serve needs it.
     serving = [meta for meta in metas if meta.version == active] + retired[:retention]
     bases = sorted({meta.base for meta in serving if meta.base})
     for base in bases:
         doomed.pop(base, None)
+    held: dict[int, str] = {}
+    if regions:
+        held = held_by_regions(table, doomed, metas, regions, at=at, grace_seconds=grace_seconds)
+    for version in held:
+        doomed.pop(version)
     deleted = [
         {
             "version": format_version(version),
@@ -71,15 +75,81 @@ def cleanup(
         }
         for version, reason in sorted(doomed.items())
     ]
-    kept = [format_version(meta.version) for meta in retired[:retention]]
-    active_label = format_version(active) if active else None
-    return {
+    outcome: dict[str, Any] = {
         "dataset": table.dataset,
-        "active": active_label,
-        "retained": kept,
+        "active": format_version(active) if active else None,
+        "retained": [format_version(meta.version) for meta in retired[:retention]],
         "bases": [format_version(base) for base in bases],
         "deleted": deleted,
     }
+    if regions:
+        outcome["held_by_regions"] = {format_version(v): region for v, region in sorted(held.items())}
+    return outcome
+
+
+def _doomed(
+    table: LoaderTable,
+    metas: Sequence[VersionMeta],
+    beyond_retention: Sequence[VersionMeta],
+    *,
+    at: float,
+    grace_seconds: float,
+    lease: float,
+) -> dict[int, str]:
+    """Versions past their grace period: retired beyond retention, failed, or abandoned loads."""
+    doomed: dict[int, str] = {}
+    for meta in beyond_retention:
+        if at - (meta.retired_at or 0) >= grace_seconds:
+            doomed[meta.version] = BEYOND_RETENTION
+    for meta in metas:
+        if meta.status == VersionStatus.FAILED and at - (meta.failed_at or 0) >= grace_seconds:
+            doomed[meta.version] = "failed load"
+    lock = table.lock.read()
+    for load in table.loads.list_all():
+        if _abandoned(load, lock, at, max(grace_seconds, lease)):
+            doomed[load.version] = "abandoned load"
+    return doomed
+
+
+def held_by_regions(
+    table: LoaderTable,
+    doomed: Mapping[int, str],
+    metas: Sequence[VersionMeta],
+    regions: Sequence[str],
+    *,
+    at: float,
+    grace_seconds: float,
+) -> dict[int, str]:
+    """The retired versions a replica region may still serve, each with the first such region.
+
+    A region's pointer only ever copies home's, with home's generation, and never goes back
+    to an older one (``loader.pipeline.arrival``). Once it follows the generation that released
+    a version (``VersionMeta.released_generation``, the write of home's pointer that stopped
+    reading it) or a later one, the region cannot serve that version again. What home reads of
+    a region's pointer may lag behind it, never run ahead of it, so the rule holds on a stale
+    read too. A version never stamped waits for home's present generation; a region with no
+    pointer holds everything; and the region's own containers get ``grace_seconds`` after its
+    pointer last moved, as home's do. Failed and abandoned loads were never served anywhere.
+    """
+    home = table.regions.home()
+    present = home.generation if home else 0
+    pointers = {region: table.regions.of(region) for region in regions}
+    released = {meta.version: meta.released_generation for meta in metas}
+    held: dict[int, str] = {}
+    for version, reason in doomed.items():
+        if reason != BEYOND_RETENTION:
+            continue
+        needed = released.get(version) or present
+        for region, pointer in pointers.items():
+            if (
+                pointer is None
+                or pointer.generation < needed
+                or version in pointer.names
+                or at - pointer.at < grace_seconds
+            ):
+                held[version] = region
+                break
+    return held
 
 
 def _abandoned(load: LoadItem, lock: LockItem | None, at: float, idle_limit: float) -> bool:
@@ -154,7 +224,7 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
             f"{format_version(to)} is {status} in dataset {table.dataset!r}, not a retained version; "
             "see `ipmeta versions`"
         )
-    table.versions.activate(to, expected_current=current, base=target.base)
+    table.versions.release(table.versions.activate(to, expected_current=current, base=target.base))
     at = int(time.time() if now is None else now)
     table.versions.set_status(to, VersionStatus.ACTIVE, at)
     table.versions.set_status(current, VersionStatus.RETIRED, at)

@@ -3,6 +3,8 @@
 - ``write_model``: DynamoDB's partitions, the client and split for heat, second
   by second: how fast a write order goes, and the pre-warming a target time needs;
 - ``costs``: what a load's writes and storage cost, and lookups per API front;
+- ``regions``: what each replica region adds (``replicaRegions``): replicated writes,
+  transfer, storage, arrival checks, lookups spread over the regions;
 - ``load_plan``: everything ``ipmeta plan`` reports about one load;
 - ``blog``: the AWS blog's four loads, reproduced by the model.
 

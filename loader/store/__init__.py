@@ -15,6 +15,8 @@ name and one dataset's keys (``dataset_items``):
 - ``partition_items``: whole partitions counted, read in order, deleted;
 - ``feed_states``: the release of a dataset's feed loaded last, and its failed
   runs in a row;
+- ``region_pointers``: home's pointer with its generation, each replica region's
+  own pointer and the versions that wholly arrived there;
 - ``batch_writes``: BatchWriteItem with counted retries (``WriteStats``);
 - ``dataset_items``: what every concern shares (a consistent read, an update, a
   partition's Query);

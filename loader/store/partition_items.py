@@ -29,8 +29,10 @@ class PartitionItems(DatasetItems):
         super().__init__(client, table_name, space)
         self.writer = writer
 
-    def count(self, partition_key: str) -> int:
-        return sum(int(page["Count"]) for page in self._partition_pages(partition_key, Select="COUNT"))
+    def count(self, partition_key: str, *, consistent: bool = True) -> int:
+        """The partition's items, by ``Select=COUNT`` Queries (billed as reading every one)."""
+        pages = self._partition_pages(partition_key, Select="COUNT", ConsistentRead=consistent)
+        return sum(int(page["Count"]) for page in pages)
 
     def read(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.

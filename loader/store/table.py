@@ -5,7 +5,8 @@ small class per concern (each its own module): ``versions`` (the pointer, the
 version counter, version metadata, the list of datasets), ``loads`` (load items
 and their chunk marks), ``lock`` (the load lock), ``manifests``, ``covers``
 (cover lists and cover heads), ``partitions`` (whole partitions counted, read,
-deleted), ``feed_states`` and ``writer`` (batched puts and deletes). Reads the
+deleted), ``feed_states``, ``regions`` (home's pointer with its generation, and each
+replica region's own) and ``writer`` (batched puts and deletes). Reads the
 lookup makes too (the active version, version metadata, cover lists) go through
 ``lookup``, the lookup's own ``ipmeta.store.dynamodb.Store`` on the same client.
 """
@@ -27,6 +28,7 @@ from loader.store.load_lock import LoadLock
 from loader.store.loads import Loads
 from loader.store.manifests import Manifests
 from loader.store.partition_items import PartitionItems
+from loader.store.region_pointers import RegionPointers
 from loader.store.versions import Versions
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ class LoaderTable:
         self.covers = CoverLists(client, table_name, space, self.writer)
         self.partitions = PartitionItems(client, table_name, space, self.writer)
         self.feed_states = FeedStates(client, table_name, space)
+        self.regions = RegionPointers(client, table_name, space)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> LoaderTable:

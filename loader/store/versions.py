@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
 from ipmeta.schema import keys
 from ipmeta.schema.records import VersionMeta, VersionStatus
-from ipmeta.store.dynamodb import item_key, serialize_item
+from ipmeta.store.dynamodb import deserialize_item, item_key, serialize_item
 from loader.errors import ActivationConflict
+from loader.records import Pointer, PointerMove
 from loader.store.dataset_items import DatasetItems, condition_failed
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
+#: The pointer's count of its own writes (``loader.records.Pointer.generation``).
+POINTER_GENERATION: Final = "generation"
 #: The attribute that records when a version entered each status.
 _STATUS_TIMES: Final[Mapping[VersionStatus, str]] = {
     VersionStatus.ACTIVE: "activated_at",
@@ -32,33 +38,43 @@ _STATUS_TIMES: Final[Mapping[VersionStatus, str]] = {
 class Versions(DatasetItems):
     """The pointer switch, new version numbers, version metadata and the list of datasets."""
 
-    def activate(self, version: int, *, expected_current: int | None, base: int = 0) -> None:
+    def activate(self, version: int, *, expected_current: int | None, base: int = 0) -> PointerMove:
         """Point lookups at ``version``, only if the pointer still names ``expected_current``.
 
         A delta's ``base`` is on the pointer too, so a lookup learns both from the one read.
+        Each write adds one to the pointer's ``generation``, which replica regions copy when
+        they follow (``loader.pipeline.arrival``) and cleanup compares (``retention``).
         """
-        pointer = {
-            keys.PARTITION_KEY: self.space.pointer,
-            keys.SORT_KEY: keys.META_SORT_KEY,
-            "version": version,
-            "previous": expected_current if expected_current is not None else 0,
-            "activated_at": int(time.time()),
+        at = int(time.time())
+        names = {"#version": "version", "#previous": "previous", "#at": "activated_at"}
+        names |= {"#generation": POINTER_GENERATION, "#base": "base"}
+        values: dict[str, AttributeValueTypeDef] = {
+            ":version": {"N": str(version)},
+            ":previous": {"N": str(expected_current or 0)},
+            ":at": {"N": str(at)},
+            ":one": {"N": "1"},
         }
+        update = "SET #version = :version, #previous = :previous, #at = :at"
         if base:
-            pointer["base"] = base
+            update += ", #base = :base"
+            values[":base"] = {"N": str(base)}
+        update += " ADD #generation :one" + ("" if base else " REMOVE #base")
         if expected_current is None:
-            condition: dict[str, Any] = {
-                "ConditionExpression": "attribute_not_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": keys.PARTITION_KEY},
-            }
+            condition = "attribute_not_exists(#pk)"
+            names["#pk"] = keys.PARTITION_KEY
         else:
-            condition = {
-                "ConditionExpression": "#version = :expected",
-                "ExpressionAttributeNames": {"#version": "version"},
-                "ExpressionAttributeValues": {":expected": {"N": str(expected_current)}},
-            }
+            condition = "#version = :expected"
+            values[":expected"] = {"N": str(expected_current)}
         try:
-            self.client.put_item(TableName=self.table_name, Item=serialize_item(pointer), **condition)
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key=item_key(self.space.pointer, keys.META_SORT_KEY),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_OLD",
+            )
         except ClientError as error:
             if condition_failed(error):
                 raise ActivationConflict(
@@ -67,6 +83,30 @@ class Versions(DatasetItems):
                     "another load activated first"
                 ) from error
             raise
+        old = response.get("Attributes")
+        previous = Pointer.from_item(deserialize_item(old)) if old else None
+        generation = (previous.generation if previous else 0) + 1
+        return PointerMove(previous, Pointer(version, base, generation, at))
+
+    def release(self, move: PointerMove) -> None:
+        """Stamp each version ``move`` stopped reading with the generation that stopped reading it.
+
+        Only a version's existing metadata is stamped. A crash before this leaves a version
+        unstamped, and cleanup then waits for every region to follow home's present generation.
+        """
+        for version in sorted(move.released):
+            try:
+                self.client.update_item(
+                    TableName=self.table_name,
+                    Key=item_key(self.space.versions, version),
+                    UpdateExpression="SET #released = :generation",
+                    ConditionExpression="attribute_exists(#pk)",
+                    ExpressionAttributeNames={"#released": "released_generation", "#pk": keys.PARTITION_KEY},
+                    ExpressionAttributeValues={":generation": {"N": str(move.current.generation)}},
+                )
+            except ClientError as error:
+                if not condition_failed(error):
+                    raise
 
     def allocate(self) -> int:
         """A new, never-used version number (atomic counter)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from stacks.constants import REPO_ROOT, STACK_ID
+from stacks.constants import REPO_ROOT
 
 # jsii prints a banner on every start under Node 20; it is noise in test output.
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -28,7 +28,7 @@ from aws_cdk import App, Stage, Validations
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.ipmeta_stack import IpmetaStack
+from stacks.deployment import build
 
 DEFAULT = "default"
 SOURCE_URL = "source_url"
@@ -37,6 +37,8 @@ HTTP_API = "http_api"
 EXPORT_MMDB = "export_mmdb"
 DATASETS = "datasets"
 FEEDS = "feeds"
+REPLICAS = "replicas"
+REPLICAS_DOMAIN = "replicas_domain"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
 #: A regional web ACL of the tests' region (the stacks are environment-agnostic).
@@ -81,6 +83,15 @@ EXAMPLE_FEEDS: tuple[Mapping[str, Any], ...] = (
 )
 #: The feeds' secrets, as Secrets Manager names them: the only ones the fetch function may read.
 EXAMPLE_FEED_SECRETS = ("ipmeta/ipinfo", "ipmeta/maxmind")
+
+#: Home's region and the replica regions of the replicas variants (``stacks/deployment.py``).
+HOME_REGION = "us-east-1"
+EXAMPLE_REPLICA_REGIONS = ("eu-west-1", "ap-southeast-1")
+EXAMPLE_DOMAIN = {
+    "domainName": "ip.example.com",
+    "hostedZoneId": "Z0123456789ABCDEFGHIJ",
+    "hostedZoneName": "example.com",
+}
 
 #: Context overrides of each variant, on top of cdk.json.
 VARIANTS: Mapping[str, Mapping[str, Any]] = {
@@ -132,9 +143,30 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "datasets": {"city": {"maxAgeHours": 120, "sourceOptions": {"max_errors": 10}}},
         "feedFailuresToAlarm": 3,
     },
+    REPLICAS: {"replicaRegions": list(EXAMPLE_REPLICA_REGIONS), "homeRegion": HOME_REGION},
+    # The HTTP front's keys replicate too; one hostname over both regions.
+    REPLICAS_DOMAIN: {
+        "replicaRegions": [EXAMPLE_REPLICA_REGIONS[0]],
+        "homeRegion": HOME_REGION,
+        "apiType": "http",
+        **EXAMPLE_DOMAIN,
+    },
 }
 #: Every synthesized variant, the default first.
 ALL_VARIANTS = (DEFAULT, *VARIANTS)
+
+
+def region_template(variant: str, region: str) -> str:
+    """The key of a replica region's template in ``Synthesized.templates``."""
+    return f"{variant}@{region}"
+
+
+#: The replica regions' own templates, each with its region.
+REGION_TEMPLATES: dict[str, str] = {
+    region_template(variant, region): region
+    for variant in (REPLICAS, REPLICAS_DOMAIN)
+    for region in VARIANTS[variant]["replicaRegions"]
+}
 
 
 def cdk_json() -> dict[str, Any]:
@@ -162,12 +194,17 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The app with every variant, synthesized; ``tests/conftest.py`` makes it a session fixture."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(outdir=str(outdir), context=cdk_json()["context"])
-    stacks = {DEFAULT: IpmetaStack(app, STACK_ID)}
+    # As app.py builds it: the home stack, and with replicaRegions each region's stack after it.
+    (default,) = build(app)
+    stacks = {DEFAULT: default}
     for variant, overrides in VARIANTS.items():
         stage = Stage(app, _stage_name(variant))
         for key, value in overrides.items():
             stage.node.set_context(key, value)
-        stacks[variant] = IpmetaStack(stage, STACK_ID)
+        home, *regions = build(stage)
+        stacks[variant] = home
+        for stack in regions:
+            stacks[region_template(variant, stack.region)] = stack
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
 
     validation_error: str | None = None

@@ -7,7 +7,8 @@ import json
 import pytest
 from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 
-from tests.infra.conftest import ALL_VARIANTS, Synthesized
+from tests.infra.cfn import PLACEHOLDER_REGION
+from tests.infra.conftest import ALL_VARIANTS, REGION_TEMPLATES, Synthesized
 
 #: W3005 flags DependsOn that CloudFormation could infer; CDK emits them on purpose.
 IGNORED_CFN_LINT_CHECKS = ["W3005"]
@@ -53,10 +54,12 @@ def test_no_construct_left_a_warning_or_error_annotation(synthesized: Synthesize
     assert messages == []
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("variant", [*ALL_VARIANTS, *REGION_TEMPLATES])
 def test_cfn_lint_finds_nothing(synthesized: Synthesized, variant: str) -> None:
+    # A replica region's template is linted for its own region.
+    region = REGION_TEMPLATES.get(variant, PLACEHOLDER_REGION)
     matches = lint(
         json.dumps(synthesized.templates[variant]),
-        config=ManualArgs(regions=["us-east-1"], ignore_checks=IGNORED_CFN_LINT_CHECKS),
+        config=ManualArgs(regions=[region], ignore_checks=IGNORED_CFN_LINT_CHECKS),
     )
     assert [f"{m.rule.id} {m.message}" for m in matches] == []

@@ -54,6 +54,7 @@ BOTO3_MODULES = frozenset(
         "loader/store/versions.py",
         "loader/store/loads.py",
         "loader/store/load_lock.py",
+        "loader/store/region_pointers.py",
         "loader/store/table_creation.py",
         "loader/store/s3.py",
         "loader/store/events.py",

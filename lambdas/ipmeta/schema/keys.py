@@ -11,6 +11,8 @@ item                        pk                                  sk
 range piece                 ``{d}v{version}#{family}#{b}``      offset of the piece's first
                                                                 address within bucket ``b``
 active-version pointer      ``{d}meta#pointer``                 0
+a replica region's pointer  ``{d}meta#pointer#{region}``        0
+a version arrived there     ``{d}meta#pointer#{region}``        version number
 version metadata            ``{d}meta#versions``                version number
 version counter             ``{d}meta#version-counter``         0
 cover list of a version     ``{d}meta#covers#v{version}``       page number
@@ -28,6 +30,14 @@ datasets existed, so such a table is served as the ``default`` dataset with no
 migration. A name is lower-case letters, digits and ``-`` (``DATASET_NAME``):
 no ``#``, so no prefix is another's, and none starts with ``v`` or ``meta``
 once prefixed. ``KeySpace`` spells every key of one dataset.
+
+**Replica regions.** With replicas (global tables), home's pointer is what home's
+lookups follow and what its loads switch; each replica region has a pointer of its
+own, ``{d}meta#pointer#{region}``, that only that region's arrival check writes
+(``loader.pipeline.arrival``), once the version home's pointer names has wholly
+arrived there, and that only that region's lookups read. The same partition records,
+at the version's number, that the version arrived in that region. A region name
+(``eu-west-1``) has no ``#``, so the key is no other's; docs/decisions.md says why.
 
 **Buckets.** IPv4 uses the /8 (first octet): 256 partition keys at most, and the
 largest bucket of the ASN file (``@ip-location-db/asn``) holds 5.4% of its
@@ -113,6 +123,9 @@ DATASET_NAME: Final = re.compile(rf"[a-z][a-z0-9-]{{0,{MAX_DATASET_NAME_LENGTH -
 _DATASET_PREFIX: Final = "ds#"
 #: Names a dataset cannot take: ``/v1/datasets/current`` is the active version's route.
 RESERVED_DATASET_NAMES: Final = frozenset({"current"})
+#: An AWS region's name (``eu-west-1``, ``ap-southeast-1``, ``us-gov-west-1``): what a replica
+#: region's pointer key ends with.
+REGION_NAME: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
 def _offset_bits(family: int) -> int:
@@ -366,6 +379,16 @@ def check_dataset_name(name: str) -> str:
     return name
 
 
+class RegionNameInvalid(ValueError):
+    """A region name outside ``REGION_NAME``."""
+
+
+def check_region_name(region: str) -> str:
+    if not REGION_NAME.fullmatch(region):
+        raise RegionNameInvalid(f"{region[:40]!r} is not an AWS region name such as eu-west-1")
+    return region
+
+
 @dataclass(frozen=True, slots=True)
 class ValueKeys:
     """Where one value's entries are: its partition keys (shards), and their sort-key prefix."""
@@ -384,6 +407,14 @@ class KeySpace:
     @property
     def pointer(self) -> str:
         return self.meta("pointer")
+
+    def region_pointer(self, region: str) -> str:
+        """A replica region's own pointer (sk 0) and its arrived versions (sk: the version)."""
+        return self.meta(f"pointer#{check_region_name(region)}")
+
+    def pointer_of(self, region: str | None) -> str:
+        """The pointer a lookup in ``region`` follows: home's (None) or that replica region's."""
+        return self.pointer if region is None else self.region_pointer(region)
 
     @property
     def versions(self) -> str:

@@ -163,6 +163,10 @@ class VersionMeta:
     #: A delta version's base: the full version whose ranges answer wherever this one holds
     #: none (``ipmeta.lookup.runs``, "Delta versions"); 0 for a full version.
     base: int = 0
+    #: The generation of home's pointer (``loader.records.Pointer``) that stopped naming this
+    #: version, as its version or as its base: a replica region whose own pointer follows that
+    #: generation or a later one can never serve it again (``loader.pipeline.retention``).
+    released_generation: int | None = None
 
     @property
     def retained(self) -> bool:
@@ -197,6 +201,7 @@ class VersionMeta:
             value_index=ValueIndexMeta.from_item(item["value_index"]) if item.get("value_index") else None,
             flag_index=FlagIndexMeta.from_item(item["flag_index"]) if item.get("flag_index") else None,
             base=int(item.get("base", 0)),
+            released_generation=_optional_int(item.get("released_generation")),
         )
 
     def to_item(self) -> dict[str, Any]:
@@ -224,6 +229,7 @@ class VersionMeta:
             "value_index": self.value_index.to_item() if self.value_index else None,
             "flag_index": self.flag_index.to_item() if self.flag_index else None,
             "base": self.base or None,
+            "released_generation": self.released_generation,
         }
         item.update({name: value for name, value in optional.items() if value is not None})
         return item

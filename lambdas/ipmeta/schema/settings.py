@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 ENV_TABLE_NAME = "IPMETA_TABLE_NAME"
 ENV_DYNAMODB_ENDPOINT = "IPMETA_DYNAMODB_ENDPOINT"
 ENV_POINTER_CACHE_SECONDS = "IPMETA_POINTER_CACHE_SECONDS"
+#: Set in a replica region's lookup stack only: lookups there follow that region's own pointer
+#: (``keys.KeySpace.region_pointer``), which moves once a version has wholly arrived there.
+ENV_POINTER_REGION = "IPMETA_POINTER_REGION"
 
 DEFAULT_TABLE_NAME = "ipmeta"
 #: The lookup re-reads the active-version pointer at most this often per container.
@@ -25,6 +28,8 @@ class Settings:
     table_name: str
     dynamodb_endpoint: str | None
     pointer_cache_seconds: float
+    #: None: home's pointer (every deployment without replicas); a region: that replica's pointer.
+    pointer_region: str | None = None
 
     @classmethod
     def from_environment(cls) -> Settings:
@@ -34,6 +39,7 @@ class Settings:
             pointer_cache_seconds=float(
                 os.environ.get(ENV_POINTER_CACHE_SECONDS, DEFAULT_POINTER_CACHE_SECONDS)
             ),
+            pointer_region=os.environ.get(ENV_POINTER_REGION) or None,
         )
 
 

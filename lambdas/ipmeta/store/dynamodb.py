@@ -136,10 +136,19 @@ def item_key(partition_key: str, sort_key: int) -> dict[str, AttributeValueTypeD
 class Store:
     """The reads of one DynamoDB table laid out as ``ipmeta.schema.keys`` describes, in one dataset's keys."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str, space: keys.KeySpace | None = None) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        space: keys.KeySpace | None = None,
+        *,
+        pointer_region: str | None = None,
+    ) -> None:
         self.client = client
         self.table_name = table_name
         self.space = space or keys.key_space()
+        #: Whose pointers ``read_active_versions`` reads: home's (None) or a replica region's own.
+        self.pointer_region = pointer_region
         #: Each version's cover list, read once per container (a version's covers never change).
         self._covers = CoverCatalog(self.read_covers)
         #: The views of this table in other datasets' keys, shared by every view: one each.
@@ -164,7 +173,11 @@ class Store:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, max_pool_connections: int = 32) -> Store:
-        return cls(make_client(settings, max_pool_connections=max_pool_connections), settings.table_name)
+        return cls(
+            make_client(settings, max_pool_connections=max_pool_connections),
+            settings.table_name,
+            pointer_region=settings.pointer_region,
+        )
 
     # -- lookups -----------------------------------------------------------------
 
@@ -252,8 +265,12 @@ class Store:
         return sorted(names) if names else [keys.DEFAULT_DATASET]
 
     def read_active_versions(self, datasets: list[str]) -> dict[str, ActiveVersion | None]:
-        """Each dataset's active version and base (None: not active): one BatchGetItem of their pointers."""
-        pointers = {keys.key_space(name).pointer: name for name in datasets}
+        """Each dataset's active version and base (None: not active): one BatchGetItem of their pointers.
+
+        In a replica region (``pointer_region``) those are the region's own pointers, which name a
+        version only once it has wholly arrived there (``loader.pipeline.arrival``).
+        """
+        pointers = {keys.key_space(name).pointer_of(self.pointer_region): name for name in datasets}
         found: dict[str, ActiveVersion | None] = dict.fromkeys(datasets)
         requested = [item_key(pointer, keys.META_SORT_KEY) for pointer in pointers]
         for start in range(0, len(requested), _BATCH_GET_LIMIT):

@@ -1,0 +1,188 @@
+"""``arrival``: a replica region's pointers follow home's, each version only once it has wholly arrived.
+
+Global tables replicate item by item, asynchronously, in no order across items:
+a region may hold home's new pointer, or a delta, before the version's items. So
+a replica region's lookups never read home's pointer; they read the region's own
+(``keys.KeySpace.region_pointer``), and only this check, running in that region
+against its own replica, writes it:
+
+1. read home's pointer as it has arrived here (with its ``generation``), and this
+   region's own; nothing to do when the region already follows that generation;
+2. for the version home names, and a delta's base, unless the region recorded it
+   as arrived: read its manifest and metadata here, and count each partition with
+   eventually consistent ``Select=COUNT`` Queries until every count equals the
+   manifest's (recounting only the partitions that did not match, every
+   ``poll_seconds``, until ``wait_seconds`` ran out: then the region waits for the
+   next run and keeps serving what it serves);
+3. record each counted version as arrived, then copy home's pointer into the
+   region's own, on the condition that the region's generation is older.
+
+Every write is idempotent and conditional, so the check may be killed at any point
+(SIGKILL included) and run again: it counts again and ends with the region on home's
+version. A version's items never change once written, and versions are never reused,
+so a count that matches is a version that arrived. Rollback at home is one more
+generation: each region follows it (its target arrived there before, or is counted).
+In AWS a schedule runs it every minute in each replica region
+(``loader.pipeline.handlers.arrive``); locally ``ipmeta follow --region R`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from ipmeta.schema.keys import format_version
+from loader.records import Pointer
+from loader.store.table import LoaderTable
+
+#: Between two counts of the partitions that did not match yet.
+DEFAULT_POLL_SECONDS: Final = 5.0
+#: Partitions counted at once.
+COUNT_WORKERS: Final = 16
+
+
+@dataclass(frozen=True)
+class Following:
+    """Where one dataset's pointer of one region stands after a run of the check."""
+
+    dataset: str
+    region: str
+    #: ``moved`` (it now follows home), ``current`` (it already did), ``waiting`` (a version has not
+    #: wholly arrived: the region serves what it served) or ``inactive`` (home's pointer not here yet).
+    status: str
+    home: str | None
+    serving: str | None
+    #: How long home has named a version this region does not serve yet (0 when it follows).
+    behind_seconds: int = 0
+    #: Partitions (or bookkeeping items) of the awaited version not yet here, when waiting.
+    missing: int = 0
+    #: Items this run counted (each version's, once all its partitions matched), and how long it took.
+    counted_items: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Time as the check sees it: tests and the simulation run it faster than the wall."""
+
+    now: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+WALL_CLOCK: Final = Clock()
+
+
+def follow_home(
+    table: LoaderTable,
+    region: str,
+    *,
+    check: bool = True,
+    wait_seconds: float = 0.0,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+    clock: Clock = WALL_CLOCK,
+) -> list[Following]:
+    """One run of the check over every dataset that serves (as the list of datasets arrived here).
+
+    ``check=False`` copies home's pointer without counting: what a region without this
+    check would do, and what the simulation (``bench.replication``) shows going wrong.
+    """
+    deadline = clock.now() + wait_seconds
+    names = table.lookup.read_dataset_names(consistent=True)
+    return [
+        follow_dataset(
+            table.for_dataset(name),
+            region,
+            check=check,
+            deadline=deadline,
+            poll_seconds=poll_seconds,
+            clock=clock,
+        )
+        for name in names
+    ]
+
+
+def follow_dataset(
+    table: LoaderTable, region: str, *, check: bool, deadline: float, poll_seconds: float, clock: Clock
+) -> Following:
+    home = table.regions.home()
+    mine = table.regions.of(region)
+    report = _Report(table.dataset, region, home, clock)
+    if home is None:
+        return report.outcome("inactive", mine)
+    if mine is not None and mine.generation >= home.generation:
+        return report.outcome("current", mine)
+    if check:
+        # The base first: a delta is never served before the version it answers through.
+        for version in sorted(home.names):
+            if table.regions.arrived(region, version):
+                continue
+            items, missing = _count_until_arrived(table, version, deadline, poll_seconds, clock)
+            if missing:
+                return report.outcome("waiting", mine, missing)
+            table.regions.mark_arrived(region, version, items=items, at=int(clock.now()))
+            report.counted += items
+    moved = table.regions.follow(region, home, int(clock.now()))
+    return report.outcome("moved" if moved else "current", home if moved else table.regions.of(region))
+
+
+class _Report:
+    """What one dataset's run found, said as a ``Following``."""
+
+    def __init__(self, dataset: str, region: str, home: Pointer | None, clock: Clock) -> None:
+        self.dataset, self.region, self.home, self.clock = dataset, region, home, clock
+        self.began = clock.now()
+        self.counted = 0
+
+    def outcome(self, status: str, serving: Pointer | None, missing: int = 0) -> Following:
+        home, now = self.home, self.clock.now()
+        behind = home is not None and (serving is None or serving.generation < home.generation)
+        return Following(
+            self.dataset,
+            self.region,
+            status,
+            format_version(home.version) if home else None,
+            format_version(serving.version) if serving else None,
+            max(0, round(now - home.at)) if behind and home else 0,
+            missing,
+            self.counted,
+            round(now - self.began, 3),
+        )
+
+
+def _count_until_arrived(
+    table: LoaderTable, version: int, deadline: float, poll_seconds: float, clock: Clock
+) -> tuple[int, int]:
+    """(items, 0) once every partition of ``version`` holds its manifest's count here; else (0, how
+    many partitions, or bookkeeping items, are still missing) when the deadline comes first."""
+    pending: dict[str, int] | None = None
+    items = 0
+    count = functools.partial(table.partitions.count, consistent=False)
+    with ThreadPoolExecutor(max_workers=COUNT_WORKERS) as pool:
+        while True:
+            if pending is None:
+                pending = _expected(table, version)
+                items = sum(pending.values()) if pending is not None else 0
+            if pending is not None:
+                found = dict(zip(pending, pool.map(count, pending), strict=True))
+                pending = {partition: want for partition, want in pending.items() if found[partition] != want}
+                if not pending:
+                    return items, 0
+            if clock.now() + poll_seconds > deadline:
+                return 0, len(pending) if pending is not None else 1
+            clock.sleep(poll_seconds)
+
+
+def _expected(table: LoaderTable, version: int) -> dict[str, int] | None:
+    """Each partition's item count from the version's manifest, once it and the version's
+    metadata (what ``/v1/datasets`` and ``/v1/health`` read) are here; else None."""
+    manifest = table.manifests.get(version)
+    if manifest is None or table.lookup.get_version_meta(version) is None:
+        return None
+    return dict(manifest.items_per_partition)

@@ -1,0 +1,164 @@
+"""What serving from several regions costs (``replicaRegions``): what each region adds to one region's bill.
+
+List prices in us-east-1, as ``costs`` uses; docs/deploy.md ("Several regions") has the arithmetic.
+
+- **Replicated writes.** Every write in home is written again in each replica
+  region, billed there as a replicated write request unit at the write price (on
+  demand): a load's write bill, and its old version's deletes, once per region.
+- **Replication transfer.** The replicated items' bytes leave home for each replica
+  region, at the inter-region transfer price.
+- **The arrival check** reads every item of each new version once in each replica
+  region (a ``Select=COUNT`` Query is billed on what it reads, like a full read),
+  the same read units as a delta's diff reads its base (``costs.diff_read_costs``);
+  and one run a minute that finds the region current (a few consistent GetItems).
+- **Storage** (and point-in-time recovery) in every region.
+- **Lookups** split across the regions; each region's API Gateway tiers its own requests.
+- **Fixed, per replica region:** its alarms, its topic's key, its copies of the secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from loader.planning.costs import (
+    LAMBDA_PRICE_PER_GB_SECOND,
+    LAMBDA_PRICE_PER_MILLION,
+    NO_BATCHES,
+    READ_PRICE_PER_MILLION,
+    TWICE_A_WEEK_PER_MONTH,
+    ApiFront,
+    Batching,
+    diff_read_costs,
+    load_costs,
+    lookup_costs,
+    reload_month_costs,
+)
+from loader.planning.write_model import GB, KB, MILLION
+
+#: Data transfer from us-east-1 to another AWS region, per GB.
+INTER_REGION_TRANSFER_PER_GB: Final = 0.02
+#: Continuous backups (point-in-time recovery) of each replica, per GB-month.
+PITR_PRICE_PER_GB_MONTH: Final = 0.20
+#: A secret's replica is billed as a secret.
+SECRET_PER_MONTH: Final = 0.40
+#: The region's alarm topic's customer-managed key (``alarmTopicEncryption``).
+TOPIC_KEY_PER_MONTH: Final = 1.00
+ALARM_METRIC_PER_MONTH: Final = 0.10
+#: A replica region's alarm metrics (``stacks/region_alarms.py``): the front's 5xx, errors and
+#: throttles of the lookup, its authorizer and the arrival check, the replica's throttled reads
+#: (three operations), and RegionBehind.
+REGION_ALARM_METRICS: Final = 1 + 3 * 2 + 3 + 1
+#: Secrets each replica region holds a copy of: the page-token key, and the front's keys.
+REGION_SECRETS: Final = 2
+#: The arrival check runs every minute (``stacks/arrival_check.py``): its size, and a run
+#: that finds every pointer current (a consistent read of the datasets' list and, per dataset,
+#: of home's pointer and the region's).
+ARRIVAL_MEMORY_MB: Final = 512
+ARRIVAL_RUNS_PER_MONTH: Final = 60 * 24 * 30
+ARRIVAL_IDLE_SECONDS: Final = 0.2
+CONSISTENT_READ_UNITS: Final = 1.0
+
+
+def replicated_load_costs(items: int, item_bytes: float, regions: int) -> dict[str, Any]:
+    """One load written in home and replicated to ``regions`` - 1 replica regions."""
+    one = load_costs(items, item_bytes)
+    replicas = regions - 1
+    transfer_gb = items * item_bytes / GB * replicas
+    check = diff_read_costs(items, item_bytes)
+    return {
+        "regions": regions,
+        "write_units": one["write_units"] * regions,
+        "write_usd": round(one["write_usd"] * regions, 4),
+        "write_usd_replacing_a_version": round(one["write_usd_replacing_a_version"] * regions, 4),
+        "replication_transfer_gb": round(transfer_gb, 3),
+        "replication_transfer_usd": round(transfer_gb * INTER_REGION_TRANSFER_PER_GB, 4),
+        "arrival_check_read_units_per_region": check["read_units"],
+        "arrival_check_usd": round(check["read_usd"] * replicas, 4),
+        "storage_gb_per_region": one["storage_gb"],
+        "storage_usd_per_month": round(one["storage_usd_per_month"] * regions, 4),
+        "pitr_usd_per_month": round(one["storage_gb"] * PITR_PRICE_PER_GB_MONTH * regions, 4),
+    }
+
+
+def replicated_reload_costs(
+    items: int,
+    item_bytes: float,
+    share_per_release: float,
+    regions: int,
+    *,
+    releases_per_month: float = TWICE_A_WEEK_PER_MONTH,
+    max_chain: int,
+    threshold: float,
+) -> dict[str, Any]:
+    """Following every release in ``regions`` regions: ``costs.reload_month_costs``' cycle of a full
+    version and its deltas, its writes in every region, its diff's reads in home alone, and per
+    replica region the bytes replicated there and the arrival check's read of every new item."""
+    home = reload_month_costs(
+        items,
+        item_bytes,
+        share_per_release,
+        releases_per_month=releases_per_month,
+        max_chain=max_chain,
+        threshold=threshold,
+    )
+    deltas = home["releases_per_full_load"] - 1
+    written = [items, *(round(k * share_per_release * items) for k in range(1, deltas + 1))]
+    replicas = regions - 1
+    per_month = releases_per_month / (deltas + 1)
+    lines = {
+        "writes": sum(load_costs(n, item_bytes)["write_usd_replacing_a_version"] for n in written) * regions,
+        "diff_reads": deltas * diff_read_costs(items, item_bytes)["read_usd"],
+        "replication_transfer": sum(written) * item_bytes / GB * replicas * INTER_REGION_TRANSFER_PER_GB,
+        "arrival_checks": sum(diff_read_costs(n, item_bytes)["read_usd"] for n in written) * replicas,
+    }
+    return {
+        "regions": regions,
+        "one_region_usd_per_month": home["delta_usd_per_month"],
+        "releases_per_full_load": deltas + 1,
+        "breakdown": {line: round(usd * per_month, 2) for line, usd in lines.items()},
+        "usd_per_month": round(sum(lines.values()) * per_month, 2),
+    }
+
+
+def region_fixed_costs(datasets: int = 1) -> dict[str, Any]:
+    """What a replica region costs a month before any lookup or load: alarms, key, secrets, idle checks."""
+    idle_reads = ARRIVAL_RUNS_PER_MONTH * CONSISTENT_READ_UNITS * (1 + 2 * datasets)
+    idle_gb_seconds = ARRIVAL_RUNS_PER_MONTH * ARRIVAL_MEMORY_MB / KB * ARRIVAL_IDLE_SECONDS
+    lines = {
+        "alarms": REGION_ALARM_METRICS * ALARM_METRIC_PER_MONTH,
+        "topic_key": TOPIC_KEY_PER_MONTH,
+        "secret_replicas": REGION_SECRETS * SECRET_PER_MONTH,
+        "arrival_check_runs": ARRIVAL_RUNS_PER_MONTH / MILLION * LAMBDA_PRICE_PER_MILLION
+        + idle_gb_seconds * LAMBDA_PRICE_PER_GB_SECOND
+        + idle_reads / MILLION * READ_PRICE_PER_MILLION,
+    }
+    return {
+        "breakdown": {line: round(usd, 3) for line, usd in lines.items()},
+        "usd_per_month": round(sum(lines.values()), 2),
+    }
+
+
+def regional_lookup_costs(
+    lookups_per_month: int, regions: int, batching: Batching = NO_BATCHES
+) -> dict[str, Any]:
+    """``lookups_per_month`` spread evenly over ``regions``, each region billing its own share.
+
+    API Gateway's tiers count each region's requests apart; the 100 GB of free transfer out is
+    the account's, once, whatever the regions.
+    """
+    share = lookup_costs(lookups_per_month // regions, batching=batching)
+    whole = lookup_costs(lookups_per_month, batching=batching)
+    fronts: dict[str, Mapping[str, Any]] = {}
+    for front in ApiFront:
+        one = share["fronts"][str(front)]
+        transfer = whole["fronts"][str(front)]["breakdown"]["data_transfer"]
+        per_region = one["total"] - one["breakdown"]["data_transfer"]
+        total = per_region * regions + transfer
+        fronts[str(front)] = {
+            "total": round(total, 2),
+            "per_million": round(total / lookups_per_month * MILLION, 4) if lookups_per_month else 0.0,
+            "per_region": round(per_region, 2),
+            "data_transfer": round(transfer, 2),
+        }
+    return {"lookups_per_month": lookups_per_month, "regions": regions, "fronts": fronts}

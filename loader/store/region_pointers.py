@@ -1,0 +1,71 @@
+"""A dataset's pointers across regions: home's, read with its generation, and each replica region's own.
+
+With ``replicaRegions`` the table is a global table: every item written in home
+arrives in each replica region item by item, in no order. A replica region's
+lookups read that region's own pointer (``keys.KeySpace.region_pointer``), which
+only that region's arrival check writes (``loader.pipeline.arrival``), so the item
+has one writer and the last-writer-wins of global tables never decides it. The
+same partition records, one item per version, that the version wholly arrived in
+that region. Cleanup in home reads every region's pointer (``loader.pipeline.retention``).
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from ipmeta.schema import keys
+from ipmeta.store.dynamodb import serialize_item
+from loader.records import Pointer
+from loader.store.dataset_items import DatasetItems, condition_failed
+
+
+class RegionPointers(DatasetItems):
+    """Home's pointer with its generation; a replica region's pointer and its arrived versions."""
+
+    def home(self) -> Pointer | None:
+        item = self._get(self.space.pointer, keys.META_SORT_KEY)
+        return Pointer.from_item(item) if item else None
+
+    def of(self, region: str) -> Pointer | None:
+        item = self._get(self.space.region_pointer(region), keys.META_SORT_KEY)
+        return Pointer.from_item(item) if item else None
+
+    def follow(self, region: str, home: Pointer, at: int) -> bool:
+        """Make ``region``'s pointer name what ``home`` names, unless it already follows a generation
+        as new or newer (a stale read of home's pointer must never move a region back)."""
+        item = {
+            keys.PARTITION_KEY: self.space.region_pointer(region),
+            keys.SORT_KEY: keys.META_SORT_KEY,
+            "version": home.version,
+            "generation": home.generation,
+            "activated_at": at,
+            "home_activated_at": home.at,
+        }
+        if home.base:
+            item["base"] = home.base
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=serialize_item(item),
+                ConditionExpression="attribute_not_exists(#pk) OR #generation < :generation",
+                ExpressionAttributeNames={"#pk": keys.PARTITION_KEY, "#generation": "generation"},
+                ExpressionAttributeValues={":generation": {"N": str(home.generation)}},
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True
+
+    def arrived(self, region: str, version: int) -> bool:
+        return self._get(self.space.region_pointer(region), version) is not None
+
+    def mark_arrived(self, region: str, version: int, *, items: int, at: int) -> None:
+        """``version``'s items all counted in ``region``: its later deltas need not count it again."""
+        item = {
+            keys.PARTITION_KEY: self.space.region_pointer(region),
+            keys.SORT_KEY: version,
+            "items": items,
+            "arrived_at": at,
+        }
+        self.client.put_item(TableName=self.table_name, Item=serialize_item(item))

@@ -1,0 +1,297 @@
+"""A replica region under watch: releases and their truth, lookups checked against it, the region's check.
+
+What ``bench/replication.py`` and ``tests/integration/test_replicas.py`` run
+beside the replicator (``testing.replication``):
+
+- ``Release``: an ASN release (rows of ``start,end,asn,organization``), its CSV
+  and its truth (``testing.asn_scan``: the last row holding an address), built
+  as a seeded subset of the demo ASN files (``asn_subset``), and a next release
+  with a share of its ranges relabelled or dropped (``changed_release``);
+- ``probe_addresses``: random addresses inside and between the ranges, and the
+  edges of every range that changed (``changed_edges``);
+- ``Hammer``: lookups through the real Lambda handler, in a thread, each answer
+  checked against the truth of the release whose version it names
+  (``AnswerTally``); an answer that differs is a *mixed answer*;
+- ``Follower``: the region's arrival check (``loader.pipeline.arrival``) run on
+  an interval, as the schedule runs it in AWS;
+- ``ServedDeletes``: every delete a region takes, counted when that region's own
+  pointer (home's, in home) still names the deleted item's version.
+"""
+
+from __future__ import annotations
+
+import csv
+import ipaddress
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ipmeta.schema import keys
+from ipmeta.store.dynamodb import item_key
+from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
+from loader.pipeline import arrival
+from loader.records import Pointer
+from loader.store.table import LoaderTable
+from testing.asn_scan import CsvRow, CsvScan
+from testing.in_process_api import get
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+Row = tuple[str, str, int, str]
+#: The version a 404 names: "... is not in any range of asn v2".
+_NOT_FOUND_VERSION: Final = re.compile(r"\b([a-z][a-z0-9-]*) (v\d+)\b")
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release of an ASN dataset: its rows in file order, and the answer each address has."""
+
+    name: str
+    rows: tuple[Row, ...]
+
+    def write_csv(self, path: Path) -> Path:
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(ASN_COLUMNS)
+            writer.writerows(self.rows)
+        return path
+
+    @cached_property
+    def _scans(self) -> dict[int, CsvScan]:
+        rows: dict[int, list[CsvRow]] = {4: [], 6: []}
+        for position, (start, end, asn, organization) in enumerate(self.rows):
+            first, last = ipaddress.ip_address(start), ipaddress.ip_address(end)
+            rows[first.version].append(CsvRow(position, int(first), int(last), asn, organization))
+        return {family: CsvScan(found) for family, found in rows.items()}
+
+    def owner(self, address: str) -> CsvRow | None:
+        parsed = ipaddress.ip_address(address)
+        return self._scans[parsed.version].owner(int(parsed))
+
+
+def asn_subset(rows: int, seed: int, ipv6_share: float = 0.2) -> Release:
+    """``rows`` rows of the demo ASN files, drawn with ``seed``, in file order (IPv4, then IPv6)."""
+    rng = random.Random(seed)
+    chosen: list[Row] = []
+    for path, share in zip(ASN_FILES, (1 - ipv6_share, ipv6_share), strict=True):
+        with path.open(newline="", encoding="utf-8") as handle:
+            every = [
+                (start, end, int(asn), organization) for start, end, asn, organization in csv.reader(handle)
+            ]
+        wanted = round(rows * share)
+        chosen.extend(every[index] for index in sorted(rng.sample(range(len(every)), wanted)))
+    return Release("a", tuple(chosen))
+
+
+def changed_release(base: Release, name: str, share: float, seed: int) -> Release:
+    """``base`` with ``share`` of its rows changed: half of those given another row's AS, half dropped."""
+    rng = random.Random(seed)
+    changed = set(rng.sample(range(len(base.rows)), round(len(base.rows) * share)))
+    rows: list[Row] = []
+    for index, row in enumerate(base.rows):
+        if index not in changed:
+            rows.append(row)
+        elif index % 2:
+            _, _, asn, organization = base.rows[rng.randrange(len(base.rows))]
+            rows.append((row[0], row[1], asn + 1 if asn == row[2] else asn, organization))
+    return Release(name, tuple(rows))
+
+
+def changed_edges(before: Release, after: Release) -> list[str]:
+    """The first and last address of each range one release has and the other has not, and their
+    neighbours outside: where a half-arrived version answers wrong."""
+    edges: list[str] = []
+    for start, end, _, _ in sorted(set(before.rows) ^ set(after.rows)):
+        first, last = ipaddress.ip_address(start), ipaddress.ip_address(end)
+        top = (1 << first.max_prefixlen) - 1
+        for value in (int(first) - 1, int(first), int(last), int(last) + 1):
+            if 0 <= value <= top:
+                edges.append(
+                    str(ipaddress.ip_address(value) if first.version == 4 else ipaddress.IPv6Address(value))
+                )
+    return edges
+
+
+def probe_addresses(release: Release, edges: Sequence[str], count: int, seed: int) -> list[str]:
+    """Edges and random addresses in turn: half of the random ones inside a random row, half anywhere."""
+    rng = random.Random(seed)
+    probes: list[str] = []
+    for index in range(count):
+        if edges and index % 2 == 0:
+            probes.append(edges[(index // 2) % len(edges)])
+            continue
+        start, end, _, _ = release.rows[rng.randrange(len(release.rows))]
+        first, last = ipaddress.ip_address(start), ipaddress.ip_address(end)
+        if rng.random() < 0.5:
+            probes.append(str(ipaddress.ip_address(rng.randint(int(first), int(last)))))
+        elif first.version == 4:
+            probes.append(str(ipaddress.IPv4Address(rng.getrandbits(32))))
+        else:
+            probes.append(str(ipaddress.IPv6Address((0x2 << 124) | rng.getrandbits(125) >> 1)))
+    return probes
+
+
+@dataclass
+class AnswerTally:
+    """Lookups per phase, and each answer's verdict against the release its version names."""
+
+    dataset: str
+    truths: Mapping[str, Release]
+    phase: str = "start"
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    #: When each mixed answer came (``time.monotonic``), for a timeline.
+    mixed_at: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check(self, address: str, status: int, body: Mapping[str, Any]) -> str:
+        verdict = self.verdict(address, status, body)
+        with self._lock:
+            self.counts[self.phase, verdict] += 1
+            if verdict == "mixed":
+                self.mixed_at.append(time.monotonic())
+            if verdict == "mixed" and len(self.examples) < 20:
+                self.examples.append({"phase": self.phase, "ip": address, "status": status, "body": body})
+        return verdict
+
+    def verdict(self, address: str, status: int, body: Mapping[str, Any]) -> str:
+        """``right``, ``unanswered`` (no version serves yet) or ``mixed`` (not what its version holds)."""
+        if status == 503 and body.get("code") == "NO_DATASET":
+            return "unanswered"
+        if status == 200:
+            section = body["datasets"][self.dataset]
+            truth = self.truths.get(section["version"])
+            row = truth.owner(address) if truth else None
+            data = section["data"]
+            same = row is not None and (data.get("asn"), data.get("organization")) == (
+                row.asn,
+                row.organization,
+            )
+            return "right" if same else "mixed"
+        if status == 404:
+            named = dict(_NOT_FOUND_VERSION.findall(str(body.get("message", ""))))
+            truth = self.truths.get(named.get(self.dataset, ""))
+            return "right" if truth is not None and truth.owner(address) is None else "mixed"
+        return "mixed"
+
+    def answered(self, phase: str | None = None) -> int:
+        """Lookups a version answered (rightly or not), leaving out those before any version served."""
+        return self.total(phase=phase) - self.total("unanswered", phase)
+
+    def total(self, verdict: str | None = None, phase: str | None = None) -> int:
+        with self._lock:
+            return sum(
+                count
+                for (at, said), count in self.counts.items()
+                if (verdict is None or said == verdict) and (phase is None or at == phase)
+            )
+
+
+class Hammer(threading.Thread):
+    """Lookups through the real handler (the caller installs its dependencies), round the probes."""
+
+    def __init__(self, probes: Sequence[str], tally: AnswerTally) -> None:
+        super().__init__(daemon=True, name="hammer")
+        self.probes = probes
+        self.tally = tally
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        index = 0
+        while not self.stopped.is_set():
+            address = self.probes[index % len(self.probes)]
+            status, body = get(f"/v1/ip/{address}")
+            self.tally.check(address, status, body)
+            index += 1
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+class Follower(threading.Thread):
+    """The region's arrival check every ``interval`` seconds (each run waits up to most of it)."""
+
+    def __init__(
+        self, table: LoaderTable, region: str, *, check: bool, interval: float, poll_seconds: float
+    ) -> None:
+        super().__init__(daemon=True, name=f"follow-{region}")
+        self.table, self.region, self.check = table, region, check
+        self.interval, self.poll_seconds = interval, poll_seconds
+        self.runs: list[arrival.Following] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            began = time.monotonic()
+            self.runs.extend(
+                arrival.follow_home(
+                    self.table,
+                    self.region,
+                    check=self.check,
+                    wait_seconds=self.interval * 0.8,
+                    poll_seconds=self.poll_seconds,
+                )
+            )
+            self.stopped.wait(max(0.0, self.interval - (time.monotonic() - began)))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def wait_until_following(table: LoaderTable, region: str, generation: int, timeout: float = 120.0) -> float:
+    """Seconds until ``region``'s own pointer follows home's ``generation`` (polled every 10 ms)."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        pointer = table.regions.of(region)
+        if pointer is not None and pointer.generation >= generation:
+            return time.monotonic() - began
+        time.sleep(0.01)
+    raise TimeoutError(f"{region} did not follow generation {generation} within {timeout} s")
+
+
+class ServedDeletes:
+    """``GlobalTable(on_delete=...)``: counts deletes of items whose version the region's pointer names."""
+
+    def __init__(
+        self, clients: Mapping[str, DynamoDBClient], table_name: str, dataset: str, home: str
+    ) -> None:
+        self.clients, self.table_name, self.home = clients, table_name, home
+        self.space = keys.key_space(dataset)
+        self.deleted = 0
+        self.while_served = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, region: str, key: tuple[str, str]) -> None:
+        version = self._version_of(key[0])
+        if version is None:
+            return
+        pointer_key = self.space.pointer if region == self.home else self.space.region_pointer(region)
+        found = self.clients[region].get_item(
+            TableName=self.table_name, Key=item_key(pointer_key, keys.META_SORT_KEY), ConsistentRead=True
+        )
+        item = found.get("Item")
+        served = item is not None and version in Pointer.from_item(_plain(item)).names
+        with self._lock:
+            self.deleted += 1
+            self.while_served += served
+
+    def _version_of(self, partition: str) -> int | None:
+        parsed = self.space.parse_partition_key(partition)
+        if parsed is not None:
+            return parsed[0]
+        cover_list = re.fullmatch(re.escape(self.space.meta("covers#v")) + r"(\d+)", partition)
+        return int(cover_list[1]) if cover_list else None
+
+
+def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: next(iter(value.values())) for name, value in item.items()}
