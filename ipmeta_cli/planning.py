@@ -415,6 +415,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     plan.add_argument(
         "--reproduce-blog", action="store_true", help="the AWS blog's four loads through the model"
     )
+    _add_lookup_arguments(plan)
+    plan.add_argument(
+        "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"
+    )
+    plan.add_argument(
+        "--warm-write-units", type=positive_int, default=10_000, help="pre-warmed on-demand WRU/s"
+    )
+    plan.add_argument(
+        "--provisioned-write-units", type=positive_int, default=10_000, help="provisioned WCU to model"
+    )
+    plan.set_defaults(run=command_plan, dry_run=True)
+
+
+def _add_lookup_arguments(plan: argparse.ArgumentParser) -> None:
+    """What a month of lookups costs: how many, how they arrive, from how many regions."""
     plan.add_argument(
         "--lookups-per-month", type=positive_int, help="the monthly cost of N lookups per API front"
     )
@@ -447,13 +462,3 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="price it served from N regions (replicaRegions: home and N - 1 replicas): replicated "
         "writes, storage and arrival checks in each, lookups spread over them",
     )
-    plan.add_argument(
-        "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"
-    )
-    plan.add_argument(
-        "--warm-write-units", type=positive_int, default=10_000, help="pre-warmed on-demand WRU/s"
-    )
-    plan.add_argument(
-        "--provisioned-write-units", type=positive_int, default=10_000, help="provisioned WCU to model"
-    )
-    plan.set_defaults(run=command_plan, dry_run=True)

@@ -33,6 +33,8 @@ from stacks.constants import (
     METRIC_LOAD_SECONDS,
     METRIC_LOOKUPS,
     METRIC_QUERIES,
+    METRIC_REGION_BEHIND,
+    METRIC_REGION_DIMENSION,
     METRICS_NAMESPACE,
 )
 
@@ -151,3 +153,27 @@ def queries_per_lookup() -> cloudwatch.MathExpression:
 def answers(family: int) -> cloudwatch.Metric:
     """The function's answers of one status family (2, 3, 4, 5) in five minutes."""
     return lookup_metric(METRIC_ANSWERS[family], FIVE_MINUTES).with_(label=f"function {family}xx")
+
+
+#: The check publishes a datapoint a minute; five minutes with none is a check that stopped.
+BEHIND_PERIOD: Final = FIVE_MINUTES
+
+
+def region_behind_metric(region: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=METRIC_REGION_BEHIND,
+        dimensions_map={"service": LOADER_SERVICE_NAME, METRIC_REGION_DIMENSION: region},
+        statistic=cloudwatch.Stats.MAXIMUM,
+        period=BEHIND_PERIOD,
+    )
+
+
+def in_region(metric: cloudwatch.Metric, region: str) -> cloudwatch.Metric:
+    """A metric a replica region publishes, drawn on home's dashboard (CloudWatch reads across regions)."""
+    return metric.with_(region=region, label=f"{region}: {metric.metric_name}")
+
+
+def lookups(region: str) -> cloudwatch.MathExpression:
+    """Addresses a replica region's lookup function looked up a minute."""
+    return per_minute(in_region(lookup_metric(METRIC_LOOKUPS), region), f"{region} addresses looked up")

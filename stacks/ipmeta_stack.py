@@ -51,6 +51,7 @@ class IpmetaStack(Stack):
             state_machine=self.loader.state_machine,
             bucket=self.loader.bucket,
         )
+        self._build_regions(config)
         functions = dict(self.lookup.functions)
         functions.update({task: f.function for task, f in self.loader.functions.items()})
         self.monitoring = Monitoring(
@@ -62,8 +63,8 @@ class IpmetaStack(Stack):
             functions=functions,
             table=table,
             state_machine=self.loader.state_machine,
+            other_alarms=[self.hostname.unhealthy] if self.hostname is not None else [],
         )
-        self._build_regions(config)
         self._build_outputs()
 
     def _build_regions(self, config: IpmetaConfig) -> None:

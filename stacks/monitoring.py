@@ -128,9 +128,11 @@ class Monitoring(Construct):
         functions: Mapping[str, lambda_.IFunction],
         table: dynamodb.ITableV2,
         state_machine: sfn.StateMachine,
+        other_alarms: Sequence[cloudwatch.AlarmBase] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._other_alarms = list(other_alarms)
         self.topic_key = self._build_topic_key() if config.alarm_topic_encryption else None
         self.topic = sns.Topic(
             self, "AlarmTopic", display_name="ipmeta alarms", enforce_ssl=True, master_key=self.topic_key
@@ -147,11 +149,13 @@ class Monitoring(Construct):
         for name, function in functions.items():
             if function is not lookup_function:
                 self._monitor_other_function(name, function)
+        self._monitor_replica_regions()
         self._add_alarm_overview()
 
     @property
     def alarms(self) -> list[cloudwatch.AlarmBase]:
-        return [created.alarm for created in self.facade.created_alarms()]
+        """Every alarm of this region: the facade's, and those made beside it (the hostname's health)."""
+        return [*(created.alarm for created in self.facade.created_alarms()), *self._other_alarms]
 
     def _build_topic_key(self) -> kms.Key:
         """The alarm topic's key: rotated yearly, usable by CloudWatch's alarms to publish."""
@@ -440,6 +444,31 @@ class Monitoring(Construct):
             add_to_summary_dashboard=False,
             add_to_alarm_dashboard=False,
         )
+
+    def _monitor_replica_regions(self) -> None:
+        """One section per replica region: how far behind home it serves, and what it answers.
+
+        Each region's own alarms live in its stack (``stacks/region_alarms.py``); here its
+        metrics are read across regions, so one dashboard shows every region.
+        """
+        for region in self._config.replica_regions:
+            self.facade.monitor_custom(
+                alarm_friendly_name=f"Region{region.title().replace('-', '')}",
+                human_readable_name=f"Region {region}",
+                metric_groups=[
+                    CustomMetricGroup(
+                        title=f"{region}: seconds behind home (0 once a version has wholly arrived)",
+                        metrics=[metrics.in_region(metrics.region_behind_metric(region), region)],
+                    ),
+                    CustomMetricGroup(
+                        title=f"{region}: addresses looked up a minute, and answers by status family",
+                        metrics=[
+                            metrics.lookups(region),
+                            *(metrics.in_region(metrics.answers(family), region) for family in (2, 4, 5)),
+                        ],
+                    ),
+                ],
+            )
 
     def _add_alarm_overview(self) -> None:
         self.facade.add_large_header("Every alarm")

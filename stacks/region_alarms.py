@@ -13,7 +13,6 @@ version all the while: late, never wrong.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -27,12 +26,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.constants import (
-    LOADER_SERVICE_NAME,
-    METRIC_REGION_BEHIND,
-    METRIC_REGION_DIMENSION,
-    METRICS_NAMESPACE,
-)
+from stacks.dashboard_metrics import region_behind_metric
 from stacks.front_metrics import MonitoredFront
 from stacks.monitoring import (
     API_5XX_THRESHOLD,
@@ -43,19 +37,6 @@ from stacks.monitoring import (
     PERIOD,
     READ_THROTTLES_THRESHOLD,
 )
-
-#: The check publishes a datapoint a minute; five minutes with none is a check that stopped.
-BEHIND_PERIOD: Final = Duration.minutes(5)
-
-
-def region_behind_metric(region: str) -> cloudwatch.Metric:
-    return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
-        metric_name=METRIC_REGION_BEHIND,
-        dimensions_map={"service": LOADER_SERVICE_NAME, METRIC_REGION_DIMENSION: region},
-        statistic=cloudwatch.Stats.MAXIMUM,
-        period=BEHIND_PERIOD,
-    )
 
 
 class RegionAlarms(Construct):

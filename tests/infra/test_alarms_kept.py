@@ -26,6 +26,8 @@ from tests.infra.conftest import (
     EXPORT_MMDB,
     FEEDS,
     HTTP_API,
+    REPLICAS,
+    REPLICAS_DOMAIN,
     SOURCE_URL,
     UPLOAD_TRIGGER,
     Synthesized,
@@ -42,7 +44,10 @@ AlarmSignature = tuple[frozenset[Metric], str, float, int, int, str]
 
 #: Each variant's data-age alarms (dataset -> hours) and feed alarms (feed -> failures in a row).
 DATA_AGE: Mapping[str, Mapping[str, int]] = {
-    **{variant: {"default": 48} for variant in (DEFAULT, SOURCE_URL, UPLOAD_TRIGGER, HTTP_API, EXPORT_MMDB)},
+    **{
+        variant: {"default": 48}
+        for variant in (DEFAULT, SOURCE_URL, UPLOAD_TRIGGER, HTTP_API, EXPORT_MMDB, REPLICAS, REPLICAS_DOMAIN)
+    },
     DATASETS: {"city": 96, "asn": 48, "blocklist": 48},
     FEEDS: {"city": 120},
 }
@@ -134,7 +139,7 @@ def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[st
         function = frozenset({("FunctionName", f"Ref:{logical_id}")})
         yield f"{logical_id} errors", _count(("AWS/Lambda", "Errors", function, "Sum", FIVE_MINUTES), 5)
         yield f"{logical_id} throttles", _count(("AWS/Lambda", "Throttles", function, "Sum", FIVE_MINUTES), 1)
-    if variant == HTTP_API:
+    if variant in (HTTP_API, REPLICAS_DOMAIN):  # both front with the HTTP API
         api = ("AWS/ApiGateway", "5xx", frozenset({("ApiId", _only(template, "AWS::ApiGatewayV2::Api"))}))
     else:
         api = ("AWS/ApiGateway", "5XXError", frozenset({("ApiName", "RestApi")}))

@@ -23,10 +23,20 @@ from stacks.constants import (
     METRIC_LOAD_SECONDS,
     METRIC_LOOKUPS,
     METRIC_QUERIES,
+    METRIC_REGION_BEHIND,
     METRICS_NAMESPACE,
 )
 from tests.infra.cfn import only, resources_of_type
-from tests.infra.conftest import ALL_VARIANTS, DATASETS, DEFAULT, FEEDS, HTTP_API, Synthesized
+from tests.infra.conftest import (
+    ALL_VARIANTS,
+    DATASETS,
+    DEFAULT,
+    EXAMPLE_REPLICA_REGIONS,
+    FEEDS,
+    HTTP_API,
+    REPLICAS,
+    Synthesized,
+)
 from tests.infra.test_alarms_kept import DATA_AGE, FEED_FAILURES
 
 #: (namespace, metric name, dimensions, statistic)
@@ -186,3 +196,24 @@ def test_each_feed_shows_its_runs_by_outcome(synthesized: Synthesized) -> None:
             assert runs.draws(METRICS_NAMESPACE, name, "Sum", feed=feed, service=LOADER_SERVICE_NAME), name
     # Without feeds, no feed section
     assert not [title for title in graphs(synthesized.templates[DEFAULT]) if title.startswith("Feed ")]
+
+
+def test_home_draws_a_section_for_each_replica_region_read_across_regions(synthesized: Synthesized) -> None:
+    # Given two replica regions
+    document = dashboard(synthesized.templates[REPLICAS])
+    for region in EXAMPLE_REPLICA_REGIONS:
+        titled = [
+            widget["properties"]
+            for widget in document["widgets"]
+            if widget["type"] == "metric" and widget["properties"]["title"].startswith(f"{region}: ")
+        ]
+        # Then each has how far behind home it serves, and what it answers, read in that region
+        behind, traffic = sorted(titled, key=lambda properties: "behind" not in properties["title"])
+        [entry] = behind["metrics"]
+        assert entry[:2] == [METRICS_NAMESPACE, METRIC_REGION_BEHIND]
+        assert entry[-1]["region"] == region
+        drawn = [entry for entry in traffic["metrics"] if not isinstance(entry[0], dict)]
+        assert {entry[1] for entry in drawn} >= {METRIC_LOOKUPS, METRIC_ANSWERS[5]}
+        assert all(entry[-1]["region"] == region for entry in drawn)
+    # And a home without replicas draws none
+    assert not [w for w in dashboard(synthesized.templates[DEFAULT])["widgets"] if "behind home" in str(w)]
