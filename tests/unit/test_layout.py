@@ -426,6 +426,8 @@ CALLED_BY_A_LIBRARY = {
     "DeadlineReader.readinto",
     # CDK's ILocalBundling interface.
     "_LoaderSources.try_bundle",
+    # powertools' resolver turns each raw event into its event class through it.
+    "LookupResolver._to_proxy_event",
 }
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

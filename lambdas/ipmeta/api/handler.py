@@ -18,12 +18,14 @@ from typing import Any  # noqa: E402
 from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
 from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
 
+from ipmeta.api.access_log import access_logged  # noqa: E402
 from ipmeta.api.app import app, logger, metrics  # noqa: E402
 
 gc.freeze()
 gc.enable()
 
 
+@access_logged
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
