@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import random
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +50,13 @@ def access_line(event: Mapping[str, Any], context: Any, status: int, seconds: fl
     }
 
 
+def _sample() -> float:
+    # Imported on the first logged request: the REST and HTTP fronts never log here.
+    import random
+
+    return random.random()
+
+
 def write_line(line: Mapping[str, Any]) -> None:
     sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
 
@@ -70,7 +76,7 @@ def access_logged(handler: Handler) -> Handler:
             write_line(access_line(event, context, 500, time.perf_counter() - started))
             raise
         status = int(response.get("statusCode") or 500)
-        if status >= ALWAYS_LOGGED_FROM or random.random() < rate:
+        if status >= ALWAYS_LOGGED_FROM or _sample() < rate:
             write_line(access_line(event, context, status, time.perf_counter() - started))
         return response
 

@@ -24,17 +24,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
-from ipmeta.api.credentials import (
-    AUTHORIZATION_HEADER,
-    REFUSAL_MESSAGE,
-    client_of,
-    request_key,
-    route_of_path,
-)
-from ipmeta.api.front_events import FrontEvent
 from ipmeta.schema.errors import AuthorizationInvalid, IpmetaError, RouteNotServed
 from ipmeta.schema.settings import (
     DEFAULT_API_KEY_CACHE_SECONDS,
@@ -44,24 +35,36 @@ from ipmeta.schema.settings import (
     ENV_EDGE_AUTHORIZATION_HEADER,
 )
 
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from ipmeta.api.front_events import FrontEvent
+
+    class KeyRing(Protocol):
+        def keys(self) -> Mapping[str, Any]:
+            """Client name -> key."""
+            ...
+
+
 #: What the batch alias's URL serves: the batch routes (``/batch``: ipinfo's, at the root).
 BATCH_PATHS: Final = frozenset({"/v1/batch", "/ipinfo/batch", "/batch"})
 #: How a SigV4 ``Authorization`` begins: the origin access control's signature, never a client's key.
 SIGV4_SCHEME: Final = "AWS4-"
+#: The header the key forms are read from, as ``credentials`` names it (not imported here: the
+#: REST and HTTP fronts' containers never read a key, and their cold start does not load it).
+AUTHORIZATION_HEADER: Final = "authorization"
+
+# Plain classes, not dataclasses: every container imports this module at its cold start.
 
 
-class KeyRing(Protocol):
-    def keys(self) -> Mapping[str, Any]:
-        """Client name -> key."""
-        ...
-
-
-@dataclass(frozen=True)
 class SecretKeys:
     """The deployed keys: a Secrets Manager secret, cached for ``max_age_seconds`` per container."""
 
-    secret_arn: str
-    max_age_seconds: int = DEFAULT_API_KEY_CACHE_SECONDS
+    __slots__ = ("max_age_seconds", "secret_arn")
+
+    def __init__(self, secret_arn: str, max_age_seconds: int = DEFAULT_API_KEY_CACHE_SECONDS) -> None:
+        self.secret_arn = secret_arn
+        self.max_age_seconds = max_age_seconds
 
     def keys(self) -> Mapping[str, Any]:
         # Imported on the first keyed request, not at cold start: parameters brings boto3.
@@ -73,25 +76,34 @@ class SecretKeys:
         return keys
 
 
-@dataclass(frozen=True)
 class StaticKeys:
     """Keys given at start (``ipmeta serve --front url --api-key``, tests)."""
 
-    by_client: Mapping[str, str]
+    __slots__ = ("by_client",)
+
+    def __init__(self, by_client: Mapping[str, str]) -> None:
+        self.by_client = by_client
 
     def keys(self) -> Mapping[str, Any]:
         return self.by_client
 
 
-@dataclass(frozen=True)
 class KeyCheck:
     """Whether and how this container checks keys (``from_environment``; ``install`` replaces it)."""
 
-    ring: KeyRing | None = None
-    #: The header the client's Authorization arrives in behind CloudFront, or None.
-    edge_authorization_header: str | None = None
-    #: The alias whose URL serves the batch routes only, or None.
-    batch_alias: str | None = None
+    __slots__ = ("batch_alias", "edge_authorization_header", "ring")
+
+    def __init__(
+        self,
+        ring: KeyRing | None = None,
+        edge_authorization_header: str | None = None,
+        batch_alias: str | None = None,
+    ) -> None:
+        self.ring = ring
+        #: The header the client's Authorization arrives in behind CloudFront, or None.
+        self.edge_authorization_header = edge_authorization_header
+        #: The alias whose URL serves the batch routes only, or None.
+        self.batch_alias = batch_alias
 
     @classmethod
     def from_environment(cls) -> KeyCheck:
@@ -104,13 +116,18 @@ class KeyCheck:
         )
 
     def refusal(self, event: FrontEvent, invoked_arn: str = "") -> IpmetaError | None:
-        """Why the request is refused before its route runs, or None; ``client`` names who it admitted."""
+        """Why the request is refused before its route runs, or None to let it through.
+
+        ``invoked_arn`` is the Lambda context's: ``...:batch`` when the batch alias's URL was called.
+        A preflight (``OPTIONS``) carries no key, as a browser sends none on one."""
         if self._via_batch_alias(invoked_arn) and (
             event.http_method not in ("POST", "OPTIONS") or event.path not in BATCH_PATHS
         ):
             return RouteNotServed(f"this URL serves POST {', '.join(sorted(BATCH_PATHS))} only")
         if self.ring is None or event.http_method == "OPTIONS":
             return None
+        from ipmeta.api.credentials import REFUSAL_MESSAGE, client_of, request_key, route_of_path
+
         headers, query, multi_headers, multi_query = event.key_inputs
         key = request_key(
             route_of_path(event.path), self._headers(headers), query, multi_headers, multi_query
