@@ -309,7 +309,7 @@ def chart(report: Mapping[str, Any], path: Path) -> None:
         setups.append((f"HTTP, {workers} worker{'s' if int(workers) > 1 else ''}\n(range cache on)", result))
     fronts = report.get("fronts", {}).get("by_front", {})
     for front, result in fronts.items():
-        setups.append((f"--front {front}, 1 worker\n(keys on, cache off)", result))
+        setups.append((f"{front} front\n(keys on, cache off)", result))
     labels = [label for label, _ in setups]
     positions = range(len(setups))
     colors = ["#7f7f7f"] + ["#1f77b4"] * len(report["http_lookup_by_server_workers"])
