@@ -48,6 +48,8 @@ synth: setup
 bench: setup
 	$(PY) -m bench.handler
 	$(PY) -m bench.lookup
+	$(PY) -m bench.access_log
+	$(PY) -m bench.edge
 	$(PY) -m bench.load
 	$(PY) -m bench.reverse
 	$(PY) -m bench.replication

@@ -23,12 +23,21 @@ run, never an absolute goal, so a slow machine cannot fail it.
   on DynamoDB at once and the function pays only the second call's client side.
 - **Two datasets against one, as served** (``--cached-dataset-workers``): the same
   pair with the range cache at its default size.
+- **Each front against REST** (``--fronts rest url``): ``ipmeta serve --front F`` with one worker
+  and the range cache off, keys on (``--api-key``: the server checks them before the function for
+  rest, the function itself for url), every request carrying its key; the fronts measured in
+  turns (A B, B A, ...), ``--front-rounds`` each, so the shared machine's drift falls on both, and
+  each front's rate is the median of its rounds. The goal: the url front loses no lookups per
+  second against rest (``FRONT_GOAL``).
 - **The handler alone**, in a fresh interpreter with only ``lambdas/`` on its
-  path, as a Lambda container imports it: import time, peak memory after import
-  and after lookups, and CPU per lookup with the range cache off (docs/deploy.md
-  turns these into billed milliseconds and the memory setting).
+  path, as a Lambda container imports it: import time, peak memory (VmHWM) after import
+  and after lookups, and CPU per lookup with the range cache off, through each
+  front's event (a function URL's with its key checked in the function), decoded
+  from and encoded to JSON as the Lambda runtime does (docs/deploy.md turns these
+  into billed milliseconds and the memory setting).
 
     python -m bench.lookup [--seconds 20] [--clients 16] [--workers 1 2] [--cached-workers 1]
+                           [--fronts rest url] [--front-rounds 4]
 
 Saves bench/results/lookup.json and a chart of rates and latencies, bench/results/lookup.png.
 """
@@ -54,6 +63,7 @@ from bench.datasets import COUNTRY_ATTRIBUTION, COUNTRY_COLUMNS, country_csv
 from ipmeta.schema.ips import Address
 from ipmeta.schema.keys import key_space
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_RANGE_CACHE_BYTES, ENV_TABLE_NAME, Settings
+from ipmeta_cli.arguments import ENV_API_KEY
 from ipmeta_cli.demo import ASN_COLUMNS, ASN_DATASET, ASN_FILES, asn_options
 from ipmeta_cli.dynalite import SharedLocalStore, free_port, port_open
 from ipmeta_cli.loading import load_files
@@ -71,45 +81,69 @@ ONE_DATASET = "?datasets=" + ASN_DATASET
 TWO_DATASETS = f"?datasets={ASN_DATASET},{COUNTRY_DATASET}"
 #: Lookups the handler child times, after as many again to warm it.
 HANDLER_LOOKUPS = 2000
+#: The url front against rest, lookups/s in the same run: no loss (issue 27).
+FRONT_GOAL = 1.0
+#: The key every front's measurement checks and carries.
+FRONT_KEY = "bench-" + "k" * 34
 
 #: Run in a fresh interpreter with only ``lambdas/`` importable, as in the Lambda.
 #: Reads addresses on stdin, prints one JSON line. It reads the ``asn`` dataset alone,
-#: so its figures stay those of one Query per lookup. ``ru_maxrss`` is the peak
+#: so its figures stay those of one Query per lookup. ``VmHWM`` is the peak
 #: resident set in KiB on Linux.
 _HANDLER_CHILD = """
-import contextlib, io, json, resource, sys, time
+import contextlib, io, json, sys, time
+FRONT, KEY = sys.argv[1], sys.argv[2]
 def peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, this process's own peak: ru_maxrss would keep the parent's from before exec.
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 started = time.perf_counter()
 from ipmeta.api.handler import handler
-from ipmeta.api import dependencies
+from ipmeta.api import dependencies, key_check
 dependencies.current()
 import_ms = (time.perf_counter() - started) * 1000
 after_import = peak_mb()
+if FRONT == "url":  # the function checks the key itself, as behind its URL
+    key_check.install(key_check.KeyCheck(key_check.StaticKeys({"bench": KEY})))
 addresses = sys.stdin.read().split()
 count = len(addresses) // 2
 class Context:
     function_name = "bench"; function_version = "$LATEST"; memory_limit_in_mb = 256
     invoked_function_arn = "arn:aws:lambda:local:0:function:bench"; aws_request_id = "bench"
-def event(address):
+def rest_event(address):
     path = "/v1/ip/" + address
     context = {"resourcePath": "/v1/{proxy+}", "httpMethod": "GET", "path": path, "stage": "api",
                "requestId": "bench", "identity": {"sourceIp": "192.0.2.1"}}
-    return {"resource": "/v1/{proxy+}", "path": path, "httpMethod": "GET", "headers": {},
-            "multiValueHeaders": {}, "queryStringParameters": {"datasets": "asn"},
+    return {"resource": "/v1/{proxy+}", "path": path, "httpMethod": "GET", "headers": {"x-api-key": KEY},
+            "multiValueHeaders": {"x-api-key": [KEY]}, "queryStringParameters": {"datasets": "asn"},
             "multiValueQueryStringParameters": {"datasets": ["asn"]},
             "pathParameters": {"proxy": path[4:]}, "stageVariables": None, "body": None,
             "isBase64Encoded": False, "requestContext": context}
+def url_event(address):
+    path = "/v1/ip/" + address
+    http = {"method": "GET", "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1",
+            "userAgent": "bench"}
+    context = {"accountId": "anonymous", "apiId": "bench", "domainName": "bench.lambda-url.us-east-1.on.aws",
+               "domainPrefix": "bench", "http": http, "requestId": "bench", "routeKey": "$default",
+               "stage": "$default", "time": "01/Jan/2027:00:00:00 +0000", "timeEpoch": 0}
+    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "datasets=asn",
+            "headers": {"x-api-key": KEY, "host": "bench.lambda-url.us-east-1.on.aws"},
+            "queryStringParameters": {"datasets": "asn"}, "requestContext": context, "isBase64Encoded": False}
+event = url_event if FRONT == "url" else rest_event
+# As the Lambda runtime hands the handler each event and sends its answer: JSON both ways.
+invocations = [json.dumps(event(address)) for address in addresses]
 statuses = {}
 with contextlib.redirect_stdout(io.StringIO()):
-    for address in addresses[:count]:
-        handler(event(address), Context())
+    for raw in invocations[:count]:
+        json.dumps(handler(json.loads(raw), Context()))
     cpu, wall = time.process_time(), time.perf_counter()
-    for address in addresses[count:]:
-        status = handler(event(address), Context())["statusCode"]
-        statuses[status] = statuses.get(status, 0) + 1
+    for raw in invocations[count:]:
+        response = handler(json.loads(raw), Context())
+        json.dumps(response)
+        statuses[response["statusCode"]] = statuses.get(response["statusCode"], 0) + 1
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
 print(json.dumps({
+    "front": FRONT,
     "import_ms": round(import_ms, 1),
     "peak_rss_mb_after_import": round(after_import, 1),
     "peak_rss_mb_after_lookups": round(peak_mb(), 1),
@@ -173,8 +207,12 @@ def measure_http(
     environment: Mapping[str, str],
     *,
     query: str = ONE_DATASET,
+    front: str = "rest",
+    key: str | None = None,
 ) -> dict[str, float]:
-    """`ipmeta serve --workers N` in its own process group, measured like the raw side."""
+    """`ipmeta serve --front F --workers N` in its own process, measured like the raw side; with
+    ``key``, the server requires it (``IPMETA_API_KEY``) where that front checks keys, and every
+    request carries it."""
     port = free_port()
     command = [
         sys.executable,
@@ -185,11 +223,15 @@ def measure_http(
         str(port),
         "--workers",
         str(workers),
+        "--front",
+        front,
     ]
+    keyed = {ENV_API_KEY: key} if key else {}
+    headers = {"x-api-key": key} if key else {}
     server_log = Path(args.data_dir) / "bench-lookup-server.log"  # its logs, for a 5xx's cause
     server = subprocess.Popen(
         command,
-        env={**os.environ, ENV_DYNAMODB_ENDPOINT: endpoint, **environment},
+        env={**os.environ, ENV_DYNAMODB_ENDPOINT: endpoint, **environment, **keyed},
         stdout=server_log.open("w"),
         stderr=subprocess.STDOUT,
     )
@@ -205,10 +247,10 @@ def measure_http(
             connection = getattr(local, "connection", None)
             if connection is None:
                 connection = local.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            connection.request("GET", f"/v1/ip/{addresses[n % len(addresses)]}{query}")
+            connection.request("GET", f"/v1/ip/{addresses[n % len(addresses)]}{query}", headers=headers)
             response = connection.getresponse()
             response.read()
-            if response.status >= 500:
+            if response.status >= 500 or response.status == 401:
                 raise RuntimeError(f"HTTP {response.status}; the server's logs: {server_log}")
 
         measure(http_lookup, args.clients, 2.0)  # warm: connections, each worker's pointer cache
@@ -218,8 +260,11 @@ def measure_http(
         server.wait(timeout=10)
 
 
-def measure_handler(endpoint: str, table_name: str, addresses: list[Address]) -> dict[str, Any]:
-    """The lookup handler in a fresh interpreter, range cache off: every lookup is one Query."""
+def measure_handler(
+    endpoint: str, table_name: str, addresses: list[Address], front: str = "rest"
+) -> dict[str, Any]:
+    """The lookup handler in a fresh interpreter, range cache off: every lookup is one Query,
+    through ``front``'s event (behind a function URL, the key checked in the function)."""
     environment = {
         **os.environ,
         "PYTHONPATH": str(ROOT / "lambdas"),
@@ -231,7 +276,7 @@ def measure_handler(endpoint: str, table_name: str, addresses: list[Address]) ->
     }
     stdin = "\n".join(str(address) for address in addresses[: 2 * HANDLER_LOOKUPS])
     output = subprocess.run(
-        [sys.executable, "-c", _HANDLER_CHILD],
+        [sys.executable, "-c", _HANDLER_CHILD, front, FRONT_KEY],
         input=stdin,
         capture_output=True,
         text=True,
@@ -262,12 +307,16 @@ def chart(report: Mapping[str, Any], path: Path) -> None:
         setups.append((f"HTTP, {workers} worker{'s' if int(workers) > 1 else ''}\n(range cache off)", result))
     for workers, result in report["http_lookup_with_range_cache_by_server_workers"].items():
         setups.append((f"HTTP, {workers} worker{'s' if int(workers) > 1 else ''}\n(range cache on)", result))
+    fronts = report.get("fronts", {}).get("by_front", {})
+    for front, result in fronts.items():
+        setups.append((f"{front} front\n(keys on, cache off)", result))
     labels = [label for label, _ in setups]
     positions = range(len(setups))
     colors = ["#7f7f7f"] + ["#1f77b4"] * len(report["http_lookup_by_server_workers"])
     colors += ["#2ca02c"] * len(report["http_lookup_with_range_cache_by_server_workers"])
+    colors += ["#9467bd"] * len(fronts)
 
-    figure, (rates, latencies) = plt.subplots(1, 2, figsize=(12, 4.6), dpi=110)
+    figure, (rates, latencies) = plt.subplots(1, 2, figsize=(15, 4.8), dpi=110)
     bars = rates.bar(positions, [result["per_second"] for _, result in setups], color=colors)
     for bar, (_, result) in zip(bars, setups, strict=True):
         share = result["per_second"] / raw["per_second"]
@@ -306,6 +355,34 @@ def chart(report: Mapping[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def measure_fronts(args: argparse.Namespace, endpoint: str, addresses: list[Address]) -> dict[str, Any]:
+    """Each front's lookups/s (1 worker, range cache off, keys on), the fronts in turns; each
+    front's rate is the median of its rounds, and ``ratio_to_rest`` the url front's against rest's."""
+    rounds: dict[str, list[dict[str, float]]] = {front: [] for front in args.fronts}
+    uncached = {ENV_RANGE_CACHE_BYTES: "0"}
+    for turn in range(args.front_rounds):
+        # A B, then B A: a machine getting busier or quieter during the run falls on both alike.
+        for front in args.fronts if turn % 2 == 0 else reversed(args.fronts):
+            rounds[front].append(
+                measure_http(args, endpoint, addresses, 1, uncached, front=front, key=FRONT_KEY)
+            )
+    by_front = {
+        front: {
+            name: round(statistics.mean(r[name] for r in runs), 2)
+            for name in ("per_second", "p50_ms", "p99_ms")
+        }
+        for front, runs in rounds.items()
+    }
+    report: dict[str, Any] = {"rounds": rounds, "by_front": by_front}
+    if "rest" in by_front:
+        rest = by_front["rest"]["per_second"]
+        report["ratio_to_rest"] = {
+            front: round(result["per_second"] / rest, 3) for front, result in by_front.items()
+        }
+        report["goal"] = f"url >= {FRONT_GOAL} x rest (same run)"
+    return report
+
+
 def two_to_one(pairs: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> dict[int, float]:
     return {w: round(pair["two"]["per_second"] / pair["one"]["per_second"], 3) for w, pair in pairs.items()}
 
@@ -338,6 +415,13 @@ def parse_arguments() -> argparse.Namespace:
         default=[1],
         help="server processes to measure one dataset against two with, range cache on",
     )
+    options.add_argument(
+        "--fronts",
+        nargs="*",
+        default=["rest", "url"],
+        help="fronts measured against each other (1 worker, range cache off, keys on), in turns",
+    )
+    options.add_argument("--front-rounds", type=int, default=4, help="turns of each front (A B, B A, ...)")
     options.add_argument(
         "--cached-workers",
         type=int,
@@ -384,7 +468,10 @@ def main() -> int:
             }
             for w in args.cached_dataset_workers
         }
-        handler = measure_handler(endpoint, settings.table_name, addresses)
+        fronts = measure_fronts(args, endpoint, addresses)
+        handler = {
+            front: measure_handler(endpoint, settings.table_name, addresses, front) for front in args.fronts
+        }
 
     report = {
         "clients": args.clients,
@@ -405,7 +492,9 @@ def main() -> int:
             "ratio_two_to_one_with_range_cache_by_server_workers": two_to_one(one_and_two_cached),
             "goal": f">= {TWO_DATASET_GOAL} (same run)",
         },
-        "handler_in_fresh_interpreter": handler,
+        "fronts": fronts,
+        "handler_in_fresh_interpreter": handler.get("rest") or next(iter(handler.values()), {}),
+        "handler_in_fresh_interpreter_by_front": handler,
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "lookup.json").write_text(json.dumps(report, indent=2) + "\n")

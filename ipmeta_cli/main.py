@@ -19,6 +19,7 @@ from ipmeta_cli import exporting, loading, lookups, planning, replicas, reverse,
 from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
+from ipmeta_cli.events import DEFAULT_FRONT, Front
 
 if TYPE_CHECKING:
     from ipmeta.schema.settings import Settings
@@ -63,11 +64,11 @@ def command_serve(args: argparse.Namespace) -> int:
     with backend(args) as settings:
         if args.load_default_dataset:
             load_demo(settings, Path(args.data_dir))
-        server = LocalApiServer(args.host, args.port, handler, api_keys=keys, tls=tls)
+        server = LocalApiServer(args.host, args.port, handler, api_keys=keys, tls=tls, front=args.front)
         base = server.url
-        guarded = f"  (requests need one of {len(keys)} API keys)" if keys else ""
+        guarded = f", requests need one of {len(keys)} API keys" if keys else ""
         print(
-            f"\nipmeta API on {base}{guarded}  (Ctrl-C stops it and the local DynamoDB)\n"
+            f"\nipmeta API on {base}  ({args.front} front{guarded}; Ctrl-C stops it and the local DynamoDB)\n"
             f"  curl {base}/v1/ip/104.16.132.229   # two datasets, one answer: asn and cloud\n"
             f"  curl {base}/v1/ip/1.1.1.1\n"
             f"  curl {base}/v1/ip/2001:200::1\n"
@@ -91,10 +92,7 @@ def command_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="ipmeta", description=__doc__)
-    commands = root.add_subparsers(dest="command", required=True)
-
+def register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="serve the API locally")
     add_backend_arguments(serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -107,12 +105,22 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--dynamodb-port", type=int, default=0, help="local DynamoDB port (default: any)")
     serve.add_argument(
+        "--front",
+        type=Front,
+        choices=list(Front),
+        default=DEFAULT_FRONT,
+        help="the event the handler gets, and who checks keys, as the deployed front: rest (the "
+        "REST proxy event; keys checked by the server, as API Gateway's authorizer), http (an HTTP "
+        f"API's payload 2.0; keys checked by the server), url (a function URL's payload 2.0; keys "
+        f"checked by the function itself). Default: {DEFAULT_FRONT}, the stack's default apiType",
+    )
+    serve.add_argument(
         "--api-key",
         action="append",
         metavar="KEY",
         help="refuse requests without this key (repeat for several), in the form each route family "
-        "takes in AWS: x-api-key on /v1, HTTP Basic's password or Bearer on /geoip, any of those or "
-        f"?token= on /ipinfo. Default: any request. ps shows it: prefer --api-key-file or {ENV_API_KEY}",
+        "takes in AWS: x-api-key on /v1, HTTP Basic's password on /geoip, Bearer or ?token= on "
+        f"/ipinfo. Default: any request. ps shows it: prefer --api-key-file or {ENV_API_KEY}",
     )
     serve.add_argument(
         "--api-key-file",
@@ -135,6 +143,11 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=command_serve)
 
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="ipmeta", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+    register_serve(commands)
     loading.register(commands)
     planning.register(commands)
     exporting.register(commands)

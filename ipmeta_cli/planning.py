@@ -24,7 +24,15 @@ from typing import Any
 
 from ipmeta_cli.arguments import positive_int, share
 from ipmeta_cli.loading import add_source_arguments, load_options
-from loader.planning.costs import DEFAULT_METRIC_CONTAINERS, NO_BATCHES, TWICE_A_WEEK_PER_MONTH, Batching
+from loader.planning.costs import (
+    DEFAULT_EDGE_HIT_RATIO,
+    DEFAULT_METRIC_CONTAINERS,
+    DEFAULT_READS_PER_LOOKUP,
+    NO_BATCHES,
+    TWICE_A_WEEK_PER_MONTH,
+    Batching,
+    UrlLogging,
+)
 
 
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
@@ -123,7 +131,12 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         report["blog"] = reproduce_blog()
     if args.lookups_per_month:
         report["lookups"] = lookup_costs(
-            args.lookups_per_month, batching=lookup_batching(args), metric_containers=args.metric_containers
+            args.lookups_per_month,
+            batching=lookup_batching(args),
+            dynamodb_reads_per_lookup=args.reads_per_lookup,
+            edge_hit_ratio=args.edge_hit_ratio,
+            url_logging=UrlLogging(args.access_log_sample_rate, args.error_share),
+            metric_containers=args.metric_containers,
         )
     if args.regions > 1:
         report["regions"] = region_report(report, args)
@@ -298,6 +311,8 @@ def _region_lines(regions: Mapping[str, Any]) -> list[str]:
 #: How the text report names each line of a front's bill.
 _BILL_LINES = {
     "api_gateway": "API Gateway",
+    "cloudfront_requests": "CloudFront requests",
+    "cloudfront_functions": "CloudFront Functions",
     "lambda_requests": "Lambda requests",
     "lambda_duration": "Lambda duration",
     "dynamodb_reads": "DynamoDB reads",
@@ -316,9 +331,13 @@ def _lookup_lines(lookups: Mapping[str, Any]) -> list[str]:
     )
     lines = [f"A month of {lookups['lookups_per_month']:,} lookups{batches}:"]
     for front, cost in lookups["fronts"].items():
-        lines.append(f"  {front:<6} ${cost['total']:>12,.2f}  (${cost['per_million']:.2f} per million)")
-        bill = ", ".join(f"{_BILL_LINES[line]} ${usd:,.2f}" for line, usd in cost["breakdown"].items())
-        lines.append(f"         {bill}")
+        lines.append(f"  {front:<9} ${cost['total']:>12,.2f}  (${cost['per_million']:.2f} per million)")
+        bill = ", ".join(f"{_BILL_LINES[line]} ${usd:,.2f}" for line, usd in cost["breakdown"].items() if usd)
+        lines.append(f"            {bill}")
+    lines.append(
+        f"  (reads per lookup {assumptions['dynamodb_reads_per_lookup']:g} after the range cache; behind "
+        f"edge, CloudFront answers {assumptions['edge_hit_ratio']:.0%} of the single lookups)"
+    )
     metrics = lookups["metrics"]
     lines.append(
         f"  and the lookup metrics (lookupMetrics), whatever the lookups: ${metrics['total']:,.2f} a month "
@@ -394,6 +413,41 @@ def command_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_lookup_arguments(plan: argparse.ArgumentParser) -> None:
+    """What the lookup bill assumes, each defaulting to its measurement (``loader.planning.costs``)."""
+    plan.add_argument(
+        "--reads-per-lookup",
+        type=float,
+        default=DEFAULT_READS_PER_LOOKUP,
+        metavar="R",
+        help=f"DynamoDB Queries per lookup after the range cache (default {DEFAULT_READS_PER_LOOKUP}: a "
+        "Zipf workload, bench/results/cache.json; 1 is no cache at all)",
+    )
+    plan.add_argument(
+        "--edge-hit-ratio",
+        type=share,
+        default=DEFAULT_EDGE_HIT_RATIO,
+        metavar="F",
+        help=f"behind edge, the share of single lookups CloudFront's cache answers (default "
+        f"{DEFAULT_EDGE_HIT_RATIO}: the same workload by exact address, an hour's TTL, 100 M a month, "
+        "bench/results/edge.json)",
+    )
+    plan.add_argument(
+        "--access-log-sample-rate",
+        type=share,
+        default=UrlLogging().sample_rate,
+        metavar="F",
+        help="the url front: the share of answers its access log keeps (accessLogSampleRate)",
+    )
+    plan.add_argument(
+        "--error-share",
+        type=share,
+        default=UrlLogging().error_share,
+        metavar="F",
+        help="the url front: the share of requests answered 4xx or 5xx, every one of them logged",
+    )
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan = commands.add_parser(
         "plan", help="predict a load's speed, hot partitions and costs, and a month of lookups' bill"
@@ -446,6 +500,7 @@ def _add_lookup_arguments(plan: argparse.ArgumentParser) -> None:
         metavar="F",
         help="the share of the lookups that arrive in batches of --batch-size (default: all of them)",
     )
+    add_lookup_arguments(plan)
     plan.add_argument(
         "--metric-containers",
         type=positive_int,

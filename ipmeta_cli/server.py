@@ -1,8 +1,9 @@
 """The local API: a real HTTP server that calls the very Lambda handler.
 
-Each request becomes an API Gateway REST proxy event (the shape the `/v1`
-proxy resource delivers in AWS), and the handler's proxy response becomes the
-HTTP response. Nothing about routing or errors is reimplemented here.
+Each request becomes the event its front delivers in AWS (``ipmeta_cli.events``: the REST
+proxy event, or payload 2.0 from an HTTP API or a function URL; ``--front``), and the
+handler's response becomes the HTTP response. Nothing about routing or errors is
+reimplemented here.
 
 What the server itself adds to a lookup is kept small, because one worker is
 one Python process and every microsecond of it is taken from the handler
@@ -35,12 +36,14 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
-from ipmeta.api.credentials import REFUSAL_STATUS, ROUTE_FAMILIES, client_of, refusal_body, request_key
+from ipmeta.api import key_check
+from ipmeta.api.credentials import REFUSAL_STATUS, client_of, refusal_body, request_key, route_of_path
 from ipmeta.api.page_routes import is_page_path
 from ipmeta.schema.errors import IpmetaError, RequestTimeout, ServerBusy
 from ipmeta_cli.dynalite import die_with_parent
+from ipmeta_cli.events import DEFAULT_FRONT, EVENT_BUILDERS, Front, proxy_event, query_parameters
 from ipmeta_cli.framing import (
     MAX_REQUEST_LINE,
     RequestHeaders,
@@ -52,7 +55,8 @@ from ipmeta_cli.framing import (
 )
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
-STAGE = "local"
+
+__all__ = ["Front", "LocalApiServer", "LocalLambdaContext", "proxy_event", "serve_in_workers", "tls_context"]
 
 
 @dataclass
@@ -69,64 +73,6 @@ class LocalLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 29_000
-
-
-def proxy_event(
-    method: str,
-    raw_path: str,
-    headers: dict[str, str],
-    body: bytes,
-    source_ip: str,
-) -> dict[str, Any]:
-    """An API Gateway REST proxy event for ``/v1/{proxy+}``, or ``/{proxy+}`` for the other APIs."""
-    split = urlsplit(raw_path)
-    path = unquote(split.path)
-    multi_query = query_parameters(split.query)
-    request_id = str(uuid.uuid4())
-    text_body: str | None = None
-    is_base64 = False
-    if body:
-        try:
-            text_body = body.decode("utf-8")
-        except UnicodeDecodeError:
-            text_body, is_base64 = base64.b64encode(body).decode(), True
-    versioned = path == "/v1" or path.startswith("/v1/")
-    resource = "/v1/{proxy+}" if versioned else "/{proxy+}"
-    proxy = (
-        (path.removeprefix("/v1/") if path.startswith("/v1/") else None) if versioned else path.lstrip("/")
-    )
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {name: [value] for name, value in headers.items()},
-        "queryStringParameters": {name: values[-1] for name, values in multi_query.items()} or None,
-        "multiValueQueryStringParameters": multi_query or None,
-        "pathParameters": {"proxy": proxy} if proxy else None,
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": resource,
-            "httpMethod": method,
-            # As behind a custom domain: the stage is not part of the URL, so the
-            # OpenAPI servers entry (and Swagger UI's "Try it out") stays /v1/...
-            "path": path,
-            "stage": STAGE,
-            "requestId": request_id,
-            "requestTimeEpoch": int(time.time() * 1000),
-            "identity": {"sourceIp": source_ip, "userAgent": headers.get("User-Agent")},
-        },
-        "body": text_body,
-        "isBase64Encoded": is_base64,
-    }
-
-
-def query_parameters(query: str) -> dict[str, list[str]]:
-    """Each query parameter's values in order (``?a=1&a=2``), as API Gateway's multi-value map."""
-    values: dict[str, list[str]] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True) if query else []:
-        values.setdefault(name, []).append(value)
-    return values
 
 
 #: How long a connection may wait for its next request line (keep-alive, or a half-open socket).
@@ -260,15 +206,6 @@ def asks_to_close(response: dict[str, Any]) -> bool:
     )
 
 
-def front_route(path: str) -> str:
-    """The resource a deployment would match for ``path``: its family's proxy, or the root's
-    (ipinfo's, with ``ipinfoAtRoot``), whose key forms ``request_key`` then reads."""
-    first = path.lstrip("/").split("/", 1)[0]
-    if any(family.path == first for family in ROUTE_FAMILIES):
-        return f"/{first}/{{proxy+}}"
-    return "/{proxy+}"
-
-
 def refusal() -> dict[str, Any]:
     """A missing or unknown key: the REST front's gateway response, as a proxy response."""
     return {
@@ -316,6 +253,8 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
     raw_requestline: bytes
     server: LocalApiServer
     lambda_handler: LambdaHandler
+    #: The front whose event the handler gets, and which checks keys (the server, or the function).
+    front: Front = DEFAULT_FRONT
     #: One per server class; a forked worker has its own copy, as each container is its own.
     invocation_lock: threading.Lock
     #: The keys a request must carry one of, in a form its route family takes in AWS
@@ -412,8 +351,7 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         )
         framing = body_framing(self.request_headers, line.version)
         self._unread_input = framing.has_body
-        headers = dict(self.request_headers.items())
-        if not self._admitted(headers):
+        if self.front.checks_keys and not self._admitted(dict(self.request_headers.items())):
             self._reply(refusal())
             return
         check_body_size(framing)
@@ -421,7 +359,8 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
             self.handle_expect_100()  # only now: a refused client never sends its body
         body = read_body(self.rfile, framing)
         self._unread_input = False
-        event = proxy_event(self.command, self.path, headers, body, self.client_address[0])
+        pairs = list(self.request_headers.items())
+        event = EVENT_BUILDERS[self.front](self.command, self.path, pairs, body, self.client_address[0])
         context = LocalLambdaContext(aws_request_id=event["requestContext"]["requestId"])
         # A Lambda container runs one invocation at a time, and the handler relies on it: the
         # powertools resolver, logger and metrics keep the current request on module-level
@@ -432,10 +371,11 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         self._reply(response)
 
     def _admitted(self, headers: dict[str, str]) -> bool:
-        """What the gateway does before the function, from the headers alone (the body is not
-        read yet): a known key, read as the deployed authorizers read it, in the forms of the
-        route family the path would match. Preflights pass, as API Gateway answers them
-        without a key, and so do the lookup page's GETs (they hold no data)."""
+        """What an API Gateway front does before the function, from the headers alone (the body
+        is not read yet): a known key, read as the deployed authorizers read it, in the forms of
+        the route family the path would match. Preflights pass, as API Gateway answers them
+        without a key, and so do the lookup page's GETs (they hold no data). Behind the url
+        front the function checks keys itself (``key_check``)."""
         if not self.api_keys or self.command == "OPTIONS":
             return True
         split = urlsplit(self.path)
@@ -446,7 +386,7 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         for name, value in self.request_headers.items():
             every_header.setdefault(name, []).append(value)
         single_query = {name: values[-1] for name, values in query.items()}
-        key = request_key(front_route(unquote(split.path)), headers, single_query, every_header, query)
+        key = request_key(route_of_path(unquote(split.path)), headers, single_query, every_header, query)
         return client_of(key, self.api_keys) is not None
 
     def _refuse(self, error: IpmetaError) -> None:
@@ -469,17 +409,22 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         pass  # the handler's own logger reports requests; stderr lines per request only slow us down
 
 
+def client_keys(api_keys: Collection[str]) -> dict[str, str]:
+    return {f"key-{index}": key for index, key in enumerate(api_keys)}
+
+
 def make_request_handler(
-    lambda_handler: LambdaHandler, api_keys: Collection[str] = ()
+    lambda_handler: LambdaHandler, api_keys: Collection[str] = (), front: Front = DEFAULT_FRONT
 ) -> type[BaseHTTPRequestHandler]:
-    """A request handler class whose requests go to ``lambda_handler``, admitting ``api_keys`` only."""
-    keys = {f"key-{index}": key for index, key in enumerate(api_keys)}
+    """A request handler class whose requests go to ``lambda_handler`` as ``front``'s events; the
+    server admits ``api_keys`` only where that front checks keys before the function."""
     return type(
         "BoundProxyRequestHandler",
         (ProxyRequestHandler,),
         {
             "lambda_handler": staticmethod(lambda_handler),
-            "api_keys": keys,
+            "api_keys": client_keys(api_keys) if front.checks_keys else {},
+            "front": front,
             "invocation_lock": threading.Lock(),
         },
     )
@@ -494,7 +439,8 @@ def tls_context(certificate: str, key: str) -> ssl.SSLContext:
 
 class LocalApiServer(ThreadingHTTPServer):
     """The local API; with ``tls`` it speaks HTTPS (the GeoIP2 clients speak nothing else), with
-    ``api_keys`` it refuses requests without one of them, as a deployment's front does."""
+    ``api_keys`` it refuses requests without one of them where a deployment's ``front`` does:
+    the server itself (REST, HTTP API), or the function (url, ``ipmeta.api.key_check``)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -509,8 +455,16 @@ class LocalApiServer(ThreadingHTTPServer):
         api_keys: Collection[str] = (),
         tls: ssl.SSLContext | None = None,
         limits: ConnectionLimits | None = None,
+        front: Front = DEFAULT_FRONT,
     ) -> None:
-        super().__init__((host, port), make_request_handler(lambda_handler, api_keys))
+        super().__init__((host, port), make_request_handler(lambda_handler, api_keys, front))
+        self.front = front
+        # Behind the url front this process's handler checks the keys, as the function does in AWS;
+        # the check it replaces comes back when the server closes.
+        self._replaced_check = None if front.checks_keys else key_check.current()
+        if not front.checks_keys:
+            ring = key_check.StaticKeys(client_keys(api_keys)) if api_keys else None
+            key_check.install(key_check.KeyCheck(ring))
         self.tls = tls
         self.limits = limits or ConnectionLimits()
         # Per process: a forked worker's copy is its own, as its threads are.
@@ -539,6 +493,12 @@ class LocalApiServer(ThreadingHTTPServer):
     def shutdown_request(self, request: Any) -> None:
         self.slots.release(request)
         super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._replaced_check is not None:
+            key_check.install(self._replaced_check)
+            self._replaced_check = None
 
 
 def serve_in_workers(server: LocalApiServer, workers: int) -> None:

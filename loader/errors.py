@@ -98,3 +98,14 @@ class WritesThrottled(LoadError):
     """
 
     code = "WRITES_THROTTLED"
+
+
+class EdgeInvalidationFailed(LoadError):
+    """CloudFront refused or kept throttling the ``/*`` invalidation after an activation.
+
+    The version answers already; Step Functions retries Activate, which asks again under the
+    same reference (``loader.store.edge_cache``), and fails the run if CloudFront never takes it:
+    answers cached before the switch would otherwise be served until they expire.
+    """
+
+    code = "EDGE_INVALIDATION_FAILED"

@@ -25,6 +25,9 @@ ENV_FEEDS: Final = "IPMETA_FEEDS"
 #: Where the Fetch state puts each feed's files: ``feeds/<dataset>/<file>`` in the source bucket.
 FEEDS_PREFIX: Final = "feeds"
 
+#: The CloudFront distribution in front of the API (``edge``): each activation invalidates its cache.
+ENV_EDGE_DISTRIBUTION_ID: Final = "IPMETA_EDGE_DISTRIBUTION_ID"
+
 #: Set (``true``) on the cleanup function when the stack exports a .mmdb per version
 #: (``exportMmdb``): deleting a version then deletes its ``exports/<version>.mmdb`` too.
 ENV_EXPORTS_ENABLED: Final = "IPMETA_EXPORTS_ENABLED"

@@ -1,8 +1,10 @@
-"""The lookup API: a front (REST API, or HTTP API with ``apiType=http``) -> lookup Lambda -> the table.
+"""The lookup API: a front (``apiType``) -> lookup Lambda -> the table; with ``edge``, CloudFront first.
 
 The REST front is built here, under the construct ids it always had, so an
-existing deployment keeps its API and URL; the HTTP front is its own construct
-(``stacks/http_api.py``). Both call the same function with the same event shape.
+existing deployment keeps its API and URL; the HTTP front (``stacks/http_api.py``)
+and the function's own URL (``stacks/url_front.py``, the default) are constructs of
+their own, and so is the distribution (``stacks/edge.py``). Every front calls the
+same function, which reads each front's event (``ipmeta.api.front_events``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Final, cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -31,7 +34,7 @@ from ipmeta.api.credentials import (
     RouteFamily,
     refusal_body,
 )
-from stacks.config import API_TYPE_HTTP, IpmetaConfig
+from stacks.config import API_TYPE_HTTP, API_TYPE_URL, IpmetaConfig
 from stacks.constants import (
     API_STAGE_NAME,
     API_VERSION_PATH,
@@ -60,16 +63,19 @@ from stacks.constants import (
     OUTPUT_API_KEY_ID,
     OUTPUT_API_KEYS_SECRET_ARN,
     OUTPUT_API_URL,
+    OUTPUT_DISTRIBUTION_ID,
     PAGE_STATIC_PATH,
     POWERTOOLS_METRICS_DISABLED_ENV,
     POWERTOOLS_METRICS_NAMESPACE_ENV,
     POWERTOOLS_SERVICE_NAME_ENV,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
+from stacks.edge import EdgeFront, batch_url_origin, function_url_origin, http_api_origin, rest_api_origin
 from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
 from stacks.function import PythonFunction, lookup_code
 from stacks.http_api import AUTHORIZER_MEMORY_MB, HttpLookupFront
 from stacks.nag import acknowledge
+from stacks.url_front import UrlLookupFront
 
 #: The lookup reads, never writes: a query for the piece at or before an
 #: address, a get of the table's list of datasets, and a batch get of their pointers.
@@ -158,6 +164,7 @@ class LookupApi(Construct):
         self.functions: dict[str, lambda_.IFunction] = {"lookup": self.handler.function}
         self.http: HttpLookupFront | None = None
         self.rest: apigateway.RestApi | None = None
+        self.function_url: UrlLookupFront | None = None
         self.api_key: apigateway.IApiKey | None = None
         if config.api_type == API_TYPE_HTTP:
             self.http = HttpLookupFront(
@@ -168,6 +175,14 @@ class LookupApi(Construct):
                 keys=shared.api_keys if shared else None,
             )
             self.functions["authorizer"] = self.http.authorizer.function
+        elif config.api_type == API_TYPE_URL:
+            self.function_url = UrlLookupFront(
+                self,
+                "UrlFront",
+                config=config,
+                handler=self.handler,
+                keys=shared.api_keys if shared else None,
+            )
         else:
             self.access_logs = logs.LogGroup(
                 self,
@@ -183,14 +198,20 @@ class LookupApi(Construct):
             self.api_key = self._build_usage_plan(self.rest)
             self.web_acl = self._build_web_acl_association(self.rest)
             self._acknowledge_nag_findings(self.rest)
+        self.edge = EdgeFront(self, "Edge", config=config, **self._edge_origins()) if config.edge else None
         for function in self.functions.values():
             emit_lean_logs(function)
 
     @property
     def url(self) -> str:
-        """The base URL: ``.../api/`` (REST stage) or ``.../`` (HTTP API default stage)."""
+        """The base URL: the distribution's with ``edge``; else ``.../api/`` (REST stage), or ``.../``
+        (the HTTP API's default stage, the function URL)."""
+        if self.edge is not None:
+            return self.edge.url
         if self.http is not None:
             return self.http.url
+        if self.function_url is not None:
+            return self.function_url.url
         assert self.rest is not None
         return self.rest.url
 
@@ -198,28 +219,48 @@ class LookupApi(Construct):
         """What the dashboard and the alarms watch of the front in front of the function."""
         if self.http is not None:
             return [self.http.monitored_front()]
+        if self.function_url is not None:
+            return [self.function_url.monitored_front()]
         assert self.rest is not None
         return [rest_front(self.rest)]
 
     def outputs(self) -> dict[str, tuple[str, str]]:
         """The front's stack outputs: its URL and where a client's key comes from."""
-        url = (self.url, "Base URL of the lookup API")
-        if self.http is not None:
-            return {
-                OUTPUT_API_URL: url,
-                OUTPUT_API_KEYS_SECRET_ARN: (
-                    self.http.keys.secret_arn,
-                    "API keys by client: aws secretsmanager get-secret-value --secret-id <arn>",
-                ),
-            }
+        outputs = {OUTPUT_API_URL: (self.url, "Base URL of the lookup API")}
+        if self.edge is not None:
+            outputs[OUTPUT_DISTRIBUTION_ID] = (
+                self.edge.distribution.distribution_id,
+                "The CloudFront distribution in front of the API (each activation invalidates it)",
+            )
+        keys = (
+            self.http.keys if self.http is not None else self.function_url.keys if self.function_url else None
+        )
+        if keys is not None:
+            outputs[OUTPUT_API_KEYS_SECRET_ARN] = (
+                keys.secret_arn,
+                "API keys by client: aws secretsmanager get-secret-value --secret-id <arn>",
+            )
+            return outputs
         assert self.api_key is not None
-        return {
-            OUTPUT_API_URL: url,
-            OUTPUT_API_KEY_ID: (
-                self.api_key.key_id,
-                "Id of the first API key: aws apigateway get-api-key --include-value --api-key <id>",
-            ),
-        }
+        outputs[OUTPUT_API_KEY_ID] = (
+            self.api_key.key_id,
+            "Id of the first API key: aws apigateway get-api-key --include-value --api-key <id>",
+        )
+        return outputs
+
+    def _edge_origins(self) -> dict[str, cloudfront.IOrigin]:
+        """The distribution's origins: the front it stands before (and the batch alias's URL)."""
+        if self.function_url is not None:
+            batch = self.function_url.batch_url
+            assert batch is not None
+            return {
+                "origin": function_url_origin(self.function_url.function_url),
+                "batch_origin": batch_url_origin(batch),
+            }
+        if self.http is not None:
+            return {"origin": http_api_origin(self.http.api)}
+        assert self.rest is not None
+        return {"origin": rest_api_origin(self.rest)}
 
     def _build_function(self, table: dynamodb.ITableV2, index_names: Sequence[str]) -> PythonFunction:
         function = PythonFunction(
@@ -257,6 +298,10 @@ class LookupApi(Construct):
             timeout=Duration.seconds(10),
             log_retention=self._config.log_retention,
             tracing=self._config.api_tracing,
+            # Behind its own URL the function's concurrency is the front's throttle.
+            reserved_concurrency=self._config.lookup_reserved_concurrency
+            if self._config.api_type == API_TYPE_URL and self._config.lookup_reserved_concurrency
+            else None,
         )
         self.page_token_key = self._build_page_token_key(function)
         if self._config.api_tracing:

@@ -36,9 +36,12 @@ if TYPE_CHECKING:
 
 BILLING_ON_DEMAND: Final = "onDemand"
 BILLING_PROVISIONED: Final = "provisioned"
-#: The lookup API's fronts: API Gateway REST (API keys, usage plans) or HTTP API (cheaper).
+#: The lookup API's fronts: API Gateway REST (API keys, usage plans), HTTP API (a key authorizer),
+#: or the lookup function's own URL (the key checked in the function; the default, at the floor
+#: of the bill: docs/decisions.md, "The default front").
 API_TYPE_REST: Final = "rest"
 API_TYPE_HTTP: Final = "http"
+API_TYPE_URL: Final = "url"
 
 #: Child executions a Distributed Map of the loader runs at once, at most: far beyond what a
 #: table absorbs (each writer does ~1,000 items/s), and within Step Functions' 10,000.
@@ -49,6 +52,10 @@ _MAX_DATA_AGE_HOURS: Final = 7 * 24
 _MAX_FEED_FAILURES_TO_ALARM: Final = 100
 #: API Gateway caches an HTTP API authorizer's answer for at most an hour.
 _MAX_API_KEY_CACHE_SECONDS: Final = 3600
+#: CloudFront keeps an answer at most a year; an activation invalidates it anyway.
+_MAX_EDGE_CACHE_SECONDS: Final = 365 * 24 * 3600
+#: Reserved concurrency a lookup function may hold, at most (an account's default quota).
+_MAX_RESERVED_CONCURRENCY: Final = 1000
 #: Lambda's memory sizes, in MB.
 _MIN_MEMORY_MB: Final = 128
 _MAX_MEMORY_MB: Final = 10_240
@@ -59,7 +66,7 @@ _MAX_POINTER_CACHE_SECONDS: Final = 3600
 _MAX_THROTTLE: Final = 1_000_000
 #: An EventBridge Scheduler expression: cron() with its six fields, or rate().
 _SCHEDULE_EXPRESSION: Final = re.compile(r"cron\((\S+ ){5}\S+\)|rate\(\d+ (minute|hour|day)s?\)")
-#: A regional WAFv2 web ACL: the only kind an API Gateway REST stage can be associated with.
+#: A WAFv2 web ACL: regional (a REST stage's) or global, in us-east-1 (a CloudFront distribution's).
 _WEB_ACL_ARN: Final = re.compile(
     r"arn:aws[a-z-]*:wafv2:(?P<region>[a-z]{2}(-[a-z]+)+-\d):\d{12}:"
     r"(?P<scope>regional|global)/webacl/[\w-]{1,128}/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
@@ -250,9 +257,17 @@ class IpmetaConfig(BaseModel):
     source_url: str = ""
     data_max_age_hours: int = 48
     alarm_email: str = ""
-    api_type: Literal["rest", "http"] = API_TYPE_REST
+    api_type: Literal["rest", "http", "url"] = API_TYPE_URL
     api_tracing: bool = False
     api_key_cache_seconds: int = 300
+    #: ``apiType=url``: the lookup function's reserved concurrency, its throttle (0: none reserved).
+    lookup_reserved_concurrency: int = 20
+    #: ``apiType=url``: the share of answers the function's access log records (4xx and 5xx: all).
+    access_log_sample_rate: float = 0.01
+    #: CloudFront in front of the front, caching lookup answers (``stacks/edge.py``).
+    edge: bool = False
+    #: ``edge``: how long CloudFront keeps a lookup answer; every activation invalidates them.
+    edge_cache_seconds: int = 3600
     lookup_cache_mb: int = 32
     #: The lookup function's metrics line: counts in memory, one EMF line a minute at most per container.
     lookup_metrics: bool = True
@@ -281,7 +296,8 @@ class IpmetaConfig(BaseModel):
     ipinfo_fields: dict[str, Any] = {}
     #: Serve the ipinfo routes at the API's root too, so ipinfo's own client works with no path.
     ipinfo_at_root: bool = False
-    #: A regional WAFv2 web ACL to associate with the REST API's stage (``""``: none).
+    #: A WAFv2 web ACL (``""``: none): a regional one for the REST API's stage, or with ``edge`` a
+    #: global (CLOUDFRONT-scope) one for the distribution.
     waf_web_acl_arn: str = ""
     #: Encrypt the alarm topic with a customer-managed KMS key that CloudWatch may use.
     alarm_topic_encryption: bool = True
@@ -481,13 +497,14 @@ class IpmetaConfig(BaseModel):
 
     @property
     def web_acl_region(self) -> str | None:
-        """The region of ``wafWebAclArn``, or None without one (or with one the rules refuse)."""
+        """The region of a regional ``wafWebAclArn``, or None without one (a global one's region is
+        CloudFront's, us-east-1, whatever the stack's; one the rules refuse has none)."""
         found = _WEB_ACL_ARN.fullmatch(self.waf_web_acl_arn)
-        return found["region"] if found else None
+        return found["region"] if found and found["scope"] == "regional" else None
 
     def check_region(self, region: str | None) -> None:
-        """Refuse what only the stack's region can tell: a web ACL of another region cannot be
-        associated (None: an environment-agnostic stack, whose region is known at deploy only)."""
+        """Refuse what only the stack's region can tell: a regional web ACL of another region cannot
+        be associated (None: an environment-agnostic stack, whose region is known at deploy only)."""
         acl_region = self.web_acl_region
         if region and acl_region and acl_region != region:
             raise ConfigError(
@@ -530,9 +547,19 @@ class IpmetaConfig(BaseModel):
         ]
 
     def _waf_rules(self) -> list[tuple[bool, str]]:
+        """A regional ACL on the REST stage without ``edge``; a global one on the distribution with it."""
         if not self.waf_web_acl_arn:
             return []
         found = _WEB_ACL_ARN.fullmatch(self.waf_web_acl_arn)
+        scope = found["scope"] if found else None
+        if self.edge:
+            return [
+                (
+                    scope != "global" or (found is not None and found["region"] != "us-east-1"),
+                    "wafWebAclArn with edge=true must be a CloudFront (global) web ACL, created in "
+                    "us-east-1: arn:aws:wafv2:us-east-1:<account>:global/webacl/<name>/<id>",
+                ),
+            ]
         return [
             (
                 found is None,
@@ -540,13 +567,32 @@ class IpmetaConfig(BaseModel):
                 "arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>",
             ),
             (
-                found is not None and found["scope"] == "global",
-                "wafWebAclArn names a CloudFront (global) web ACL; a REST stage takes a regional one",
+                scope == "global",
+                "wafWebAclArn names a CloudFront (global) web ACL: it takes edge=true (a distribution); "
+                "a REST stage takes a regional one",
             ),
             (
-                self.api_type == API_TYPE_HTTP,
-                "wafWebAclArn: AWS WAF cannot be associated with an HTTP API (apiType=http); "
-                "use apiType=rest, or put a CloudFront distribution with the web ACL in front of it",
+                self.api_type != API_TYPE_REST,
+                f"wafWebAclArn: AWS WAF cannot be associated with an HTTP API or a function URL "
+                f"(apiType={self.api_type}); use edge=true with a CloudFront (global) web ACL, "
+                "or apiType=rest",
+            ),
+        ]
+
+    def _url_rules(self) -> list[tuple[bool, str]]:
+        """The function URL's throttle and access log, and the edge's cache."""
+        return [
+            (
+                not 0 <= self.lookup_reserved_concurrency <= _MAX_RESERVED_CONCURRENCY,
+                f"lookupReservedConcurrency must be 0 (none reserved)..{_MAX_RESERVED_CONCURRENCY}",
+            ),
+            (
+                not 0.0 <= self.access_log_sample_rate <= 1.0,
+                "accessLogSampleRate must be a share from 0 to 1",
+            ),
+            (
+                not 0 <= self.edge_cache_seconds <= _MAX_EDGE_CACHE_SECONDS,
+                f"edgeCacheSeconds must be 0..{_MAX_EDGE_CACHE_SECONDS}",
             ),
         ]
 
@@ -570,6 +616,16 @@ class IpmetaConfig(BaseModel):
             (
                 bool(regions) and bool(self.waf_web_acl_arn),
                 "wafWebAclArn with replicaRegions: a regional web ACL serves one region's stage only",
+            ),
+            (
+                bool(regions) and self.edge,
+                "edge with replicaRegions: each region's distribution would keep its cached answers "
+                "after an activation, which invalidates home's only; choose one",
+            ),
+            (
+                bool(self.domain_name) and (self.api_type == API_TYPE_URL or self.edge),
+                "domainName needs apiType=http or rest without edge: the one hostname is an API "
+                "Gateway custom domain per region, and a function URL or a distribution takes none",
             ),
             (
                 not 1 <= self.replica_lag_alarm_minutes <= _MAX_DATA_AGE_HOURS * 60,
@@ -679,6 +735,7 @@ class IpmetaConfig(BaseModel):
                 not 0 <= self.api_key_cache_seconds <= _MAX_API_KEY_CACHE_SECONDS,
                 f"apiKeyCacheSeconds must be 0..{_MAX_API_KEY_CACHE_SECONDS}",
             ),
+            *self._url_rules(),
             # A cache the function cannot hold beside its code ends in out-of-memory kills.
             (
                 not 0 <= self.lookup_cache_mb <= self.lookup_memory_mb - LOOKUP_BASELINE_MB,

@@ -15,9 +15,13 @@ from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
 from ipmeta.api.credentials import AUTHORIZATION_HEADER, GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS
 from ipmeta.api.page_routes import STATIC_PREFIX
 from ipmeta.schema.settings import (
+    ENV_ACCESS_LOG_SAMPLE_RATE,
+    ENV_API_KEY_CACHE_SECONDS,
+    ENV_BATCH_ALIAS,
     ENV_CORS_ORIGINS,
     ENV_DATASET_MAX_AGE_SECONDS,
     ENV_DATASETS,
+    ENV_EDGE_AUTHORIZATION_HEADER,
     ENV_GEOIP2_DATASETS,
     ENV_HEALTH_MAX_DATASET_AGE_SECONDS,
     ENV_IPINFO_AT_ROOT,
@@ -40,6 +44,7 @@ from ipmeta.schema.settings import (
 from loader.settings import (
     DEFAULT_CHUNK_PREFIX,
     ENV_CHUNK_PREFIX,
+    ENV_EDGE_DISTRIBUTION_ID,
     ENV_EVENT_BUS_NAME,
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
@@ -62,11 +67,16 @@ from loader.settings import (
 __all__ = [
     "API_KEY_HEADER",
     "AUTHORIZATION_HEADER",
+    "ENV_ACCESS_LOG_SAMPLE_RATE",
     "ENV_API_KEYS_SECRET_ARN",
+    "ENV_API_KEY_CACHE_SECONDS",
+    "ENV_BATCH_ALIAS",
     "ENV_CHUNK_PREFIX",
     "ENV_CORS_ORIGINS",
     "ENV_DATASETS",
     "ENV_DATASET_MAX_AGE_SECONDS",
+    "ENV_EDGE_AUTHORIZATION_HEADER",
+    "ENV_EDGE_DISTRIBUTION_ID",
     "ENV_EVENT_BUS_NAME",
     "ENV_EXPORTS_ENABLED",
     "ENV_FEEDS",
@@ -134,13 +144,15 @@ OUTPUT_TABLE_NAME: Final = "TableName"
 OUTPUT_BUCKET_NAME: Final = "SourceBucketName"
 OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
 OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
-#: The HTTP API front's keys (``apiType=http``), in place of ``ApiKeyId``.
+#: The HTTP API's and the function URL's keys (``apiType=http``, ``url``), in place of ``ApiKeyId``.
 OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"
 #: With ``replicaRegions`` behind REST: the key every region accepts, and where its value is.
 OUTPUT_SHARED_KEY_ID: Final = "SharedApiKeyId"
 OUTPUT_SHARED_KEY_SECRET_ARN: Final = "SharedApiKeySecretArn"
 #: With ``domainName``: the one hostname.
 OUTPUT_HOSTNAME_URL: Final = "HostnameUrl"
+#: With ``edge``: the CloudFront distribution (``ApiUrl`` is then its address).
+OUTPUT_DISTRIBUTION_ID: Final = "DistributionId"
 
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
@@ -211,7 +223,13 @@ PAGE_STATIC_PATH: Final = STATIC_PREFIX.strip("/")
 #: The change event goes to the account's default EventBridge bus.
 DEFAULT_EVENT_BUS: Final = "default"
 
-# --- CORS, the same on both fronts ----------------------------------------------
+#: Behind CloudFront (``url`` with ``edge``): the alias whose URL serves the batch routes, and the
+#: header a CloudFront Function moves the client's Authorization to (the origin access control
+#: signs the origin request in Authorization).
+BATCH_ALIAS: Final = "batch"
+EDGE_AUTHORIZATION_HEADER: Final = "x-ipmeta-authorization"
+
+# --- CORS, the same on every front ---------------------------------------------
 #: What a preflight allows (POST: ``/v1/batch``). The gateway answers it: a browser sends no
 #: API key on one.
 CORS_ALLOW_METHODS: Final = ("GET", "POST", "OPTIONS")

@@ -155,6 +155,7 @@ class PythonFunction(Construct):
         log_retention: logs.RetentionDays,
         tracing: bool = False,
         ephemeral_storage_mb: int | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -182,6 +183,7 @@ class PythonFunction(Construct):
             memory_size=memory_mb,
             timeout=timeout,
             ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
+            reserved_concurrent_executions=reserved_concurrency,
             role=self.role,
             log_group=self.log_group,
             layers=[powertools_layer(self)],

@@ -1,8 +1,8 @@
 """The cheaper front (``apiType=http``): an API Gateway HTTP API in front of the same lookup function.
 
-- **Same handler, same events.** The integration sends payload format 1.0,
-  the REST proxy event's shape, so ``APIGatewayRestResolver`` serves both
-  fronts (``tests/unit/test_http_api_events.py`` feeds it one).
+- **Same handler, same routes.** The integration sends payload format 2.0, a function
+  URL's shape too; the lookup's one resolver reads it beside REST's proxy event
+  (``ipmeta.api.front_events``; ``tests/unit/test_http_api_events.py`` feeds it one).
 - **Same paths.** The ``$default`` stage puts no stage name in the URL:
   ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
 - **A key per client.** A Lambda authorizer checks the key against a generated
@@ -98,6 +98,29 @@ ACCESS_LOG_FIELDS: Final[Mapping[str, str]] = {
 AUTHORIZER_MEMORY_MB: Final = 128
 
 
+def keys_secret(scope: Construct, front: str) -> secretsmanager.Secret:
+    """Client name -> key, one generated client to start with; never in the template. The HTTP
+    front's authorizer and the url front's function read it (``credentials.client_of``)."""
+    secret = secretsmanager.Secret(
+        scope,
+        "ApiKeys",
+        description=f"ipmeta: API keys of {front}, a JSON object of client name to key",
+        generate_secret_string=secretsmanager.SecretStringGenerator(
+            secret_string_template="{}",
+            generate_string_key="default",
+            exclude_punctuation=True,
+            password_length=40,
+        ),
+    )
+    acknowledge(
+        secret,
+        "SMG4",
+        "The keys are handed to clients, so a scheduled rotation would cut them off; "
+        "an operator rotates a client's key by editing the secret (docs/deploy.md).",
+    )
+    return secret
+
+
 @jsii.implements(apigatewayv2.IAccessLogSettings)
 class _AccessLogs:
     def __init__(self, log_group: logs.ILogGroup) -> None:
@@ -171,25 +194,7 @@ class HttpLookupFront(Construct):
         )
 
     def _build_keys_secret(self) -> secretsmanager.Secret:
-        """Client name -> key, one generated client to start with; never in the template."""
-        secret = secretsmanager.Secret(
-            self,
-            "ApiKeys",
-            description="ipmeta: API keys of the HTTP API, a JSON object of client name to key",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                secret_string_template="{}",
-                generate_string_key="default",
-                exclude_punctuation=True,
-                password_length=40,
-            ),
-        )
-        acknowledge(
-            secret,
-            "SMG4",
-            "The keys are handed to clients, so a scheduled rotation would cut them off; "
-            "an operator rotates a client's key by editing the secret (docs/deploy.md).",
-        )
-        return secret
+        return keys_secret(self, "the HTTP API")
 
     def _build_authorizer_function(self) -> PythonFunction:
         function = PythonFunction(
@@ -226,7 +231,7 @@ class HttpLookupFront(Construct):
         integration = integrations.HttpLambdaIntegration(
             "Lookup",
             handler,
-            payload_format_version=apigatewayv2.PayloadFormatVersion.VERSION_1_0,
+            payload_format_version=apigatewayv2.PayloadFormatVersion.VERSION_2_0,
             # One invoke permission for this API rather than one per route.
             scope_permission_to_route=False,
         )

@@ -44,6 +44,8 @@ class IpmetaStack(Stack):
         table = self.ranges.table
         self.lookup = LookupApi(self, API_ID, config=config, table=table, index_names=self.ranges.index_names)
         self.loader = LoaderWorkflow(self, LOADER_WORKFLOW_ID, config=config, table=table)
+        if self.lookup.edge is not None:
+            self.loader.invalidate_on_activation(self.lookup.edge.distribution)
         self.reloads = ScheduledReloads(
             self,
             SCHEDULE_ID,

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_logs as logs
@@ -45,6 +46,7 @@ from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
     DEFAULT_EVENT_BUS,
+    ENV_EDGE_DISTRIBUTION_ID,
     FEED_RUN_UNCHANGED,
     FETCH_TASK,
     RECORD_RELEASE_TASK,
@@ -71,6 +73,11 @@ THROTTLING_ERRORS: Final = (
 FEED_RETRY_ERRORS: Final = ("FeedUnavailable", "FeedTimeout", "DownloadTruncated")
 FEED_RETRY_INTERVAL: Final = Duration.minutes(5)
 FEED_RETRY_MAX_ATTEMPTS: Final = 2
+#: A refused or throttled CloudFront invalidation (``loader.errors.EdgeInvalidationFailed``): CloudFront
+#: allows 15 ``/*`` invalidations in progress at once, each done within minutes.
+EDGE_INVALIDATION_ERROR: Final = "EdgeInvalidationFailed"
+EDGE_RETRY_INTERVAL: Final = Duration.seconds(30)
+EDGE_RETRY_MAX_ATTEMPTS: Final = 5
 THROTTLE_RETRY_MAX_ATTEMPTS: Final = 8
 THROTTLE_RETRY_BACKOFF_RATE: Final = 2.0
 THROTTLE_RETRY_INTERVAL: Final = Duration.seconds(2)
@@ -343,14 +350,34 @@ class LoaderWorkflow(Construct):
     def _activation(self, load_id: sfn.TaskInput) -> list[sfn.TaskStateBase]:
         """Activate, preceded by Export with ``exportMmdb``: the states after WriteChunks, chained."""
         if EXPORT_TASK not in self.functions:
-            return [self._invoke("activate", "Activate", load_id, "$.activation")]
+            return [self._activate(load_id)]
         export = self._invoke(EXPORT_TASK, "Export", load_id, "$.export")
         announce = sfn.TaskInput.from_object(
             {"load_id": sfn.JsonPath.string_at("$.load_id"), "export": sfn.JsonPath.object_at("$.export")}
         )
-        activate = self._invoke("activate", "Activate", announce, "$.activation")
+        activate = self._activate(announce)
         export.next(activate)
         return [export, activate]
+
+    def _activate(self, payload: sfn.TaskInput) -> tasks.LambdaInvoke:
+        """With ``edge``, CloudFront's cache is invalidated once the version answers: a refused or
+        throttled invalidation retries Activate, which asks again under the same reference."""
+        activate = self._invoke("activate", "Activate", payload, "$.activation")
+        if self._config.edge:
+            activate.add_retry(
+                errors=[EDGE_INVALIDATION_ERROR],
+                interval=EDGE_RETRY_INTERVAL,
+                backoff_rate=2.0,
+                max_attempts=EDGE_RETRY_MAX_ATTEMPTS,
+                jitter_strategy=sfn.JitterType.FULL,
+            )
+        return activate
+
+    def invalidate_on_activation(self, distribution: cloudfront.IDistribution) -> None:
+        """``edge``: the activate function names the distribution and may invalidate it, no other."""
+        activate = self.functions["activate"]
+        activate.function.add_environment(ENV_EDGE_DISTRIBUTION_ID, distribution.distribution_id)
+        distribution.grant_create_invalidation(activate.role)
 
     def _build_definition(self) -> sfn.IChainable:
         load_id = sfn.TaskInput.from_object({"load_id": sfn.JsonPath.string_at("$.load_id")})

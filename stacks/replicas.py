@@ -86,7 +86,8 @@ class HomeReplication(Construct):
             table.add_replica(region=region)
         #: The secrets each region's front reads, as home holds them.
         self.page_token_key = lookup.page_token_key
-        self.api_keys = lookup.http.keys if lookup.http is not None else None
+        front_keys = lookup.http or lookup.function_url
+        self.api_keys = front_keys.keys if front_keys is not None else None
         self.shared_key = self._build_shared_key() if lookup.rest is not None else None
         for secret in (self.page_token_key, self.api_keys, self.shared_key):
             if isinstance(secret, secretsmanager.Secret):

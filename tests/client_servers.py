@@ -25,7 +25,7 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta_cli.server import LocalApiServer, tls_context
+from ipmeta_cli.server import Front, LocalApiServer, tls_context
 from loader.store.table import LoaderTable
 from testing.tls import ServerCertificate, make_server_certificate
 
@@ -48,9 +48,11 @@ def serving_clients(
     *,
     pointer_cache_seconds: float = 0.0,
     ranges: RangeCache | None = None,
+    front: Front = Front.REST,
 ) -> Iterator[ClientServer]:
-    """The real handler behind the real local server, over TLS, admitting ``api_key`` only;
-    by default every request re-reads the pointers and queries every dataset (no range cache)."""
+    """The real handler behind the real local server, over TLS, admitting ``api_key`` only where
+    ``front`` does (the server before the function, or the function itself behind ``url``); by
+    default every request re-reads the pointers and queries every dataset (no range cache)."""
     certificate = make_server_certificate(folder)
     with pytest.MonkeyPatch.context() as patch:
         # The clients trust the team's own authority, as a deployment's users would.
@@ -65,7 +67,7 @@ def serving_clients(
         from ipmeta.api.handler import handler
 
         tls = tls_context(str(certificate.certificate), str(certificate.key))
-        server = LocalApiServer("127.0.0.1", 0, handler, api_keys=[api_key], tls=tls)
+        server = LocalApiServer("127.0.0.1", 0, handler, api_keys=[api_key], tls=tls, front=front)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
             yield ClientServer(server, certificate)

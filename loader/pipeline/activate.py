@@ -24,6 +24,7 @@ from loader.pipeline.staged import REPORT
 from loader.records import LoadItem, LoadReport, LoadStatus, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 from loader.store import events
+from loader.store.edge_cache import EdgeCache, invalidate_after
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
 
@@ -84,14 +85,19 @@ def activate(
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
     export: Mapping[str, Any] | None = None,
+    edge: EdgeCache | None = None,
 ) -> Activation:
     """Check the counts, then switch the pointer only if it still names the version we started from.
 
     ``export`` (``export_task.Exported``, written before activation) goes into the change event.
+    ``edge`` (default: the environment's distribution) has its cache invalidated once the version
+    answers, by a reference of this load: a retried Activate asks again, and gets the same one.
     """
     table = table.for_load(load_id)
+    edge = edge if edge is not None else EdgeCache.from_environment()
     load = activatable_load(load_id, table)
     if load.status == LoadStatus.ACTIVATED:
+        invalidate_after(f"activate-{load_id}", edge)
         return Activation(load_id, load.version, LoadStatus.ACTIVATED, load.report)
     table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
     verify(load, table)
@@ -116,6 +122,7 @@ def activate(
             **({"export": dict(export)} if export else {}),
         }
     )
+    invalidate_after(f"activate-{load_id}", edge)
     return Activation(load_id, load.version, LoadStatus.ACTIVATED, report)
 
 

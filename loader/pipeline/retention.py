@@ -13,6 +13,7 @@ from ipmeta.schema.records import VersionMeta, VersionStatus
 from loader.records import LoadItem, LoadStatus, LockItem, load_id_of
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS, DEFAULT_RETENTION
 from loader.store import events
+from loader.store.edge_cache import EdgeCache, invalidate_after
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
 
@@ -229,6 +230,7 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
     table.versions.set_status(to, VersionStatus.ACTIVE, at)
     table.versions.set_status(current, VersionStatus.RETIRED, at)
     active, previous = format_version(to), format_version(current)
+    invalidate_after(f"rollback-{table.dataset}-{active}-{at}", EdgeCache.from_environment())
     events.emit_activated(
         {"dataset": table.dataset, "version": active, "previous": previous, "rollback": True}
     )

@@ -6,6 +6,7 @@ arithmetic and ``docs/capacity.md`` the sources.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,11 +29,23 @@ TRANSFER_FREE_GB: Final = 100
 #: (millions of requests in the tier, dollars per million), cheapest tier last.
 REST_API_TIERS: Final = ((333, 3.50), (667, 2.80), (math.inf, 2.38))
 HTTP_API_TIERS: Final = ((300, 1.00), (math.inf, 0.90))
+#: A function URL has no charge of its own: the Lambda request it makes is the bill.
+URL_TIERS: Final = ((math.inf, 0.0),)
+#: CloudFront (``edge``), North America and Europe: HTTPS requests ($0.0100 per 10,000), the first
+#: 10 M a month free; transfer out $0.085 per GB for the first 10 TB, the first 1 TB free. Origin
+#: fetches (AWS origins to CloudFront) cost nothing. CloudFront Functions $0.10 per million, 2 M free.
+CLOUDFRONT_REQUEST_TIERS: Final = ((10, 0.0), (math.inf, 1.00))
+CLOUDFRONT_TRANSFER_PRICE_PER_GB: Final = 0.085
+CLOUDFRONT_TRANSFER_FREE_GB: Final = 1024
+CLOUDFRONT_FUNCTION_TIERS: Final = ((2, 0.0), (math.inf, 0.10))
 
 
 class ApiFront(StrEnum):
+    """``apiType``: API Gateway REST, the HTTP API, or the lookup function's own URL."""
+
     REST = "rest"
     HTTP = "http"
+    URL = "url"
 
 
 # -- costs -------------------------------------------------------------------------------
@@ -130,17 +143,36 @@ def tiered_cost(millions: float, tiers: Sequence[tuple[float, float]]) -> float:
 
 #: CloudWatch Logs bills each event's bytes plus this much.
 LOG_EVENT_OVERHEAD_BYTES: Final = 26
-#: One access-log line: about 210 bytes with typical values, rounded up;
-#: ``tests/infra/test_lookup_api.py`` renders both fronts' synthesized formats to check it.
+#: One API Gateway access-log line: about 210 bytes with typical values, rounded up;
+#: ``tests/infra/test_lookup_api.py`` renders both gateways' synthesized formats to check it.
 ACCESS_LOG_LINE_BYTES: Final = 230
-#: What one request logs: its access-log line only, since the lookup function drops
-#: Lambda's START, END and REPORT lines and publishes no per-request metric line (``stacks/api.py``).
-DEFAULT_LOG_BYTES: Final = dict.fromkeys(ApiFront, ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES)
-#: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU measured locally
-#: (``bench/lookup.py``), about 6.9× longer on the 0.145 vCPU that 256 MB buys, plus a
-#: ~5 ms in-region Query; rounded up (docs/deploy.md, "One lookup").
+#: One line of the function's own access log (the url front, ``ipmeta.api.access_log``): the
+#: largest of its shapes, measured (an IPv6 caller refused on an IPv6 address: 189 bytes; a lookup
+#: 141 to 166; ``bench/access_log.py``, bench/results/access_log.json), rounded up.
+FUNCTION_ACCESS_LOG_LINE_BYTES: Final = 190
+#: What one request logs behind API Gateway: its access-log line only, since the lookup function
+#: drops Lambda's START, END and REPORT lines and publishes no per-request metric line
+#: (``stacks/api.py``). Behind the url front: the function's line, for a sample (``UrlLogging``).
+DEFAULT_LOG_BYTES: Final = {
+    ApiFront.REST: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
+    ApiFront.HTTP: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
+    ApiFront.URL: FUNCTION_ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
+}
+#: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU for an uncached lookup,
+#: measured locally through each front's event (``bench/lookup.py``), about 6.9x longer on the
+#: 0.145 vCPU that 256 MB buys, plus a ~5 ms in-region Query; rounded up (docs/deploy.md, "One
+#: lookup"). An upper bound: a lookup the range cache answers takes about a tenth of the CPU.
 DEFAULT_LOOKUP_MS: Final = 12.0
-_API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS}
+#: DynamoDB Queries per lookup and dataset after each container's range cache (32 MB): a
+#: Zipf(1.1) workload over the ASN dataset's ranges, 1 M lookups (bench/results/cache.json,
+#: ``zipf.cache_on.queries_per_lookup``). The uniform worst case is 0.93 (``--reads-per-lookup 1``).
+DEFAULT_READS_PER_LOOKUP: Final = 0.139
+#: The share of edge requests answered from CloudFront's cache: the same Zipf(1.1) workload's
+#: lookups whose exact address (and key) was asked within the hour before, at 100 M lookups a
+#: month (``bench/edge.py``, bench/results/edge.json: 0.3658; 0.22 at 10 M, 0.43 at 300 M); a
+#: cache entry is one address, not a range. An upper bound for one key (many keys split it).
+DEFAULT_EDGE_HIT_RATIO: Final = 0.3658
+_API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS, ApiFront.URL: URL_TIERS}
 
 
 @dataclass(frozen=True)
@@ -192,62 +224,136 @@ def metrics_month_costs(containers: int = DEFAULT_METRIC_CONTAINERS) -> dict[str
     }
 
 
+@dataclass(frozen=True)
+class UrlLogging:
+    """The function's access log behind the url front: ``sample_rate`` of the answers, and every
+    answer of 4xx or 5xx, which ``error_share`` of the requests get (a workload's property: each
+    10% more costs about $0.01 per million requests)."""
+
+    sample_rate: float = 0.01
+    error_share: float = 0.05
+
+    @property
+    def logged_share(self) -> float:
+        return self.error_share + (1 - self.error_share) * self.sample_rate
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What reaches the origin: every request, or behind ``edge`` the ones CloudFront's cache did not
+    answer (a single lookup is cacheable, a batch is a POST and never is)."""
+
+    lookups: float
+    requests: float
+
+    @classmethod
+    def at_origin(cls, lookups: float, batching: Batching, hit_ratio: float) -> Traffic:
+        single = lookups * (1 - batching.share)
+        batched = lookups * batching.share
+        return cls(single * (1 - hit_ratio) + batched, single * (1 - hit_ratio) + batched / batching.size)
+
+
+def _origin_bill(
+    front: ApiFront, traffic: Traffic, unit: dict[str, float], log_bytes: float
+) -> dict[str, float]:
+    """API Gateway, Lambda, DynamoDB and logs for what reaches the function."""
+    return {
+        "api_gateway": tiered_cost(traffic.requests / MILLION, _API_TIERS[front]),
+        "lambda_requests": traffic.requests / MILLION * LAMBDA_PRICE_PER_MILLION,
+        "lambda_duration": traffic.lookups * unit["gb_seconds"] * LAMBDA_PRICE_PER_GB_SECOND,
+        "dynamodb_reads": traffic.lookups / MILLION * unit["read_units"] * READ_PRICE_PER_MILLION,
+        "logs": traffic.requests * log_bytes / GB * LOGS_PRICE_PER_GB,
+    }
+
+
+def _edge_bill(requests: float, transfer_gb: float, *, functions: bool) -> dict[str, float]:
+    """CloudFront's own lines: every request, the key-moving function behind the URL, transfer out."""
+    return {
+        "cloudfront_requests": tiered_cost(requests / MILLION, CLOUDFRONT_REQUEST_TIERS),
+        "cloudfront_functions": tiered_cost(requests / MILLION, CLOUDFRONT_FUNCTION_TIERS)
+        if functions
+        else 0.0,
+        "data_transfer": max(0.0, transfer_gb - CLOUDFRONT_TRANSFER_FREE_GB)
+        * CLOUDFRONT_TRANSFER_PRICE_PER_GB,
+    }
+
+
+def _priced(breakdown: dict[str, float], lookups: float) -> dict[str, Any]:
+    total = sum(breakdown.values())
+    return {
+        "total": round(total, 4),
+        "per_million": round(total / lookups * MILLION, 4) if lookups else 0.0,
+        "breakdown": {line: round(cost, 4) for line, cost in breakdown.items()},
+    }
+
+
+def _traffic_assumptions(
+    url_logging: UrlLogging, batching: Batching, edge_hit_ratio: float
+) -> dict[str, Any]:
+    return {
+        "url_access_log": dataclasses.asdict(url_logging)
+        | {"logged_share": round(url_logging.logged_share, 4)},
+        "batch_share": batching.share,
+        "batch_size": batching.size,
+        "edge_hit_ratio": edge_hit_ratio,
+    }
+
+
 def lookup_costs(
     lookups_per_month: int,
     *,
     lambda_memory_mb: int = 256,
     lambda_ms: float = DEFAULT_LOOKUP_MS,
-    dynamodb_reads_per_lookup: float = 1.0,
+    dynamodb_reads_per_lookup: float = DEFAULT_READS_PER_LOOKUP,
     log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
     response_bytes: float = 0.4 * KB,
     batching: Batching = NO_BATCHES,
     metric_containers: int = DEFAULT_METRIC_CONTAINERS,
+    url_logging: UrlLogging = UrlLogging(),
+    edge_hit_ratio: float = DEFAULT_EDGE_HIT_RATIO,
 ) -> dict[str, Any]:
-    """The monthly bill of ``lookups_per_month`` lookups behind each API front (docs/deploy.md's model).
+    """The monthly bill of ``lookups_per_month`` lookups behind each front, and behind CloudFront.
 
     API Gateway, Lambda's requests and the access logs count API requests; DynamoDB's reads, Lambda's
     duration and the bytes answered count lookups (``batching`` says how many requests they take).
+    Behind ``edge`` (``<front>+edge``) CloudFront counts every request and the bytes out, and the
+    origin only what its cache did not answer (``edge_hit_ratio`` of the single lookups).
     ``per_million`` is per million lookups. ``metrics`` (``metrics_month_costs``) is beside the fronts.
     """
     log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
-    requests = batching.requests(lookups_per_month)
-    gb_seconds = lookups_per_month * lambda_memory_mb / KB * lambda_ms / 1_000
-    transfer_gb = lookups_per_month * response_bytes / GB
-    shared = {
-        "lambda_requests": requests / MILLION * LAMBDA_PRICE_PER_MILLION,
-        "lambda_duration": gb_seconds * LAMBDA_PRICE_PER_GB_SECOND,
-        "dynamodb_reads": lookups_per_month
-        / MILLION
-        * dynamodb_reads_per_lookup
-        * READ_UNITS_PER_LOOKUP_READ
-        * READ_PRICE_PER_MILLION,
-        "data_transfer": max(0.0, transfer_gb - TRANSFER_FREE_GB) * TRANSFER_PRICE_PER_GB,
+    logged = dict.fromkeys(ApiFront, 1.0) | {ApiFront.URL: url_logging.logged_share}
+    unit = {
+        "gb_seconds": lambda_memory_mb / KB * lambda_ms / 1_000,
+        "read_units": dynamodb_reads_per_lookup * READ_UNITS_PER_LOOKUP_READ,
     }
-    fronts = {}
+    transfer_gb = lookups_per_month * response_bytes / GB
+    direct = Traffic(lookups_per_month, batching.requests(lookups_per_month))
+    cached = Traffic.at_origin(lookups_per_month, batching, edge_hit_ratio)
+    bills: dict[str, dict[str, float]] = {}
     for front in ApiFront:
-        breakdown = {
-            "api_gateway": tiered_cost(requests / MILLION, _API_TIERS[front]),
-            **shared,
-            "logs": requests * log_bytes[front] / GB * LOGS_PRICE_PER_GB,
+        bytes_per_request = log_bytes[front] * logged[front]
+        bills[str(front)] = {
+            **_origin_bill(front, direct, unit, bytes_per_request),
+            "data_transfer": max(0.0, transfer_gb - TRANSFER_FREE_GB) * TRANSFER_PRICE_PER_GB,
         }
-        total = sum(breakdown.values())
-        fronts[str(front)] = {
-            "total": round(total, 4),
-            "per_million": round(total / lookups_per_month * MILLION, 4) if lookups_per_month else 0.0,
-            "breakdown": {line: round(cost, 4) for line, cost in breakdown.items()},
+        bills[f"{front}+edge"] = {
+            **_origin_bill(front, cached, unit, bytes_per_request),
+            **_edge_bill(direct.requests, transfer_gb, functions=front is ApiFront.URL),
         }
+    # The fronts first, then each behind CloudFront
+    fronts = {name: _priced(bills[name], lookups_per_month) for name in sorted(bills, key=lambda n: "+" in n)}
     return {
         "lookups_per_month": lookups_per_month,
-        "requests_per_month": round(requests),
+        "requests_per_month": round(direct.requests),
         "assumptions": {
             "lambda_memory_mb": lambda_memory_mb,
             "lambda_ms": lambda_ms,
             "dynamodb_reads_per_lookup": dynamodb_reads_per_lookup,
             "log_bytes_per_request": {str(front): size for front, size in log_bytes.items()},
+            **_traffic_assumptions(url_logging, batching, edge_hit_ratio),
             "response_bytes": response_bytes,
             "transfer_gb": round(transfer_gb, 2),
-            "batch_share": batching.share,
-            "batch_size": batching.size,
+            "edge_origin_requests_per_month": round(cached.requests),
         },
         "fronts": fronts,
         "metrics": metrics_month_costs(metric_containers),

@@ -26,6 +26,7 @@ And the rest of AWS:
 
 - ``s3``: the source bucket, its staging prefix (``S3Staging``), downloads and uploads;
 - ``events``: the ``DatasetActivated`` change event (EventBridge, or a log line locally);
+- ``edge_cache``: the ``/*`` invalidation of CloudFront's cache (``edge``) after a switch;
 - ``staging``: the staging area between states (a folder locally, a prefix in AWS);
 - ``source``: a load's files, local or ``s3://``, made local for the readers.
 

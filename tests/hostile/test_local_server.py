@@ -25,7 +25,7 @@ import pytest
 
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta_cli.dynalite import free_port, port_open
-from ipmeta_cli.server import ConnectionLimits, LocalApiServer
+from ipmeta_cli.server import ConnectionLimits, Front, LocalApiServer
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 from tests.hostile.raw_http import (
@@ -421,7 +421,7 @@ def keyed_address(server: LocalApiServer) -> Iterator[tuple[str, int]]:
     """A second server on the same store (installed by ``server``), requiring ``KEY``."""
     from ipmeta.api.handler import handler
 
-    keyed = LocalApiServer("127.0.0.1", 0, handler, api_keys=[KEY], limits=LIMITS)
+    keyed = LocalApiServer("127.0.0.1", 0, handler, api_keys=[KEY], limits=LIMITS, front=Front.REST)
     threading.Thread(target=keyed.serve_forever, daemon=True).start()
     try:
         yield "127.0.0.1", keyed.server_address[1]
@@ -457,7 +457,8 @@ def test_expect_100_continue_with_a_key_continues(keyed_address: tuple[str, int]
 def serve_process(
     table: LoaderTable, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`ipmeta serve` with one key in a file and another in the environment, none on its command line."""
+    """`ipmeta serve` with one key in a file and another in the environment, none on its command line,
+    as the REST front: the server checks the key before the function, from the headers alone."""
     key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
     key_file.write_text(f"# the team's key\n{KEY}-file\n")
     port = free_port()
@@ -472,7 +473,7 @@ def serve_process(
     }
     command = [sys.executable, "-m", "ipmeta_cli.main", "serve", "--port", str(port), "--workers", "1"]
     process = subprocess.Popen(
-        [*command, "--api-key-file", str(key_file)],
+        [*command, "--front", "rest", "--api-key-file", str(key_file)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -194,8 +194,26 @@ CONTEXT_CASES = [
     ),
     refused(
         "wafWebAclArn-cloudfront-scope",
-        {"wafWebAclArn": EXAMPLE_ACL.replace(":regional/", ":global/")},
-        "CloudFront (global) web ACL",
+        {"apiType": "rest", "wafWebAclArn": EXAMPLE_ACL.replace(":regional/", ":global/")},
+        "CloudFront (global) web ACL: it takes edge=true",
+    ),
+    refused(
+        "wafWebAclArn-regional-on-the-edge",
+        {"edge": True, "wafWebAclArn": EXAMPLE_ACL},
+        "wafWebAclArn with edge=true must be a CloudFront (global) web ACL",
+    ),
+    refused(
+        "wafWebAclArn-global-outside-us-east-1",
+        {
+            "edge": True,
+            "wafWebAclArn": EXAMPLE_ACL.replace(":regional/", ":global/").replace("us-east-1", "eu-west-1"),
+        },
+        "created in us-east-1",
+    ),
+    refused(
+        "wafWebAclArn-on-a-function-url",
+        {"apiType": "url", "wafWebAclArn": EXAMPLE_ACL},
+        "cannot be associated with an HTTP API or a function URL",
     ),
     refused(
         "wafWebAclArn-shell-suffix",
@@ -209,14 +227,14 @@ CONTEXT_CASES = [
     ),
     refused(
         "wafWebAclArn-wrong-region",
-        {"wafWebAclArn": EXAMPLE_ACL},
+        {"apiType": "rest", "wafWebAclArn": EXAMPLE_ACL},
         "web ACL of us-east-1, but the stack deploys to eu-west-1",
         region="eu-west-1",
     ),
     refused(
         "wafWebAclArn-on-http-api",
         {"apiType": "http", "wafWebAclArn": EXAMPLE_ACL},
-        "cannot be associated with an HTTP API",
+        "cannot be associated with an HTTP API or a function URL",
     ),
     refused(
         "apiThrottleRateLimit-negative", {"apiThrottleRateLimit": -1}, "apiThrottleRateLimit must be 1.."

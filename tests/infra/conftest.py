@@ -1,9 +1,10 @@
 """Synthesize the app once per session, the way ``app.py`` does, offline.
 
-One App holds the stack with ``cdk.json``'s context, plus one Stage per
-variant that overrides context to switch on the optional features (the HTTP API
-front among them); a single ``synth`` covers them all, and cdk-nag validates
-them all. Validation failures are recorded,
+One App holds the stack with ``cdk.json``'s context and the REST front (``DEFAULT``: the stack
+most template tests read; REST was the default front before issue 27), plus one Stage per
+variant that overrides context to switch on the optional features: the function URL front
+(``URL``, cdk.json's own default), the HTTP API front, CloudFront in front of each. A single
+``synth`` covers them all, and cdk-nag validates them all. Validation failures are recorded,
 not raised, so the nag test can list them while the template tests still run
 (the templates are written before validation).
 """
@@ -31,6 +32,12 @@ from cdk_nag import AwsSolutionsChecks
 from stacks.deployment import build
 
 DEFAULT = "default"
+#: cdk.json as it is: the function URL front (``apiType=url``), the default.
+URL = "url"
+#: CloudFront in front of each front.
+URL_EDGE = "url_edge"
+HTTP_EDGE = "http_edge"
+REST_EDGE = "rest_edge"
 SOURCE_URL = "source_url"
 UPLOAD_TRIGGER = "upload_trigger"
 HTTP_API = "http_api"
@@ -46,6 +53,12 @@ EXAMPLE_WEB_ACL_ARN = (
     "arn:aws:wafv2:us-east-1:123456789012:regional/webacl/ipmeta-acl/a1b2c3d4-5678-90ab-cdef-0123456789ab"
 )
 EXAMPLE_ORIGIN = "https://app.example.com"
+#: A CloudFront (global) web ACL: created in us-east-1, whatever the stack's region.
+EXAMPLE_EDGE_WEB_ACL_ARN = (
+    "arn:aws:wafv2:us-east-1:123456789012:global/webacl/ipmeta-edge/b1c2d3e4-5678-90ab-cdef-0123456789ab"
+)
+#: The front every variant has unless it names another: REST, as the stack tests were written for.
+DEFAULT_CONTEXT: Mapping[str, Any] = {"apiType": "rest"}
 #: What a GeoIP2 CSV user's triggered loads run with.
 EXAMPLE_SOURCE_OPTIONS = {
     "format": "geoip2-csv",
@@ -95,6 +108,19 @@ EXAMPLE_DOMAIN = {
 
 #: Context overrides of each variant, on top of cdk.json.
 VARIANTS: Mapping[str, Mapping[str, Any]] = {
+    URL: {"apiType": "url"},
+    URL_EDGE: {
+        "apiType": "url",
+        "edge": True,
+        "edgeCacheSeconds": 600,
+        "corsAllowOrigins": [EXAMPLE_ORIGIN],
+        "ipinfoAtRoot": True,
+        "lookupReservedConcurrency": 50,
+        "accessLogSampleRate": 0.05,
+        "wafWebAclArn": EXAMPLE_EDGE_WEB_ACL_ARN,
+    },
+    HTTP_EDGE: {"apiType": "http", "edge": True},
+    REST_EDGE: {"edge": True},
     SOURCE_URL: {
         "billingMode": "provisioned",
         "provisionedReadCapacity": 7,
@@ -193,7 +219,7 @@ def _stage_name(variant: str) -> str:
 def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The app with every variant, synthesized; ``tests/conftest.py`` makes it a session fixture."""
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = App(outdir=str(outdir), context=cdk_json()["context"])
+    app = App(outdir=str(outdir), context={**cdk_json()["context"], **DEFAULT_CONTEXT})
     # As app.py builds it: the home stack, and with replicaRegions each region's stack after it.
     (default,) = build(app)
     stacks = {DEFAULT: default}

@@ -60,6 +60,12 @@ def test_command_line_strings_are_parsed_to_their_types() -> None:
         ({"lookupMemoryMb": "lots"}, "lookupMemoryMb"),
         ({"apiType": "websocket"}, "apiType"),
         ({"apiKeyCacheSeconds": 3601}, "apiKeyCacheSeconds"),
+        ({"lookupReservedConcurrency": -1}, "lookupReservedConcurrency"),
+        ({"lookupReservedConcurrency": 1001}, "lookupReservedConcurrency"),
+        ({"accessLogSampleRate": 1.5}, "accessLogSampleRate"),
+        ({"accessLogSampleRate": "often"}, "accessLogSampleRate"),
+        ({"edgeCacheSeconds": -1}, "edgeCacheSeconds"),
+        ({"edge": "sometimes"}, "edge"),
         # The cache must fit beside what the warm function already holds
         ({"lookupMemoryMb": 128, "lookupCacheMb": 64}, "lookupCacheMb"),
         ({"lookupCacheMb": -1}, "lookupCacheMb"),
@@ -77,9 +83,11 @@ def test_unusable_context_is_refused(context: dict[str, Any], message: str) -> N
         _config(**context)
 
 
-def test_the_api_front_is_rest_unless_http_is_named() -> None:
-    assert _config().api_type == "rest"
+def test_the_api_front_is_the_function_url_unless_another_is_named() -> None:
+    assert _config().api_type == "url"
     assert _config(apiType=" HTTP ").api_type == "http"
+    assert _config(apiType="rest").api_type == "rest"
+    assert _config().edge is False
     assert _config(apiTracing="true").api_tracing is True
     assert _config(lookupMemoryMb=128, lookupCacheMb=32).lookup_cache_mb == 32
 

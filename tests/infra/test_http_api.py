@@ -66,7 +66,7 @@ def test_the_http_front_replaces_the_rest_api(template: dict[str, Any]) -> None:
         assert resources_of_type(template, f"AWS::ApiGateway::{rest_type}") == {}, rest_type
 
 
-def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_1_0(
+def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_2_0(
     template: dict[str, Any],
 ) -> None:
     routes = resources_of_type(template, "AWS::ApiGatewayV2::Route")
@@ -81,7 +81,8 @@ def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_1_0(
     integration_id, integration = only(template, "AWS::ApiGatewayV2::Integration")
     lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
     assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
-    assert integration["Properties"]["PayloadFormatVersion"] == "1.0"
+    # A function URL's shape too: one event reader for both (ipmeta.api.front_events)
+    assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
     assert integration["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [lookup_id, "Arn"]}
     for route in routes.values():
         assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}

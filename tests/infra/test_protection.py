@@ -67,7 +67,7 @@ def test_an_http_api_cannot_take_a_web_acl() -> None:
 
 
 def test_a_web_acl_of_another_region_is_refused_by_a_stack_that_knows_its_region() -> None:
-    app = App(context={"wafWebAclArn": EXAMPLE_WEB_ACL_ARN})  # us-east-1's
+    app = App(context={"apiType": "rest", "wafWebAclArn": EXAMPLE_WEB_ACL_ARN})  # us-east-1's
     with pytest.raises(ConfigError, match="web ACL of us-east-1, but the stack deploys to eu-west-1"):
         IpmetaStack(app, STACK_ID, env=Environment(region="eu-west-1"))
 

@@ -25,7 +25,7 @@ from ipmeta.lookup.range_cache import RangeCache
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
-from ipmeta_cli.server import ConnectionLimits, LocalApiServer
+from ipmeta_cli.server import ConnectionLimits, Front, LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.feed_states import FeedStates
@@ -119,9 +119,11 @@ def running_api_server(
     *,
     api_keys: Collection[str] = (),
     limits: ConnectionLimits | None = None,
+    front: Front = Front.REST,
 ) -> Iterator[LocalApiServer]:
     """The real HTTP server around the real Lambda handler (or ``lambda_handler``, which may wrap
-    it), answering from ``store`` (range cache off), requiring ``api_keys`` if any."""
+    it), answering from ``store`` (range cache off), requiring ``api_keys`` if any, as ``front``
+    does (REST by default: the server refuses a key before the function, as API Gateway does)."""
     from ipmeta.api.handler import handler
 
     dependencies.install(
@@ -131,7 +133,9 @@ def running_api_server(
             ranges=RangeCache(0) if ranges is None else ranges,
         )
     )
-    server = LocalApiServer("127.0.0.1", 0, lambda_handler or handler, api_keys=api_keys, limits=limits)
+    server = LocalApiServer(
+        "127.0.0.1", 0, lambda_handler or handler, api_keys=api_keys, limits=limits, front=front
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server

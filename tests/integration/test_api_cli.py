@@ -14,7 +14,7 @@ from ipmeta.api import dependencies
 from ipmeta.api.handler import handler
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
-from ipmeta_cli.server import LocalApiServer
+from ipmeta_cli.server import Front, LocalApiServer
 from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv
 
@@ -38,7 +38,7 @@ def recording_server(loaded_store: LoaderTable) -> Iterator[tuple[LocalApiServer
         return response
 
     dependencies.install(dependencies.Dependencies(store=loaded_store.lookup, pointer_cache_seconds=0.0))
-    server = LocalApiServer("127.0.0.1", 0, recording_handler)
+    server = LocalApiServer("127.0.0.1", 0, recording_handler, front=Front.REST)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server, events
     server.shutdown()

@@ -43,7 +43,7 @@ from ipmeta.api import dependencies
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
 from ipmeta.shapes import geoip2_document as shapes
 from ipmeta_cli import main as cli
-from ipmeta_cli.server import LocalApiServer, tls_context
+from ipmeta_cli.server import Front, LocalApiServer, tls_context
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 from testing.tls import ServerCertificate
@@ -84,8 +84,16 @@ DBIP_ASN_LITE = (
 NOTES = "network,traits\n1.0.0.0/24,gold customer\n"
 
 
+@dataclass(frozen=True)
+class Loaded:
+    table: LoaderTable
+    folder: Path
+    city: Path
+    asn: Path
+
+
 @pytest.fixture(scope="module")
-def deployment(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def loaded(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
     folder = tmp_path_factory.mktemp("clients")
     settings = Settings("ipmeta-test-clients", dynalite_endpoint, 0.0)
     table = LoaderTable.from_settings(settings)
@@ -106,8 +114,15 @@ def deployment(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
         patch.setenv(ENV_TABLE_NAME, settings.table_name)
         for arguments in loads:
             assert cli.main(["load", "--data-dir", str(folder), *arguments]) == 0
-        with serving_clients(table, folder, KEY) as served:
-            yield Deployment(served, city, asn)
+        yield Loaded(table, folder, city, asn)
+
+
+@pytest.fixture(scope="module", params=[Front.REST, Front.URL], ids=str)
+def deployment(loaded: Loaded, request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    """The local server as each front serves it: REST (the server refuses a key before the function)
+    and url (the function checks the key itself, and answers a refusal in each API's own shape)."""
+    with serving_clients(loaded.table, loaded.folder, KEY, front=request.param) as served:
+        yield Deployment(served, loaded.city, loaded.asn)
 
 
 def edges(path: Path) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,13 @@ from ipmeta.schema.errors import VersionNotFound
 from ipmeta.schema.ips import parse_ip
 from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS, Settings
 from ipmeta_cli import main as cli
-from loader.errors import ActivationConflict, LoadIncomplete, LoadInProgress, LoadRejected
+from loader.errors import (
+    ActivationConflict,
+    EdgeInvalidationFailed,
+    LoadIncomplete,
+    LoadInProgress,
+    LoadRejected,
+)
 from loader.options import LoadOptions
 from loader.pipeline import driver, retention
 from loader.pipeline.abort import fail
@@ -23,6 +30,7 @@ from loader.pipeline.staged import REPORT
 from loader.pipeline.write import chunk_items, write_chunk
 from loader.records import LoadStatus
 from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_LOCK_LEASE_SECONDS
+from loader.store.edge_cache import EdgeCache
 from loader.store.loads import Loads
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
@@ -323,3 +331,53 @@ def test_a_prepare_that_breaks_frees_the_lock_for_the_next_load(store: LoaderTab
     result = driver.run_load([source], SMALL, store, LocalStaging(tmp_path / "ok"))
     assert result.status == LoadStatus.ACTIVATED
     assert label_at(store, result.version, "1.1.0.1") == "A"
+
+
+class RecordingCloudFront:
+    """A CloudFront client that keeps each invalidation asked for, as CloudFront does, by reference:
+    the same reference again answers with the invalidation already made."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.by_reference: dict[str, list[str]] = {}
+        self.failures = failures
+
+    def create_invalidation(self, DistributionId: str, InvalidationBatch: dict[str, Any]) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("CloudFront is not answering")
+        reference = InvalidationBatch["CallerReference"]
+        self.by_reference.setdefault(reference, InvalidationBatch["Paths"]["Items"])
+        return {"Invalidation": {"Id": f"I{sorted(self.by_reference).index(reference)}"}}
+
+
+def test_an_activation_invalidates_the_edge_cache_once_even_when_retried(
+    store: LoaderTable, tmp_path: Path
+) -> None:
+    staging = LocalStaging(tmp_path)
+    cloudfront = RecordingCloudFront(failures=1)
+    edge = EdgeCache("E2EXAMPLE", cloudfront)
+    prepared = prepare([FIXTURE], SMALL, store, staging)
+    for index in range(prepared.chunks):
+        write_chunk(prepared.load_id, index, store, staging)
+    # Given CloudFront failing the first time, after the version went live
+    with pytest.raises(EdgeInvalidationFailed):
+        activate(prepared.load_id, store, staging, edge=edge)
+    assert store.lookup.read_active_version(consistent=True) == prepared.version
+    # When Step Functions retries Activate (twice)
+    activate(prepared.load_id, store, staging, edge=edge)
+    activate(prepared.load_id, store, staging, edge=edge)
+    # Then one /* invalidation stands for the version
+    assert cloudfront.by_reference == {f"activate-{prepared.load_id}": ["/*"]}
+
+
+def test_a_rollback_invalidates_the_edge_cache_too(
+    store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    staging = LocalStaging(tmp_path)
+    driver.run_load([csv_of(tmp_path, "v1.csv", "one")], SMALL, store, staging)
+    driver.run_load([csv_of(tmp_path, "v2.csv", "two")], SMALL, store, staging)
+    cloudfront = RecordingCloudFront()
+    monkeypatch.setattr(EdgeCache, "from_environment", classmethod(lambda cls: cls("E2EXAMPLE", cloudfront)))
+    rolled = retention.rollback(store)
+    [reference] = cloudfront.by_reference
+    assert reference.startswith(f"rollback-{store.dataset}-{rolled['active']}-")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO
@@ -159,3 +160,37 @@ def test_serve_never_borrows_a_dynalite_that_a_load_will_stop(tmp_path: Path) ->
     assert waiting.returncode == 0
     assert out.strip().startswith("http://127.0.0.1:")
     assert out.strip() != borrowed
+
+
+def test_each_front_enforces_its_key_in_forked_workers(
+    store: LoaderTable, table_settings: Settings, tmp_path: Path
+) -> None:
+    # Given `ipmeta serve` for each front, with a key from the environment and two workers
+    load_csv(store, [FIXTURE], tmp_path)
+    env = {
+        **os.environ,
+        ENV_DYNAMODB_ENDPOINT: str(table_settings.dynamodb_endpoint),
+        ENV_TABLE_NAME: table_settings.table_name,
+        "IPMETA_API_KEY": "serve-process-k3y",
+    }
+    for front in ("url", "rest", "http"):
+        port = free_port()
+        server = start_serve(port, env, "--workers", "2", "--front", front)
+        try:
+            # Then every worker refuses a request without the key, and answers one with it
+            for key in (None, "serve-process-k3y") * 3:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/v1/ip/1.0.0.1", headers={"x-api-key": key} if key else {}
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as response:
+                        status, body = response.status, json.loads(response.read())
+                except urllib.error.HTTPError as error:
+                    status, body = error.code, json.loads(error.read())
+                if key is None:
+                    assert (status, body["code"]) == (401, "AUTHORIZATION_INVALID"), front
+                else:
+                    assert (status, body["data"]["asn"]) == (200, 13335), front
+        finally:
+            server.kill()
+            server.wait()

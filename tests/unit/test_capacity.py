@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from loader.planning.blog import reproduce_blog, synthetic_blog_file
-from loader.planning.costs import ApiFront, diff_read_costs, load_costs, lookup_costs, reload_month_costs
+from loader.planning.costs import (
+    ApiFront,
+    Batching,
+    UrlLogging,
+    diff_read_costs,
+    load_costs,
+    lookup_costs,
+    reload_month_costs,
+)
 from loader.planning.load_plan import index_shards, plan_load
 from loader.planning.write_model import (
     LOADER_CLIENT,
@@ -343,10 +351,13 @@ def test_the_plan_is_json_and_names_the_hottest_bucket() -> None:
 
 # -- lookups --------------------------------------------------------------------------
 
-# docs/deploy.md's lookup: a 256 MB Lambda for 12 ms, one 0.5 RRU read, 256 B of logs, 0.4 KB out.
+# docs/deploy.md's lookup: a 256 MB Lambda for 12 ms, 0.139 Queries of 0.5 RRU after the range
+# cache, 256 B of API Gateway access log (the url front: its own 216 B line, for 1% of the answers
+# and every 4xx/5xx, 5% of the requests), 0.4 KB out.
 LAMBDA_PER_MILLION = 0.20 + 1_000_000 * 0.25 * 0.012 * 0.0000133334
-READS_PER_MILLION = 0.5 * 0.125
+READS_PER_MILLION = 0.139 * 0.5 * 0.125
 LOGS_PER_MILLION = 1_000_000 * 256 / 2**30 * 0.50
+URL_LOGS_PER_MILLION = 1_000_000 * (190 + 26) * (0.05 + 0.95 * 0.01) / 2**30 * 0.50
 
 
 @pytest.mark.parametrize(
@@ -356,21 +367,26 @@ LOGS_PER_MILLION = 1_000_000 * 256 / 2**30 * 0.50
 def test_lookup_costs_match_the_hand_computed_bill(millions: int, rest_api: float, http_api: float) -> None:
     costs = lookup_costs(millions * 1_000_000)
 
-    shared = millions * (LAMBDA_PER_MILLION + READS_PER_MILLION + LOGS_PER_MILLION)  # transfer: under 100 GB
-    rest, http = costs["fronts"]["rest"], costs["fronts"]["http"]
-    assert rest["total"] == pytest.approx(rest_api + shared, abs=1e-3)
-    assert http["total"] == pytest.approx(http_api + shared, abs=1e-3)
+    shared = millions * (LAMBDA_PER_MILLION + READS_PER_MILLION)  # transfer: under 100 GB
+    rest, http, url = costs["fronts"]["rest"], costs["fronts"]["http"], costs["fronts"]["url"]
+    assert rest["total"] == pytest.approx(rest_api + shared + millions * LOGS_PER_MILLION, abs=1e-3)
+    assert http["total"] == pytest.approx(http_api + shared + millions * LOGS_PER_MILLION, abs=1e-3)
+    assert url["total"] == pytest.approx(shared + millions * URL_LOGS_PER_MILLION, abs=1e-3)
+    assert url["breakdown"]["api_gateway"] == 0
     assert rest["per_million"] == pytest.approx(rest["total"] / millions, abs=1e-3)
     assert rest["breakdown"]["data_transfer"] == 0
 
 
 def test_lookup_costs_agree_with_the_deploy_guide_and_meet_the_goals() -> None:
-    # docs/deploy.md, "What a month costs": REST ≈ $3.92 and HTTP API ≈ $1.42 per million at 100 M
+    # docs/deploy.md, "What a month costs": REST ≈ $3.87, HTTP API ≈ $1.37, url ≈ $0.25 per million
     at_100m = lookup_costs(100_000_000)["fronts"]
-    assert round(at_100m["rest"]["per_million"], 2) == 3.92
-    assert round(at_100m["http"]["per_million"], 2) == 1.42
+    assert round(at_100m["rest"]["per_million"], 2) == 3.87
+    assert round(at_100m["http"]["per_million"], 2) == 1.37
+    assert round(at_100m["url"]["per_million"], 2) == 0.25
     assert at_100m["rest"]["per_million"] <= 4.00
     assert at_100m["http"]["per_million"] <= 2.00
+    # Issue 27's goal: the function URL at the floor of the bill
+    assert at_100m["url"]["per_million"] <= 0.30
 
 
 def test_api_gateway_tiers_and_paid_transfer_at_a_billion() -> None:
@@ -379,17 +395,22 @@ def test_api_gateway_tiers_and_paid_transfer_at_a_billion() -> None:
     assert costs["fronts"]["rest"]["breakdown"]["api_gateway"] == pytest.approx(333 * 3.50 + 667 * 2.80)
     assert costs["fronts"]["http"]["breakdown"]["api_gateway"] == pytest.approx(300 * 1.00 + 700 * 0.90)
     transfer_gb = 1_000_000_000 * 0.4 * 1_024 / 2**30
-    assert costs["fronts"]["rest"]["breakdown"]["data_transfer"] == pytest.approx(
-        (transfer_gb - 100) * 0.09, abs=1e-3
-    )
+    for front in ("rest", "url"):
+        assert costs["fronts"][front]["breakdown"]["data_transfer"] == pytest.approx(
+            (transfer_gb - 100) * 0.09, abs=1e-3
+        )
 
 
 def test_a_cache_that_halves_reads_halves_the_read_bill() -> None:
-    full, cached = lookup_costs(100_000_000), lookup_costs(100_000_000, dynamodb_reads_per_lookup=0.5)
+    full, cached = (
+        lookup_costs(100_000_000, dynamodb_reads_per_lookup=1.0),
+        lookup_costs(100_000_000, dynamodb_reads_per_lookup=0.5),
+    )
 
     assert cached["fronts"]["http"]["breakdown"]["dynamodb_reads"] == pytest.approx(
         full["fronts"]["http"]["breakdown"]["dynamodb_reads"] / 2
     )
+    assert full["fronts"]["url"]["breakdown"]["dynamodb_reads"] == pytest.approx(6.25)
 
 
 def test_each_front_pays_for_its_own_log_lines() -> None:
@@ -397,6 +418,47 @@ def test_each_front_pays_for_its_own_log_lines() -> None:
 
     assert costs["fronts"]["rest"]["breakdown"]["logs"] == pytest.approx(2 * LOGS_PER_MILLION, abs=1e-4)
     assert costs["fronts"]["http"]["breakdown"]["logs"] == pytest.approx(LOGS_PER_MILLION, abs=1e-4)
+    assert costs["fronts"]["url"]["breakdown"]["logs"] == pytest.approx(URL_LOGS_PER_MILLION, abs=1e-4)
+
+
+def test_the_url_fronts_log_is_a_sample_and_every_error() -> None:
+    # Every answer logged costs what an API Gateway line costs, about; a 1% sample a small share of it
+    everything = lookup_costs(100_000_000, url_logging=UrlLogging(sample_rate=1.0, error_share=0.05))
+    sampled = lookup_costs(100_000_000, url_logging=UrlLogging(sample_rate=0.01, error_share=0.0))
+    per_line = 100 * 216 / 2**30 * 0.5 * 1e6
+    assert everything["fronts"]["url"]["breakdown"]["logs"] == pytest.approx(per_line, abs=1e-3)
+    assert sampled["fronts"]["url"]["breakdown"]["logs"] == pytest.approx(per_line / 100, abs=1e-3)
+
+
+def test_behind_the_edge_cloudfront_counts_every_request_and_the_origin_the_misses() -> None:
+    # Given 100 M single lookups, 40% answered by CloudFront's cache
+    costs = lookup_costs(100_000_000, edge_hit_ratio=0.4)
+    alone, edge = costs["fronts"]["rest"]["breakdown"], costs["fronts"]["rest+edge"]["breakdown"]
+    # Then CloudFront bills every request past its 10 M free ones, at $1.00 per million (HTTPS)
+    assert edge["cloudfront_requests"] == pytest.approx(90.0)
+    # And the origin sees 60% of the requests and lookups
+    for line in ("api_gateway", "lambda_requests", "lambda_duration", "dynamodb_reads", "logs"):
+        assert edge[line] == pytest.approx(alone[line] * 0.6, abs=1e-3), line
+    # The function URL's edge runs the Authorization-moving function on every request (2 M free)
+    assert costs["fronts"]["url+edge"]["breakdown"]["cloudfront_functions"] == pytest.approx(9.8)
+    assert costs["fronts"]["rest+edge"]["breakdown"]["cloudfront_functions"] == 0
+    # Under 10 M requests a month CloudFront's requests cost nothing: the API Gateway fronts are
+    # cheaper behind it; the function URL's pays its CloudFront Function past 2 M requests
+    small = lookup_costs(5_000_000, edge_hit_ratio=0.2)["fronts"]
+    for front in ("rest", "http"):
+        assert small[f"{front}+edge"]["total"] < small[front]["total"], front
+    assert small["url+edge"]["breakdown"]["cloudfront_requests"] == 0
+    # Origin to CloudFront transfer is free, CloudFront's own first terabyte too
+    assert lookup_costs(1_000_000_000)["fronts"]["url+edge"]["breakdown"]["data_transfer"] == 0
+
+
+def test_a_batch_is_never_answered_by_the_edge() -> None:
+    # Given every lookup in batches of 100: POSTs, never cached
+    costs = lookup_costs(100_000_000, batching=Batching(share=1.0, size=100), edge_hit_ratio=0.9)
+    direct, edge = costs["fronts"]["http"]["breakdown"], costs["fronts"]["http+edge"]["breakdown"]
+    assert edge["dynamodb_reads"] == direct["dynamodb_reads"]
+    assert edge["api_gateway"] == direct["api_gateway"]
+    assert edge["cloudfront_requests"] == 0  # 1 M requests, within the free 10 M
 
 
 def test_following_every_release_as_deltas_costs_a_fraction_of_full_reloads() -> None:
@@ -418,8 +480,6 @@ def test_following_every_release_as_deltas_costs_a_fraction_of_full_reloads() ->
 
 
 def test_a_batch_is_one_request_but_a_read_and_a_duration_per_lookup() -> None:
-    from loader.planning.costs import Batching
-
     # Given 100 M lookups, a quarter of them in batches of 50
     batching = Batching(share=0.25, size=50)
     costs = lookup_costs(100_000_000, batching=batching)

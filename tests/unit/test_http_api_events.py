@@ -1,11 +1,11 @@
-"""The HTTP API front: its payload 1.0 events through the real lookup handler, and its key authorizer.
+"""The HTTP API front: its payload 2.0 events through the real lookup handler, and its key authorizer.
 
-An HTTP API integration with payload format 1.0 sends the REST proxy event's
-shape (powertools: ``APIGatewayRestResolver`` is the "REST and HTTP API v1
-payload resolver"). The differences that could matter are spelled out in
-``http_api_v1_event``: lower-case header names, a ``version`` field, and the
-``$default`` stage, which puts no stage in the URL. The answers must be the
-REST front's, byte for byte.
+The HTTP API's integration sends payload format 2.0 (issue 27: a function URL's shape too),
+and the one resolver reads it beside REST's proxy event (``ipmeta.api.front_events``). The
+differences that could matter are spelled out in ``http_api_v2_event``: lower-case header names
+joined with commas, the query in ``rawQueryString``, the caller under ``requestContext.http``, and
+the ``$default`` stage, which puts no stage in the URL. The answers must be the REST front's,
+byte for byte.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
+from urllib.parse import urlencode
 
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -20,7 +21,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
 from ipmeta.api.handler import handler
 from ipmeta.store.dynamodb import Store
-from ipmeta_cli.server import LocalLambdaContext, proxy_event
+from ipmeta_cli.events import http_api_event, proxy_event
+from ipmeta_cli.server import LocalLambdaContext
 from testing.stub_store import SlashTwentyFourStore
 from tests.authorizer_events import (
     GEOIP2_ROUTE,
@@ -47,65 +49,21 @@ def store() -> Iterator[SlashTwentyFourStore]:
     dependencies.install(None)
 
 
-def http_api_v1_event(
+def http_api_v2_event(
     method: str,
     path: str,
     headers: Mapping[str, str] | None = None,
     query: Mapping[str, str] | None = None,
     source_ip: str = CALLER,
 ) -> dict[str, Any]:
-    """What an HTTP API's ``$default`` stage sends for route ``ANY /v1/{proxy+}`` with payload 1.0.
+    """What an HTTP API's ``$default`` stage sends for route ``ANY /v1/{proxy+}`` with payload 2.0.
 
-    Shaped on the example of "Create AWS Lambda proxy integrations for HTTP APIs"
-    (API Gateway developer guide): every header name lower-cased, ``version``
-    set, the path without a stage, the route's authorizer and identity filled in.
+    Shaped on the example of "Create AWS Lambda proxy integrations for HTTP APIs" (API Gateway
+    developer guide; ``tests/fixtures/events/http_api.json``): header names lower-cased, the route
+    in ``routeKey``, the path without a stage, the caller in ``requestContext.http.sourceIp``.
     """
-    lowered = {name.lower(): value for name, value in (headers or {}).items()}
-    return {
-        "version": "1.0",
-        "resource": "/v1/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": lowered,
-        "multiValueHeaders": {name: [value] for name, value in lowered.items()},
-        "queryStringParameters": dict(query) if query else None,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "a1b2c3d4e5",
-            "authorizer": {"claims": None, "scopes": None},
-            "domainName": "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com",
-            "domainPrefix": "a1b2c3d4e5",
-            "extendedRequestId": "Ab1CdEfGhIjKlMn=",
-            "httpMethod": method,
-            "identity": {
-                "accessKey": None,
-                "accountId": None,
-                "caller": None,
-                "cognitoAuthenticationProvider": None,
-                "cognitoAuthenticationType": None,
-                "cognitoIdentityId": None,
-                "cognitoIdentityPoolId": None,
-                "principalOrgId": None,
-                "sourceIp": source_ip,
-                "user": None,
-                "userAgent": lowered.get("user-agent", "curl/8.5.0"),
-                "userArn": None,
-            },
-            "path": path,
-            "protocol": "HTTP/1.1",
-            "requestId": "Ab1CdEfGhIjKlMn=",
-            "requestTime": "23/Nov/2026:09:00:00 +0000",
-            "requestTimeEpoch": 1795424400000,
-            "resourceId": f"{method} /v1/{{proxy+}}",
-            "resourcePath": "/v1/{proxy+}",
-            "stage": "$default",
-        },
-        "pathParameters": {"proxy": path.removeprefix("/v1/")},
-        "stageVariables": None,
-        "body": None,
-        "isBase64Encoded": False,
-    }
+    target = path + ("?" + urlencode(dict(query)) if query else "")
+    return http_api_event(method, target, dict(headers or {}), b"", source_ip)
 
 
 def rest_event(method: str, path: str, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -118,10 +76,15 @@ def call(event: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-def answer(response: Mapping[str, Any]) -> tuple[int, Any, dict[str, list[str]]]:
+def answer(response: Mapping[str, Any]) -> tuple[int, Any, dict[str, str]]:
+    """Status, body and headers, from either front's response shape (REST's multi-value headers,
+    payload 2.0's comma-joined ones)."""
+    headers = {name: str(value) for name, value in (response.get("headers") or {}).items()}
+    for name, values in (response.get("multiValueHeaders") or {}).items():
+        headers[name] = ",".join(str(value) for value in values)
     body = response["body"]
-    is_json = "application/json" in response["multiValueHeaders"].get("Content-Type", [""])[0]
-    return response["statusCode"], json.loads(body) if is_json else body, dict(response["multiValueHeaders"])
+    is_json = "application/json" in headers.get("Content-Type", "")
+    return response["statusCode"], json.loads(body) if is_json else body, headers
 
 
 @pytest.mark.parametrize(
@@ -138,43 +101,43 @@ def answer(response: Mapping[str, Any]) -> tuple[int, Any, dict[str, list[str]]]
 def test_an_http_api_event_gets_the_rest_fronts_answer(method: str, path: str, status: int) -> None:
     # Given the same request through each front
     via_rest = call(rest_event(method, path))
-    via_http = call(http_api_v1_event(method, path))
+    via_http = call(http_api_v2_event(method, path))
     # Then status, body and headers are the same, errors included
     assert answer(via_http) == answer(via_rest)
     assert via_http["statusCode"] == status
 
 
 def test_error_bodies_keep_their_codes() -> None:
-    response = call(http_api_v1_event("GET", "/v1/ip/999.1.1.1"))
+    response = call(http_api_v2_event("GET", "/v1/ip/999.1.1.1"))
     assert json.loads(response["body"])["code"] == "IP_ADDRESS_INVALID"
-    response = call(http_api_v1_event("GET", "/v1/nowhere"))
+    response = call(http_api_v2_event("GET", "/v1/nowhere"))
     assert json.loads(response["body"])["code"] == "ROUTE_NOT_FOUND"
 
 
 def test_query_parameters_reach_the_route() -> None:
-    response = call(http_api_v1_event("GET", "/v1/ip/1.1.1.1", query={"fields": "asn"}))
+    response = call(http_api_v2_event("GET", "/v1/ip/1.1.1.1", query={"fields": "asn"}))
     assert json.loads(response["body"])["data"] == {"asn": 64500}
 
 
 def test_the_caller_is_the_source_ip_of_the_request_context() -> None:
-    response = call(http_api_v1_event("GET", "/v1/ip", source_ip=CALLER))
+    response = call(http_api_v2_event("GET", "/v1/ip", source_ip=CALLER))
     assert response["statusCode"] == 200
     assert json.loads(response["body"])["ip"] == CALLER
 
 
 def test_lower_case_header_names_still_revalidate() -> None:
     # Given the ETag of a first answer
-    first = call(http_api_v1_event("GET", "/v1/ip/1.1.1.1"))
-    etag = first["multiValueHeaders"]["ETag"][0]
+    first = call(http_api_v2_event("GET", "/v1/ip/1.1.1.1"))
+    etag = first["headers"]["ETag"]
     # When it comes back lower-cased, as an HTTP API passes every header name
-    second = call(http_api_v1_event("GET", "/v1/ip/1.1.1.1", headers={"If-None-Match": etag}))
+    second = call(http_api_v2_event("GET", "/v1/ip/1.1.1.1", headers={"If-None-Match": etag}))
     # Then it is still recognised
     assert second["statusCode"] == 304
 
 
 @pytest.mark.parametrize("path", ["/v1/openapi.json", "/v1/docs"])
 def test_the_default_stage_puts_no_stage_in_the_documented_server_url(path: str) -> None:
-    response = call(http_api_v1_event("GET", path, query={"format": "json"}))
+    response = call(http_api_v2_event("GET", path, query={"format": "json"}))
     assert response["statusCode"] == 200
     assert json.loads(response["body"])["servers"] == [{"url": "/"}]
 

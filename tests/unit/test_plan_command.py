@@ -44,7 +44,12 @@ def test_lookup_costs_per_front_at_a_hundred_million(capsys: pytest.CaptureFixtu
     report = run(capsys, "--lookups-per-month", "100000000")
     fronts = report["lookups"]["fronts"]  # type: ignore[index]
     assert set(fronts) >= {"rest", "http"}
-    assert fronts["http"]["per_million"] < fronts["rest"]["per_million"]
+    assert set(fronts) == {"rest", "http", "url", "rest+edge", "http+edge", "url+edge"}
+    assert fronts["url"]["per_million"] < fronts["http"]["per_million"] < fronts["rest"]["per_million"]
+    # Issue 27: the function URL at the floor, each line of its bill shown
+    assert fronts["url"]["per_million"] <= 0.30
+    assert set(fronts["url"]["breakdown"]) >= {"lambda_requests", "lambda_duration", "dynamodb_reads", "logs"}
+    assert fronts["url+edge"]["breakdown"]["cloudfront_requests"] > 0
 
 
 def test_the_lookup_metrics_are_priced_the_same_at_a_million_and_a_billion_lookups(
@@ -73,8 +78,10 @@ def test_the_text_report_states_each_figure(capsys: pytest.CaptureFixture[str]) 
     assert "no pre-warming needed" in text
     assert "write cost $0.00 ($0.00 replacing a version)" in text  # 12 items cost $0.0000075
     assert "at least 10 shards" in text
-    assert "rest   $      392.17  ($3.92 per million)" in text
-    assert "http   $      142.17  ($1.42 per million)" in text
+    assert "rest      $      386.79  ($3.87 per million)" in text
+    assert "http      $      136.79  ($1.37 per million)" in text
+    assert "url       $       25.47  ($0.25 per million)" in text
+    assert "Lambda requests $20.00, Lambda duration $4.00, DynamoDB reads $0.87, logs $0.60" in text
     assert "{" not in text  # no raw dicts
 
 
@@ -132,9 +139,9 @@ def test_batches_are_priced_per_request_and_per_lookup(capsys: pytest.CaptureFix
         for line in ("api_gateway", "lambda_requests", "logs"):
             assert many[line] == pytest.approx(one[line] / 100, abs=1e-4), (front, line)
         # While reads and Lambda's duration still count every lookup
-        assert many["dynamodb_reads"] == one["dynamodb_reads"] == 0.0625
+        assert many["dynamodb_reads"] == one["dynamodb_reads"] == 0.0087
         assert many["lambda_duration"] == one["lambda_duration"]
-    assert batched["fronts"]["rest"]["per_million"] == pytest.approx(0.14, abs=0.005)  # type: ignore[index]
+    assert batched["fronts"]["rest"]["per_million"] == pytest.approx(0.09, abs=0.005)  # type: ignore[index]
 
 
 def test_a_share_of_lookups_in_batches_and_the_text_report(capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,7 +153,7 @@ def test_a_share_of_lookups_in_batches_and_the_text_report(capsys: pytest.Captur
         "A month of 100,000,000 lookups in 90,100,000 API requests (10% of the lookups in batches of 100)"
         in text
     )
-    assert "API Gateway $315.35, Lambda requests $18.02, Lambda duration $4.00, DynamoDB reads $6.25" in text
+    assert "API Gateway $315.35, Lambda requests $18.02, Lambda duration $4.00, DynamoDB reads $0.87" in text
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,10 @@
 - ``observability``: the logger and the metrics line (counted in memory, one EMF line a
   minute at most per container);
 - ``credentials``: a key in every form the clients send it;
-- ``authorizer`` and ``usage_plan_authorizer``: the fronts' key checks.
+- ``authorizer`` and ``usage_plan_authorizer``: the API Gateway fronts' key checks;
+- ``front_events``: each front's event (REST's payload 1.0, an HTTP API's and a function URL's
+  payload 2.0) read the same way, so one route table serves every front;
+- ``key_check``: the url front's key check, in the function; ``access_log``: its access log.
 
 Imports: every other ipmeta package (``schema``, ``lookup``, ``store``, ``shapes``);
 nothing imports the API but the handlers' callers (Lambda, the local server, tests).

@@ -12,13 +12,23 @@ from collections.abc import Mapping
 from functools import cache
 from http import HTTPStatus
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
-from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from ipmeta.api import dataset_routes, geoip2_routes, ip_routes, ipinfo_routes, page_routes, range_routes
+from ipmeta.api import (
+    dataset_routes,
+    geoip2_routes,
+    ip_routes,
+    ipinfo_routes,
+    key_check,
+    page_routes,
+    range_routes,
+)
+from ipmeta.api.front_events import FrontEvent, as_get, front_event, method_of
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
 from ipmeta.api.observability import logger
 from ipmeta.api.responses import NotModified
@@ -47,12 +57,18 @@ __all__ = ["app", "logger"]
 
 
 class LookupResolver(APIGatewayRestResolver):
-    """The resolver, answering ``HEAD`` as ``GET`` without the body.
+    """One resolver and one route table for every front's event (``ipmeta.api.front_events``).
 
-    API Gateway passes HEAD through to the function (REST's ``ANY``, the HTTP API's
-    routes), and powertools routes it nowhere: every GET route answered 404. A HEAD
-    gets the GET's status and headers (ETag, Cache-Control, 304s included) and no
-    body; no Content-Length is claimed for the body left out.
+    - **Every front's event**: REST's proxy event (payload 1.0) and payload 2.0 (HTTP API,
+      function URL) are each read by their own event class, chosen per event, and answered in
+      their own response shape (powertools serializes by the event's class). One resolver keeps
+      one route table, one set of exception handlers and one OpenAPI document for all fronts.
+    - **HEAD as GET without the body**: the fronts pass HEAD through to the function, and
+      powertools routes it nowhere (every GET route answered 404). A HEAD gets the GET's status
+      and headers (ETag, Cache-Control, 304s included) and no body; no Content-Length is
+      claimed for the body left out.
+    - **The key, where no front checked it** (``ipmeta.api.key_check``): refused before the
+      route, its validation and any read, in the answer's family shape.
     """
 
     @staticmethod
@@ -62,13 +78,40 @@ class LookupResolver(APIGatewayRestResolver):
         pattern: re.Pattern[str] = ApiGatewayResolver._compile_regex(rule, r"^{}/*\Z")
         return pattern
 
+    def _to_proxy_event(self, event: dict[str, Any]) -> BaseProxyEvent:
+        return front_event(event, self._json_body_deserializer)
+
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-        if event.get("httpMethod") != "HEAD":
+        if method_of(event) != "HEAD":
             return super().resolve(event, context)
-        as_get = {**event, "httpMethod": "GET"}
-        as_get["requestContext"] = {**(event.get("requestContext") or {}), "httpMethod": "GET"}
-        response = super().resolve(as_get, context)
+        response = super().resolve(as_get(event), context)
         return {**response, "body": "", "isBase64Encoded": False}
+
+    def _resolve(self) -> ResponseBuilder[Any]:
+        event = cast(FrontEvent, self.current_event)
+        refusal = key_check.current().refusal(event, getattr(self.lambda_context, "invoked_function_arn", ""))
+        if refusal is None:
+            return super()._resolve()
+        return self._refuse(refusal)
+
+    def _refuse(self, error: IpmetaError) -> ResponseBuilder[Any]:
+        """Answer ``error`` through a route of its own, as powertools answers an unknown path: the
+        exception handlers shape it and CORS applies."""
+
+        def refused() -> Response[Any]:
+            raise error
+
+        path = self.current_event.path
+        route = Route(
+            method=self.current_event.http_method.upper(),
+            path=path,
+            rule=self._compile_regex(r".*"),
+            func=refused,
+            cors=self._cors_enabled,
+            compress=False,
+        )
+        self.append_context(_route=route, _path=path)  # type: ignore[no-untyped-call]
+        return self._call_route(route, {})
 
 
 app = LookupResolver(enable_validation=True, cors=cors_config(ApiSettings.from_environment()))
@@ -227,8 +270,9 @@ def openapi_document() -> dict[str, Any]:
 
 
 def _base_path() -> str:
-    """``/prod`` when called through a stage URL, nothing through a custom domain."""
-    return page_routes.stage_prefix(app.current_event.request_context)
+    """``/prod`` when called through a REST stage URL; nothing through a custom domain, the HTTP
+    API's ``$default`` stage or a function URL."""
+    return page_routes.stage_prefix(app.current_event)
 
 
 @cache

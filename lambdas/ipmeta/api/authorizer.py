@@ -33,10 +33,9 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api.credentials import API_KEY_HEADER, client_of, request_key
+from ipmeta.schema.settings import ENV_API_KEYS_SECRET_ARN
 
-__all__ = ["API_KEY_HEADER", "client_of", "handler"]
-
-ENV_API_KEYS_SECRET_ARN = "IPMETA_API_KEYS_SECRET_ARN"
+__all__ = ["API_KEY_HEADER", "ENV_API_KEYS_SECRET_ARN", "client_of", "handler"]
 #: How long a container trusts the keys it read. A removed key stops working
 #: within this plus API Gateway's cache TTL.
 KEYS_MAX_AGE_SECONDS = 300

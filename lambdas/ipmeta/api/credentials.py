@@ -109,6 +109,16 @@ def family_of_route(route: str) -> RouteFamily | None:
     return next((family for family in ROUTE_FAMILIES if family.path == first), None)
 
 
+def route_of_path(path: str) -> str:
+    """The route a deployment's API Gateway would match for ``path``: its family's proxy
+    (``/geoip/{proxy+}``), or the root's (ipinfo's, with ``ipinfoAtRoot``). Where nothing names
+    the route (a function URL, the local server), a key is read by the route its path would match."""
+    first = path.lstrip("/").split("/", 1)[0]
+    if any(family.path == first for family in ROUTE_FAMILIES):
+        return f"/{first}/{{proxy+}}"
+    return "/{proxy+}"
+
+
 def request_values(single: Any, multi: Any = None, *, fold_case: bool = False) -> dict[str, tuple[str, ...]]:
     """Each name's distinct values, from an event's single- and multi-value maps (REST sends both;
     an HTTP API joins a repeated header's values with commas). Header names fold to lower case."""

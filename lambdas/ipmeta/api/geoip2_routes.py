@@ -18,6 +18,7 @@ from ipmeta.api import dependencies
 from ipmeta.api.ip_routes import caller_of
 from ipmeta.api.models import GeoIP2Document, GeoIP2Error
 from ipmeta.api.observability import count_lookups
+from ipmeta.api.responses import cache_control
 from ipmeta.lookup.answers import CombinedResult, lookup_address
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
@@ -77,7 +78,10 @@ def answer(service: str, ip: str) -> Response[str]:
             raise IpAddressReserved(f"{address} is a reserved address; no dataset has {service} data for it")
         raise IpAddressNotFound(f"no dataset has {service} data for {address}")
     return Response(
-        status_code=200, content_type=geoip2_document.CONTENT_TYPES[service], body=exact_json.dumps(document)
+        status_code=200,
+        content_type=geoip2_document.CONTENT_TYPES[service],
+        body=exact_json.dumps(document),
+        headers=cache_control(dependencies.current().api.cache_max_age_seconds, private=ip == CALLER),
     )
 
 

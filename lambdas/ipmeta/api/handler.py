@@ -1,7 +1,8 @@
 """Lambda entry point of the lookup API: decorators and one line, after the imports of a cold start.
 
-``counting_answers`` adds each answer's status to the container's counts and
-publishes them when their minute is up; SIGTERM publishes what is left
+``access_logged`` writes the url front's sampled access log (the API Gateway fronts
+log their own); ``counting_answers`` adds each answer's status to the container's
+counts and publishes them when their minute is up; SIGTERM publishes what is left
 (``ipmeta.api.observability``).
 
 The imports build some 85,000 objects that live as long as the container. With the
@@ -22,6 +23,7 @@ from typing import Any  # noqa: E402
 from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
 from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
 
+from ipmeta.api.access_log import access_logged  # noqa: E402
 from ipmeta.api.app import app  # noqa: E402
 from ipmeta.api.observability import counting_answers, logger, publish_at_shutdown  # noqa: E402
 
@@ -30,6 +32,7 @@ gc.enable()
 publish_at_shutdown()
 
 
+@access_logged
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @counting_answers
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

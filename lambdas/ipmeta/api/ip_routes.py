@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from ipmeta.api import dependencies
+from ipmeta.api.front_events import FrontEvent
 from ipmeta.api.models import BatchResponse
 from ipmeta.api.observability import count_lookups
 from ipmeta.api.responses import (
@@ -197,10 +198,11 @@ def get_caller() -> Response[str]:
     return _cached_json(_lookup(caller_of(router.current_event)), parse_fields(query("fields")), private=True)
 
 
-def caller_of(event: APIGatewayProxyEvent) -> Address:
-    """The address of the request's caller (``caller_address``, with the deployment's proxy hops)."""
+def caller_of(event: BaseProxyEvent) -> Address:
+    """The address of the request's caller (``caller_address``, with the deployment's proxy hops),
+    from whichever front's event (``ipmeta.api.front_events``) the resolver read."""
     return caller_address(
-        event.request_context.identity.source_ip,
+        cast(FrontEvent, event).source_ip,
         event.headers.get("x-forwarded-for"),
         dependencies.current().api.trusted_proxy_hops,
     )

@@ -26,6 +26,7 @@ from ipmeta.api import dependencies
 from ipmeta.api.ip_routes import MAX_BATCH_ITEM_LENGTH, caller_of, parse_batch_body, raw_body
 from ipmeta.api.models import IpinfoBatchResponse, IpinfoCore, IpinfoDetails, IpinfoError, IpinfoLite
 from ipmeta.api.observability import count_lookups
+from ipmeta.api.responses import cache_control
 from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
 from ipmeta.lookup.catalog import Targets
 from ipmeta.schema.bogons import is_bogon
@@ -80,8 +81,17 @@ def details_of(address: Address) -> dict[str, Any]:
     return ipinfo_document.details(str(address), merged_data_of(address), is_bogon(address), fields())
 
 
-def _json(body: Any) -> Response[str]:
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=exact_json.dumps(body))
+def _json(body: Any, *, caller: bool = False, cached: bool = True) -> Response[str]:
+    """An answer; an address's is cacheable by shared caches, the caller's is ``private``."""
+    headers = (
+        cache_control(dependencies.current().api.cache_max_age_seconds, private=caller) if cached else None
+    )
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=exact_json.dumps(body),
+        headers=headers,
+    )
 
 
 def served_at_root() -> bool:
@@ -178,10 +188,15 @@ def _batch_body() -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def _field_response(answer: dict[str, Any], field: str) -> Response[str]:
+def _field_response(answer: dict[str, Any], field: str, *, caller: bool = False) -> Response[str]:
     if field == WHOLE:
-        return _json(answer)
-    return Response(status_code=200, content_type="text/plain; charset=utf-8", body=field_text(answer, field))
+        return _json(answer, caller=caller)
+    return Response(
+        status_code=200,
+        content_type="text/plain; charset=utf-8",
+        body=field_text(answer, field),
+        headers=cache_control(dependencies.current().api.cache_max_age_seconds, private=caller),
+    )
 
 
 def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
@@ -195,7 +210,7 @@ def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
 
     def caller() -> Response[str]:
         _check_root(at_root)
-        return _json(details_of(caller_of(router.current_event)))
+        return _json(details_of(caller_of(router.current_event)), caller=True)
 
     def batch() -> Response[str]:
         _check_root(at_root)
@@ -204,7 +219,7 @@ def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
         texts = parse_batch_body(
             raw_body(event.body, event.is_base64_encoded), limit, MAX_BATCH_ITEM_LENGTH_WITH_FIELD
         )
-        return _json(batch_answers(texts))
+        return _json(batch_answers(texts), cached=False)
 
     return {"one": one, "field": one_field, "caller": caller, "batch": batch}
 
@@ -231,10 +246,10 @@ def _product_handlers(product: str, at_root: bool) -> dict[str, Callable[..., Re
         return caller_of(router.current_event) if ip == CALLER else parse_ip(ip)
 
     def one(ip: str) -> Response[str]:
-        return _json(product_answer(product, address_of(ip)))
+        return _json(product_answer(product, address_of(ip)), caller=ip == CALLER)
 
     def one_field(ip: str, field: str) -> Response[str]:
-        return _field_response(product_answer(product, address_of(ip)), field)
+        return _field_response(product_answer(product, address_of(ip)), field, caller=ip == CALLER)
 
     def caller() -> Response[str]:
         return one(CALLER)

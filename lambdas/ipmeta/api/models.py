@@ -31,6 +31,7 @@ ERROR_CODES: dict[str, str] = {
     "VALUE_INVALID": "400: /v1/ranges with a value the indexed field cannot hold",
     "LIMIT_INVALID": "400: ?limit= is not an integer from 1 to 1000",
     "INVALID_TOKEN": "400: ?next= is malformed, altered, or from another listing or version",
+    "AUTHORIZATION_INVALID": "401: no API key in the route family's form, or one no client has",
     "IP_ADDRESS_NOT_FOUND": "404: no range of the dataset holds the address",
     "IP_ADDRESS_RESERVED": "404: a bogon (private, loopback, ...) the dataset has no range for",
     "FIELD_NOT_FOUND": "404: the range has no such field",

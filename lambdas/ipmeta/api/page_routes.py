@@ -29,7 +29,9 @@ from typing import Final
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-from aws_lambda_powertools.utilities.data_classes.api_gateway_proxy_event import APIGatewayEventRequestContext
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+from ipmeta.api.front_events import RestEvent
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
@@ -101,9 +103,13 @@ def _content_type(name: str) -> str:
     return CONTENT_TYPES.get(suffix, "application/octet-stream")
 
 
-def stage_prefix(context: APIGatewayEventRequestContext) -> str:
-    """``/api`` when called through a REST stage's URL, nothing through a custom domain or the
-    HTTP API's default stage: what the page's links and the OpenAPI document's server start with."""
+def stage_prefix(event: BaseProxyEvent) -> str:
+    """``/api`` when called through a REST stage's URL; nothing through a custom domain, the HTTP
+    API's ``$default`` stage or a function URL: what the page's links and the OpenAPI document's
+    server start with."""
+    if not isinstance(event, RestEvent):
+        return ""
+    context = event.request_context
     stage = context.stage
     return f"/{stage}" if stage and stage != "$default" and context.path.startswith(f"/{stage}/") else ""
 
@@ -113,7 +119,7 @@ def get_page() -> Response[str]:
     return Response(
         status_code=200,
         content_type=CONTENT_TYPES[".html"],
-        body=page_html(stage_prefix(router.current_event.request_context) + "/"),
+        body=page_html(stage_prefix(router.current_event) + "/"),
         headers={**_SECURITY_HEADERS, "Cache-Control": "no-cache"},
     )
 

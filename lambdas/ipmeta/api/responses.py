@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from ipmeta.api.models import ERROR_CODES, ErrorResponse, LookupResponse
 from ipmeta.shapes import exact_json
 
-__all__ = ["ERROR_CODES", "NotModified", "cache_headers", "etag_matches"]
+__all__ = ["ERROR_CODES", "NotModified", "cache_control", "cache_headers", "etag_matches"]
 
 
 class NotModified(Exception):
@@ -28,14 +28,20 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     return any(candidate in ("*", etag, "W/" + etag) for candidate in candidates)
 
 
-def cache_headers(etag: str, max_age: int, *, private: bool = False) -> dict[str, str]:
-    """ETag and Cache-Control of an answer.
+def cache_control(max_age: int, *, private: bool = False) -> dict[str, str]:
+    """Cache-Control of an answer: ``public`` for an address's, ``private`` for the caller's (a
+    shared cache, CloudFront behind ``edge`` among them, must not hand it to another caller).
 
     ``Vary: Origin``: with several CORS origins the answer names the caller's
     origin, so a shared cache must not hand one origin's copy to another.
     """
     scope = "private" if private else "public"
-    return {"ETag": etag, "Cache-Control": f"{scope}, max-age={max_age}", "Vary": "Origin"}
+    return {"Cache-Control": f"{scope}, max-age={max_age}", "Vary": "Origin"}
+
+
+def cache_headers(etag: str, max_age: int, *, private: bool = False) -> dict[str, str]:
+    """ETag and Cache-Control of an answer (``cache_control``)."""
+    return {"ETag": etag, **cache_control(max_age, private=private)}
 
 
 def _error(description: str) -> Any:

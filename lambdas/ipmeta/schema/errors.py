@@ -148,6 +148,23 @@ class BatchItemTooLong(IpmetaError):
     code = "BATCH_ITEM_TOO_LONG"
 
 
+class AuthorizationInvalid(IpmetaError):
+    """No key in the route family's form, or one no client has: refused before any read.
+
+    Raised by the function itself behind the url front (``ipmeta.api.key_check``); the API
+    Gateway fronts refuse such a request before it reaches the function."""
+
+    status = 401
+    code = "AUTHORIZATION_INVALID"
+
+
+class RouteNotServed(IpmetaError):
+    """A route the URL that was called does not serve (the batch alias's URL: batches only)."""
+
+    status = 404
+    code = "ROUTE_NOT_FOUND"
+
+
 # -- refusals of the front, before the function: the local server's (API Gateway has its own) --
 
 

@@ -203,3 +203,20 @@ def page_token_key() -> bytes:
 
         return str(parameters.get_secret(secret_arn, max_age=PAGE_TOKEN_KEY_MAX_AGE_SECONDS)).encode()
     return DEFAULT_PAGE_TOKEN_KEY.encode()
+
+
+# -- the url front: what the function checks itself, with no API Gateway before it -------------
+
+#: The secret of client name -> key, JSON (the HTTP front's authorizer reads the same one). Set on
+#: the lookup function only when it checks keys itself (``apiType=url``).
+ENV_API_KEYS_SECRET_ARN = "IPMETA_API_KEYS_SECRET_ARN"
+#: How long a container keeps the keys it read before reading the secret again.
+ENV_API_KEY_CACHE_SECONDS = "IPMETA_API_KEY_CACHE_SECONDS"
+DEFAULT_API_KEY_CACHE_SECONDS = 300
+#: The share of answered requests the function's access log records (4xx and 5xx: every one).
+ENV_ACCESS_LOG_SAMPLE_RATE = "IPMETA_ACCESS_LOG_SAMPLE_RATE"
+#: Behind CloudFront's origin access control the function URL's ``Authorization`` carries
+#: CloudFront's signature; a CloudFront Function moves the client's own to this header first.
+ENV_EDGE_AUTHORIZATION_HEADER = "IPMETA_EDGE_AUTHORIZATION_HEADER"
+#: The alias whose URL serves the batch routes behind CloudFront (signed POSTs need a body hash).
+ENV_BATCH_ALIAS = "IPMETA_BATCH_ALIAS"
