@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from stacks.constants import LOADER_SERVICE_NAME, METRICS_NAMESPACE
-from tests.infra.cfn import resources_of_type
+from stacks.constants import LOADER_SERVICE_NAME, LOOKUP_HANDLER, METRICS_NAMESPACE
+from tests.infra.cfn import function_by_handler, resources_of_type
 from tests.infra.conftest import (
     ALL_VARIANTS,
     DATASETS,
@@ -26,10 +26,14 @@ from tests.infra.conftest import (
     EXPORT_MMDB,
     FEEDS,
     HTTP_API,
+    HTTP_EDGE,
     REPLICAS,
     REPLICAS_DOMAIN,
+    REST_EDGE,
     SOURCE_URL,
     UPLOAD_TRIGGER,
+    URL,
+    URL_EDGE,
     Synthesized,
 )
 
@@ -46,7 +50,19 @@ AlarmSignature = tuple[frozenset[Metric], str, float, int, int, str]
 DATA_AGE: Mapping[str, Mapping[str, int]] = {
     **{
         variant: {"default": 48}
-        for variant in (DEFAULT, SOURCE_URL, UPLOAD_TRIGGER, HTTP_API, EXPORT_MMDB, REPLICAS, REPLICAS_DOMAIN)
+        for variant in (
+            DEFAULT,
+            SOURCE_URL,
+            UPLOAD_TRIGGER,
+            HTTP_API,
+            EXPORT_MMDB,
+            REPLICAS,
+            REPLICAS_DOMAIN,
+            URL,
+            URL_EDGE,
+            HTTP_EDGE,
+            REST_EDGE,
+        )
     },
     DATASETS: {"city": 96, "asn": 48, "blocklist": 48},
     FEEDS: {"city": 120},
@@ -139,8 +155,11 @@ def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[st
         function = frozenset({("FunctionName", f"Ref:{logical_id}")})
         yield f"{logical_id} errors", _count(("AWS/Lambda", "Errors", function, "Sum", FIVE_MINUTES), 5)
         yield f"{logical_id} throttles", _count(("AWS/Lambda", "Throttles", function, "Sum", FIVE_MINUTES), 1)
-    if variant in (HTTP_API, REPLICAS_DOMAIN):  # both front with the HTTP API
+    if variant in (HTTP_API, REPLICAS_DOMAIN, HTTP_EDGE):  # each fronts with the HTTP API
         api = ("AWS/ApiGateway", "5xx", frozenset({("ApiId", _only(template, "AWS::ApiGatewayV2::Api"))}))
+    elif variant in (URL, URL_EDGE):  # the function's URL: Lambda counts what it answered
+        lookup, _ = function_by_handler(template, LOOKUP_HANDLER)
+        api = ("AWS/Lambda", "Url5xxCount", frozenset({("FunctionName", f"Ref:{lookup}")}))
     else:
         api = ("AWS/ApiGateway", "5XXError", frozenset({("ApiName", "RestApi")}))
     yield "API 5xx", _count((*api, "Sum", FIVE_MINUTES), 5)

@@ -27,6 +27,7 @@ from stacks.constants import (
 )
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import URL, URL_EDGE, VARIANTS, Synthesized, cdk_json
+from tests.infra.test_alarms_kept import alarm_signatures
 
 #: cdk-nag's rule for a function URL without AWS_IAM (``LambdaFunctionUrlAuth``); the AwsSolutions
 #: pack of cdk-nag 3.0.2 does not run it, so the acknowledgment is read from the assembly.
@@ -112,9 +113,14 @@ def test_the_urls_5xx_answers_raise_an_alarm_and_the_outputs_name_url_and_keys(
     template: dict[str, Any],
 ) -> None:
     lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
-    alarms = [a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()]
-    [server_errors] = [a for a in alarms if a.get("MetricName") == "Url5xxCount"]
-    assert server_errors["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": lookup_id}}]
+    watched = set().union(*(metrics for metrics, *_ in alarm_signatures(template)))
+    assert (
+        "AWS/Lambda",
+        "Url5xxCount",
+        frozenset({("FunctionName", f"Ref:{lookup_id}")}),
+        "Sum",
+        300,
+    ) in watched
     url_id, _ = only(template, "AWS::Lambda::Url")
     outputs = template["Outputs"]
     assert outputs[OUTPUT_API_URL]["Value"] == {"Fn::GetAtt": [url_id, "FunctionUrl"]}

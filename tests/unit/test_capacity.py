@@ -510,9 +510,9 @@ def test_the_lookup_metrics_cost_the_same_from_a_million_to_a_billion_lookups() 
     logs = lines * (METRICS_LINE_BYTES + 26) / 2**30 * 0.50
     assert metrics[0]["breakdown"] == {"metrics": 8 * 0.30, "logs": pytest.approx(logs, abs=1e-4)}
     assert metrics[0]["total"] == pytest.approx(2.56, abs=0.01)
-    # And a request logs only its access line: no metric line per request any more
+    # And a request logs only its access line (the url front its own, sampled): no metric line per request
     for bill in bills:
-        assert bill["assumptions"]["log_bytes_per_request"] == {"rest": 256, "http": 256}
+        assert bill["assumptions"]["log_bytes_per_request"] == {"rest": 256, "http": 256, "url": 216}
     # And it grows with the containers that publish, every minute
     assert metrics_month_costs(20)["breakdown"]["logs"] == pytest.approx(2 * logs, abs=1e-4)
 
