@@ -116,6 +116,21 @@ def _count_alarm(description: str, threshold: float) -> dict[str, ErrorCountThre
     }
 
 
+def alarm_topic_key(scope: Construct, topic: str) -> kms.Key:
+    """An alarm topic's key: rotated yearly, usable by CloudWatch's alarms to publish."""
+    key = kms.Key(
+        scope,
+        "AlarmTopicKey",
+        description=f"ipmeta: encrypts {topic}'s messages",
+        enable_key_rotation=True,
+        # It protects messages in flight only: nothing outlives the stack that needs it.
+        removal_policy=RemovalPolicy.DESTROY,
+        pending_window=Duration.days(7),
+    )
+    key.grant(iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL), *CLOUDWATCH_KEY_ACTIONS)
+    return key
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -133,7 +148,7 @@ class Monitoring(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self._other_alarms = list(other_alarms)
-        self.topic_key = self._build_topic_key() if config.alarm_topic_encryption else None
+        self.topic_key = alarm_topic_key(self, "the alarm topic") if config.alarm_topic_encryption else None
         self.topic = sns.Topic(
             self, "AlarmTopic", display_name="ipmeta alarms", enforce_ssl=True, master_key=self.topic_key
         )
@@ -156,20 +171,6 @@ class Monitoring(Construct):
     def alarms(self) -> list[cloudwatch.AlarmBase]:
         """Every alarm of this region: the facade's, and those made beside it (the hostname's health)."""
         return [*(created.alarm for created in self.facade.created_alarms()), *self._other_alarms]
-
-    def _build_topic_key(self) -> kms.Key:
-        """The alarm topic's key: rotated yearly, usable by CloudWatch's alarms to publish."""
-        key = kms.Key(
-            self,
-            "AlarmTopicKey",
-            description="ipmeta: encrypts the alarm topic's messages",
-            enable_key_rotation=True,
-            # It protects messages in flight only: nothing outlives the stack that needs it.
-            removal_policy=RemovalPolicy.DESTROY,
-            pending_window=Duration.days(7),
-        )
-        key.grant(iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL), *CLOUDWATCH_KEY_ACTIONS)
-        return key
 
     def _build_facade(self) -> MonitoringFacade:
         """One dashboard (no summary or alarm dashboards); every alarm to the topic, OK included."""

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -30,12 +27,11 @@ from stacks.dashboard_metrics import region_behind_metric
 from stacks.front_metrics import MonitoredFront
 from stacks.monitoring import (
     API_5XX_THRESHOLD,
-    CLOUDWATCH_KEY_ACTIONS,
-    CLOUDWATCH_PRINCIPAL,
     LAMBDA_ERRORS_THRESHOLD,
     LAMBDA_THROTTLES_THRESHOLD,
     PERIOD,
     READ_THROTTLES_THRESHOLD,
+    alarm_topic_key,
 )
 
 
@@ -52,7 +48,7 @@ class RegionAlarms(Construct):
         table: dynamodb.ITableV2,
     ) -> None:
         super().__init__(scope, construct_id)
-        key = self._build_topic_key() if config.alarm_topic_encryption else None
+        key = alarm_topic_key(self, "the region's alarm topic") if config.alarm_topic_encryption else None
         self.topic = sns.Topic(
             self, "AlarmTopic", display_name=f"ipmeta alarms ({region})", enforce_ssl=True, master_key=key
         )
@@ -99,18 +95,6 @@ class RegionAlarms(Construct):
         for alarm in self.alarms:
             alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
             alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
-
-    def _build_topic_key(self) -> kms.Key:
-        key = kms.Key(
-            self,
-            "AlarmTopicKey",
-            description="ipmeta: encrypts the region's alarm topic's messages",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.DESTROY,
-            pending_window=Duration.days(7),
-        )
-        key.grant(iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL), *CLOUDWATCH_KEY_ACTIONS)
-        return key
 
     def _add(
         self,

@@ -23,6 +23,18 @@ from pathlib import Path
 from typing import Any
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+#: How every browser test starts Chromium: headless, and with nothing of its own reaching the
+#: network (this machine's is closed, and a test must see only what the page asks for).
+HEADLESS_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 #: Recorded in the page before its own scripts run: the CSP violations the browser reports to it.
 CSP_RECORDER = (
     "window.__cspViolations = [];"
@@ -56,14 +68,7 @@ class Browser:
         self.process = subprocess.Popen(
             [
                 executable,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
+                *HEADLESS_FLAGS,
                 "--hide-scrollbars",
                 f"--user-data-dir={profile}",
                 "--remote-debugging-pipe",

@@ -6,16 +6,15 @@ and leave a screenshot in ``test-artifacts/`` for people to look at.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ipmeta_cli.server import LocalApiServer
+from tests.integration.browser import HEADLESS_FLAGS, find_chromium
 
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 OPERATIONS = ["/v1/ip/{ip}", "/v1/ip/{ip}/{field}", "/v1/ip", "/v1/batch", "/v1/datasets", "/v1/health"]
 
 pytestmark = pytest.mark.browser
@@ -23,24 +22,16 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
+    path = find_chromium()
+    if path:
+        return path
     pytest.skip("no headless Chromium on this machine (Debian: apt-get install -y chromium)")
 
 
 def run_chromium(browser: str, profile: Path, *args: str) -> str:
     command = [
         browser,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+        *HEADLESS_FLAGS,
         f"--user-data-dir={profile}",
         # Lets Swagger UI's scripts run to completion before the DOM or pixels are taken.
         "--virtual-time-budget=10000",
