@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.api import authorizer, dependencies, key_check
 from ipmeta.api.credentials import KeyForm, family_of_route, route_of_path
 from ipmeta.api.handler import handler
+from ipmeta.api.page_routes import is_page_path
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.events import EVENT_BUILDERS, Front, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
@@ -78,6 +79,10 @@ ROUTES: tuple[tuple[str, str, bytes], ...] = (
     ("GET", "/", b""),
 )
 ROUTE_IDS = [f"{method} {path}" for method, path, _ in ROUTES]
+#: The routes that hold data and take a key: all but the lookup page, which has no authorizer on
+#: any front (``stacks/api.py``, ``stacks/http_api.py``) and no key check behind the url front.
+KEYED_ROUTES = tuple(route for route in ROUTES if not is_page_path(route[1].partition("?")[0]))
+KEYED_ROUTE_IDS = [f"{method} {path}" for method, path, _ in KEYED_ROUTES]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -149,7 +154,7 @@ def admitted(front: Front, request: Request, headers: Any, query: Any) -> bool:
 
 
 @pytest.mark.parametrize("front", list(Front))
-@pytest.mark.parametrize(("method", "path", "body"), ROUTES, ids=ROUTE_IDS)
+@pytest.mark.parametrize(("method", "path", "body"), KEYED_ROUTES, ids=KEYED_ROUTE_IDS)
 def test_every_route_takes_a_key_in_its_familys_forms_only_on_every_front(
     front: Front, method: str, path: str, body: bytes
 ) -> None:
@@ -164,3 +169,17 @@ def test_every_route_takes_a_key_in_its_familys_forms_only_on_every_front(
         wrong_headers, wrong_query = carrying(form, KEY[:-1] + "x")
         assert not admitted(front, (method, path, body), wrong_headers, wrong_query), form
     assert not admitted(front, (method, path, body), [], [])
+
+
+def test_the_lookup_page_needs_no_key_behind_the_url_front_and_a_wrong_one_does_not_matter() -> None:
+    key_check.install(key_check.KeyCheck(key_check.StaticKeys({"default": KEY})))
+    # Given the function checks keys itself, when the page is asked for with no key or a wrong one
+    for headers in ([], [("x-api-key", KEY[:-1] + "x")]):
+        event = EVENT_BUILDERS[Front.URL]("GET", "/", headers, b"", CALLER)
+        status, body, response_headers = answer(call(event))
+        # Then the page answers: it holds no data, and its lookups go to /v1 with the key
+        assert status == 200
+        assert response_headers["content-type"].startswith("text/html")
+        assert "<html" in body.lower()
+    # And a data route next to it still refuses the missing key
+    assert not admitted(Front.URL, ("GET", "/json", b""), [], [])
