@@ -37,38 +37,47 @@ Outside the state machine, in each replica region (``replicaRegions``):
 
 Each handler is one call into the task of its state. Every payload is a few
 ids: whatever the dataset's size, the state stays far below 256 KB.
+
+Cold start (``bench/cold_start.py``): every function imports this module, and the scan,
+resolve and write workers a Distributed Map starts by the hundred are most of them. So the
+feeds' clients and the .mmdb writer, which only ``fetch``, ``record_release``, ``export``,
+``abort`` and ``cleanup`` (with exports on) run, are imported by those handlers when first
+called; and, as in the lookup's handler, the collector is off during the import and
+``gc.freeze`` keeps what it built out of later collections.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+import gc
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.typing import LambdaContext
+gc.disable()
 
-from ipmeta.schema.settings import ENV_POINTER_REGION, METRICS_NAMESPACE, Settings
-from loader.feeds.http_client import HttpClient, HttpSettings
-from loader.options import LoadOptions
-from loader.pipeline import abort as abort_task
-from loader.pipeline import activate as activate_task
-from loader.pipeline import arrival, export_task, retention, staged
-from loader.pipeline import fetch as fetch_task
-from loader.pipeline import partitions as partitions_task
-from loader.pipeline import plan_writes as plan_writes_task
-from loader.pipeline import start as start_task
-from loader.pipeline import write as write_task
-from loader.pipeline.resolve import resolve_partition
-from loader.pipeline.scan import scan_source
-from loader.records import dataset_of
-from loader.settings import (
+import functools  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from aws_lambda_powertools import Logger, Metrics  # noqa: E402
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric  # noqa: E402
+from aws_lambda_powertools.utilities import parameters  # noqa: E402
+from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
+
+from ipmeta.schema.settings import ENV_POINTER_REGION, METRICS_NAMESPACE, Settings  # noqa: E402
+from loader.options import LoadOptions  # noqa: E402
+from loader.pipeline import abort as abort_task  # noqa: E402
+from loader.pipeline import activate as activate_task  # noqa: E402
+from loader.pipeline import arrival, retention, staged  # noqa: E402
+from loader.pipeline import partitions as partitions_task  # noqa: E402
+from loader.pipeline import plan_writes as plan_writes_task  # noqa: E402
+from loader.pipeline import start as start_task  # noqa: E402
+from loader.pipeline import write as write_task  # noqa: E402
+from loader.pipeline.resolve import resolve_partition  # noqa: E402
+from loader.pipeline.scan import scan_source  # noqa: E402
+from loader.records import dataset_of  # noqa: E402
+from loader.settings import (  # noqa: E402
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
     ENV_REPLICA_REGIONS,
@@ -88,9 +97,15 @@ from loader.settings import (
     METRIC_REGION_DIMENSION,
     replica_regions,
 )
-from loader.store import s3
-from loader.store.batch_writes import WriteStats
-from loader.store.table import LoaderTable
+from loader.store import s3  # noqa: E402
+from loader.store.batch_writes import WriteStats  # noqa: E402
+from loader.store.table import LoaderTable  # noqa: E402
+
+if TYPE_CHECKING:
+    from loader.pipeline.fetch import DeployedFeed
+
+gc.freeze()
+gc.enable()
 
 logger = Logger(service=LOADER_SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=LOADER_SERVICE_NAME)
@@ -115,7 +130,9 @@ def reset() -> None:
 
 
 @functools.cache
-def _feeds() -> dict[str, fetch_task.DeployedFeed]:
+def _feeds() -> dict[str, DeployedFeed]:
+    from loader.pipeline import fetch as fetch_task
+
     return fetch_task.decode_feeds(os.environ.get(ENV_FEEDS, ""))
 
 
@@ -148,6 +165,9 @@ def _publish_feed_run(feed: str, run: str, failures_in_a_row: int) -> None:
 @logger.inject_lambda_context
 def fetch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """A feed's run, ``{"feed": "city"}``: unchanged, or the new release in the bucket, ``start``'s input."""
+    from loader.feeds.http_client import HttpClient, HttpSettings
+    from loader.pipeline import fetch as fetch_task
+
     bucket = os.environ[ENV_SOURCE_BUCKET]
     outcome = fetch_task.fetch_feed(
         str(event["feed"]),
@@ -177,6 +197,8 @@ def _download_deadline(context: LambdaContext) -> float:
 @logger.inject_lambda_context
 def record_release(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """``{"feed": <the release>, "load_id"}``, once the load is active: what the feed's next run compares."""
+    from loader.pipeline import fetch as fetch_task
+
     state = fetch_task.record_release(event["feed"], _table())
     # RecordUnchangedRelease: Start found the release's bytes active already; RecordRelease: loaded.
     _publish_feed_run(event["feed"]["dataset"], event.get("run", FEED_RUN_LOADED), 0)
@@ -263,6 +285,8 @@ def write_chunks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
 
 @logger.inject_lambda_context
 def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    from loader.pipeline import export_task
+
     exported = export_task.export_version(
         event["load_id"], _table(), os.environ[ENV_SOURCE_BUCKET], workdir=Path(tempfile.gettempdir())
     )
@@ -346,12 +370,16 @@ def _export_deleter(dataset: str) -> Callable[[int], None] | None:
     """With exports on, a deleted version's file goes with it: it would answer for data no longer served."""
     if os.environ.get(ENV_EXPORTS_ENABLED) != "true":
         return None
+    from loader.pipeline import export_task
+
     bucket = os.environ[ENV_SOURCE_BUCKET]
     return lambda version: s3.delete(bucket, export_task.export_key(version, dataset))
 
 
 @logger.inject_lambda_context
 def abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    from loader.pipeline import fetch as fetch_task
+
     outcome = _abort_load(event)
     # A feed's failed run counts towards its alarm, whether the fetch or the load failed.
     failure = fetch_task.count_failure(event, _table())

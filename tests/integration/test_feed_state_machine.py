@@ -23,6 +23,7 @@ import pytest
 from moto import mock_aws
 
 from ipmeta.schema.settings import Settings
+from loader.feeds import http_client
 from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
 from loader.pipeline.fetch import DeployedFeed, decode_feeds, encode_feeds
@@ -133,8 +134,9 @@ def feed_machine(
     handlers.metrics.clear_metrics()
     monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
     # The vendor's retries within one invocation, without waiting; the state machine's own come after.
-    # (The handler's settings carry its deadline, a minute before the invocation's end.)
-    monkeypatch.setattr(handlers, "HttpClient", lambda settings: quick_http(Sleeps(), attempts=1))
+    # (The handler's settings carry its deadline, a minute before the invocation's end; the fetch
+    # handler imports the client when first called.)
+    monkeypatch.setattr(http_client, "HttpClient", lambda settings: quick_http(Sleeps(), attempts=1))
     csv = Edition("2026-11-24", maxmind_city_csv_zip("2026-11-24"), md5_of(b"csv release"))
     editions = {EDITION: edition("2026-11-24"), CSV_EDITION: csv}
     with FakeMaxMind(ACCOUNT, KEY, editions) as maxmind, mock_aws():

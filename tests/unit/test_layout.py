@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,6 +184,23 @@ def test_the_pipeline_docstring_names_every_lambda_task_the_stack_runs() -> None
         assert f"``{task}``" in docstring or f"``handlers.{task}``" in docstring, task
 
 
+def report_of_a_fresh_import(
+    child: str, *arguments: str, folders: tuple[Path, ...] = (ROOT / "lambdas",)
+) -> Any:
+    """What ``child`` prints (JSON), run in a fresh interpreter with only ``folders`` on the path,
+    as a new Lambda container of the function whose asset they are."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(str(folder) for folder in folders)}
+    output = subprocess.run(
+        [sys.executable, "-c", child, *arguments],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=environment,
+    ).stdout
+    return json.loads(output)
+
+
 def test_importing_the_lookup_handler_loads_no_loader_code() -> None:
     # Given only the lookup's asset folder on the path, as in its Lambda
     child = (
@@ -191,12 +209,8 @@ def test_importing_the_lookup_handler_loads_no_loader_code() -> None:
         "outside = ('loader', 'ipmeta_cli', 'stacks')\n"
         "print(json.dumps(sorted(name for name in sys.modules if name.split('.')[0] in outside)))\n"
     )
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "lambdas")}
-    output = subprocess.run(
-        [sys.executable, "-c", child], check=True, capture_output=True, text=True, cwd="/", env=environment
-    ).stdout
     # Then it imports, and nothing of the loader, the CLI or the stacks came with it
-    assert json.loads(output) == []
+    assert report_of_a_fresh_import(child) == []
 
 
 #: Lookup modules that only some routes use, imported by those routes on their first request,
@@ -224,16 +238,7 @@ def test_the_lookup_cold_start_leaves_what_only_some_routes_need_for_later() -> 
         "    'built': sorted(model.__name__ for model in response_models if model.__pydantic_complete__),\n"
         "}))\n"
     )
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "lambdas")}
-    output = subprocess.run(
-        [sys.executable, "-c", child, *DEFERRED_MODULES],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd="/",
-        env=environment,
-    ).stdout
-    report = json.loads(output)
+    report = report_of_a_fresh_import(child, *DEFERRED_MODULES)
     # When the handler is imported, the reverse listing and boto3 are not (bench/cold_start.py
     # measures the gain)
     assert report["imported"] == []
@@ -243,6 +248,29 @@ def test_the_lookup_cold_start_leaves_what_only_some_routes_need_for_later() -> 
     # And no response model has built its validator yet: each is built on first use
     assert report["models"] > 20
     assert report["built"] == []
+
+
+#: What only the feeds' handlers and the export handler run: the Distributed Map's scan,
+#: resolve and write workers, most of a load's containers, start without them.
+LOADER_DEFERRED_PACKAGES = ("loader.feeds", "loader.export")
+
+
+def test_the_loader_cold_start_leaves_the_feeds_and_the_export_for_their_handlers() -> None:
+    # Given a fresh interpreter with the loader's asset on the path, as a new loader container
+    child = (
+        "import gc, json, sys\n"
+        "import loader.pipeline.handlers\n"
+        "print(json.dumps({\n"
+        "    'imported': sorted(name for name in sys.modules if name.startswith(tuple(sys.argv[1:]))),\n"
+        "    'frozen': gc.get_freeze_count(), 'collecting': gc.isenabled(),\n"
+        "}))\n"
+    )
+    report = report_of_a_fresh_import(child, *LOADER_DEFERRED_PACKAGES, folders=(ROOT / "lambdas", ROOT))
+    # When the handlers' module is imported, nothing of the feeds or the export came with it
+    assert report["imported"] == []
+    # And what the import built is out of the collector's way, which is on again for the tasks
+    assert report["frozen"] > 10_000
+    assert report["collecting"] is True
 
 
 @pytest.mark.parametrize("path", list(python_files("lambdas")), ids=lambda path: path.name)
