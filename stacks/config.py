@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -183,6 +183,16 @@ def _checked_feed(value: Any, index: int) -> None:
         raise ValueError(f"feeds[{index}]: {error}") from None
 
 
+def _name_list(value: Any, check: Callable[[str], str]) -> Any:
+    """A context list of names, as a JSON list or comma-separated, each name ``check``ed."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        value = json.loads(stripped) if stripped.startswith("[") else stripped.split(",")
+    if isinstance(value, list):
+        value = [check(str(name).strip()) for name in value if str(name).strip()]
+    return value
+
+
 def _check_geoip2_datasets(value: Mapping[str, Any]) -> None:
     from ipmeta.shapes.geoip2_document import SERVICES
 
@@ -340,12 +350,7 @@ class IpmetaConfig(BaseModel):
     @classmethod
     def _region_list(cls, value: Any) -> Any:
         """``-c replicaRegions='["eu-west-1","ap-southeast-1"]'`` or ``eu-west-1,ap-southeast-1``."""
-        if isinstance(value, str):
-            stripped = value.strip()
-            value = json.loads(stripped) if stripped.startswith("[") else stripped.split(",")
-        if isinstance(value, list):
-            value = [keys.check_region_name(str(name).strip()) for name in value if str(name).strip()]
-        return value
+        return _name_list(value, keys.check_region_name)
 
     @field_validator(
         "source_url",
@@ -405,12 +410,7 @@ class IpmetaConfig(BaseModel):
     @classmethod
     def _dataset_list(cls, value: Any) -> Any:
         """``-c lookupDatasets=city,asn`` or a JSON list; each a dataset name."""
-        if isinstance(value, str):
-            stripped = value.strip()
-            value = json.loads(stripped) if stripped.startswith("[") else stripped.split(",")
-        if isinstance(value, list):
-            value = [keys.check_dataset_name(str(name).strip()) for name in value if str(name).strip()]
-        return value
+        return _name_list(value, keys.check_dataset_name)
 
     @field_validator("feeds", mode="before")
     @classmethod

@@ -56,30 +56,36 @@ router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 # these two are therefore read from the event, and documented here;
 # ``ipmeta.api.app`` adds them to the OpenAPI operations.
 FIELDS_MAX_LENGTH = 1024
-FIELDS_PARAMETER: dict[str, Any] = {
-    "name": "fields",
-    "in": "query",
-    "required": False,
-    "description": "Comma-separated data attributes to return (e.g. asn,organization); "
-    "unknown names are left out",
-    "schema": {"type": "string", "maxLength": FIELDS_MAX_LENGTH},
-}
-DATASETS_PARAMETER: dict[str, Any] = {
-    "name": "datasets",
-    "in": "query",
-    "required": False,
-    "description": "Comma-separated datasets to answer from (e.g. city,asn); default: every active "
+
+
+def optional_query_string(name: str, description: str, max_length: int) -> dict[str, Any]:
+    """An OpenAPI operation's optional string parameter in the query."""
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string", "maxLength": max_length},
+    }
+
+
+FIELDS_PARAMETER = optional_query_string(
+    "fields",
+    "Comma-separated data attributes to return (e.g. asn,organization); unknown names are left out",
+    FIELDS_MAX_LENGTH,
+)
+DATASETS_PARAMETER = optional_query_string(
+    "datasets",
+    "Comma-separated datasets to answer from (e.g. city,asn); default: every active "
     "dataset, in the deployment's precedence order",
-    "schema": {"type": "string", "maxLength": MAX_SELECTOR_LENGTH},
-}
-VERSION_PARAMETER: dict[str, Any] = {
-    "name": "version",
-    "in": "query",
-    "required": False,
-    "description": "Answer from retained versions instead of the active ones: v3 when the request "
+    MAX_SELECTOR_LENGTH,
+)
+VERSION_PARAMETER = optional_query_string(
+    "version",
+    "Answer from retained versions instead of the active ones: v3 when the request "
     "reads one dataset, else one per dataset, e.g. city:v3,asn:v12",
-    "schema": {"type": "string", "maxLength": MAX_SELECTOR_LENGTH},
-}
+    MAX_SELECTOR_LENGTH,
+)
 #: The query parameters of each operation, by operationId.
 QUERY_PARAMETERS: dict[str, list[dict[str, Any]]] = {
     "lookupIp": [FIELDS_PARAMETER, DATASETS_PARAMETER, VERSION_PARAMETER],
