@@ -17,7 +17,6 @@ from typing import Final, cast
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_cloudfront as cloudfront
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -71,7 +70,7 @@ from stacks.constants import (
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
 from stacks.edge import EdgeFront, batch_url_origin, function_url_origin, http_api_origin, rest_api_origin
-from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
+from stacks.front_metrics import MonitoredFront, api_gateway_front
 from stacks.function import PythonFunction, lookup_code
 from stacks.http_api import AUTHORIZER_MEMORY_MB, HttpLookupFront
 from stacks.nag import acknowledge
@@ -122,14 +121,10 @@ def emit_lean_logs(function: lambda_.IFunction) -> None:
 def rest_front(api: apigateway.RestApi) -> MonitoredFront:
     """The REST API as the dashboard sees it: API-wide metrics (``ApiName``), as the 5xx alarm always
     read them, and the library's own REST API section for the stage."""
-    total = cloudwatch.Stats.SUM
-    return MonitoredFront(
-        name="REST API",
-        requests=lambda period: api.metric_count(period=period, statistic=total),
-        latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
-        client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
-        server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
-        library_section=lambda facade: facade.monitor_api_gateway(
+    return api_gateway_front(
+        "REST API",
+        api,
+        lambda facade: facade.monitor_api_gateway(
             api=api, api_stage=API_STAGE_NAME, alarm_friendly_name="RestApi", human_readable_name="REST API"
         ),
     )

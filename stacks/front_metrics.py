@@ -1,7 +1,8 @@
 """A front of the lookup function as the dashboard and the alarms see it, whatever the front is.
 
 The REST API and the HTTP API each describe themselves with one ``MonitoredFront``
-(``stacks/api.py``, ``stacks/http_api.py``); ``stacks/monitoring.py`` draws and alarms
+(``api_gateway_front``, called by ``stacks/api.py`` and ``stacks/http_api.py``), the
+function URL with its own (``stacks/url_front.py``); ``stacks/monitoring.py`` draws and alarms
 on any list of them. A front added later (a function URL, CloudFront) brings its own
 metrics here, and nothing in the dashboard changes.
 """
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_apigatewayv2 as apigatewayv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from cdk_monitoring_constructs import MonitoringFacade
 
@@ -37,3 +40,21 @@ class MonitoredFront:
     client_errors: Callable[[Duration], cloudwatch.Metric]
     server_errors: Callable[[Duration], cloudwatch.Metric]
     library_section: Callable[[MonitoringFacade], object] | None = None
+
+
+def api_gateway_front(
+    name: str,
+    api: apigateway.RestApi | apigatewayv2.HttpApi,
+    library_section: Callable[[MonitoringFacade], object],
+) -> MonitoredFront:
+    """An API Gateway front: its API-wide metrics, as the 5xx alarm always read them, and the
+    library's own section for it."""
+    total = cloudwatch.Stats.SUM
+    return MonitoredFront(
+        name=name,
+        requests=lambda period: api.metric_count(period=period, statistic=total),
+        latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
+        client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
+        server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
+        library_section=library_section,
+    )

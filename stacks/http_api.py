@@ -29,7 +29,6 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_apigatewayv2 as apigatewayv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -52,7 +51,7 @@ from stacks.constants import (
     PAGE_STATIC_PATH,
     POWERTOOLS_SERVICE_NAME_ENV,
 )
-from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
+from stacks.front_metrics import MonitoredFront, api_gateway_front
 from stacks.function import PythonFunction, lookup_code
 from stacks.nag import acknowledge
 
@@ -181,14 +180,11 @@ class HttpLookupFront(Construct):
     def monitored_front(self) -> MonitoredFront:
         """The HTTP API as the dashboard sees it: API-wide metrics (``ApiId``), as the 5xx alarm always
         read them, and the library's own HTTP API section for the default stage."""
-        api, total = self.api, cloudwatch.Stats.SUM
-        return MonitoredFront(
-            name="HTTP API",
-            requests=lambda period: api.metric_count(period=period, statistic=total),
-            latency=lambda statistic: api.metric_latency(period=FIVE_MINUTES, statistic=statistic),
-            client_errors=lambda period: api.metric_client_error(period=period, statistic=total),
-            server_errors=lambda period: api.metric_server_error(period=period, statistic=total),
-            library_section=lambda facade: facade.monitor_api_gateway_v2_http_api(
+        api = self.api
+        return api_gateway_front(
+            "HTTP API",
+            api,
+            lambda facade: facade.monitor_api_gateway_v2_http_api(
                 api=api, alarm_friendly_name="HttpApi", human_readable_name="HTTP API"
             ),
         )
