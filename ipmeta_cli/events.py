@@ -19,11 +19,11 @@ import base64
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ipmeta.api.credentials import route_of_path
+from ipmeta.schema.settings import Front
 
 #: The REST front's stage, as behind a custom domain: not part of the URL.
 STAGE: Final = "local"
@@ -32,24 +32,6 @@ DEFAULT_STAGE: Final = "$default"
 LOCAL_DOMAIN: Final = "localhost"
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
-
-
-class Front(StrEnum):
-    """The lookup API's fronts: ``apiType`` in the stack, ``ipmeta serve --front`` locally."""
-
-    REST = "rest"
-    HTTP = "http"
-    URL = "url"
-
-    @property
-    def checks_keys(self) -> bool:
-        """Whether the front refuses a request without a known key before the function (API
-        Gateway's authorizers); behind a function URL the function checks them itself."""
-        return self is not Front.URL
-
-
-#: ``make run``'s front, and a deployment's (``apiType``): docs/decisions.md says why.
-DEFAULT_FRONT: Final = Front.URL
 
 
 def header_pairs(headers: Headers) -> list[tuple[str, str]]:

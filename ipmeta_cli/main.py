@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipmeta.schema.settings import ENV_SHOW_SOURCES
+from ipmeta.schema.settings import DEFAULT_FRONT, ENV_SHOW_SOURCES, Front
 from ipmeta_cli import exporting, loading, lookups, planning, replicas, reverse, updating, versions
 from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
-from ipmeta_cli.events import DEFAULT_FRONT, Front
 
 if TYPE_CHECKING:
     from ipmeta.schema.settings import Settings

@@ -42,8 +42,9 @@ from ipmeta.api import key_check
 from ipmeta.api.credentials import REFUSAL_STATUS, client_of, refusal_body, request_key, route_of_path
 from ipmeta.api.page_routes import is_page_path
 from ipmeta.schema.errors import IpmetaError, RequestTimeout, ServerBusy
+from ipmeta.schema.settings import DEFAULT_FRONT, Front
 from ipmeta_cli.dynalite import die_with_parent
-from ipmeta_cli.events import DEFAULT_FRONT, EVENT_BUILDERS, Front, proxy_event, query_parameters
+from ipmeta_cli.events import EVENT_BUILDERS, proxy_event, query_parameters
 from ipmeta_cli.framing import (
     MAX_REQUEST_LINE,
     RequestHeaders,

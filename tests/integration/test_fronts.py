@@ -26,8 +26,8 @@ from ipmeta.api import authorizer, dependencies, key_check
 from ipmeta.api.credentials import KeyForm, family_of_route, route_of_path
 from ipmeta.api.handler import handler
 from ipmeta.api.page_routes import is_page_path
-from ipmeta.schema.settings import Settings
-from ipmeta_cli.events import EVENT_BUILDERS, Front, proxy_event
+from ipmeta.schema.settings import Front, Settings
+from ipmeta_cli.events import EVENT_BUILDERS, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
 from loader.options import LoadOptions
 from loader.pipeline import driver

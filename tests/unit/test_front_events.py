@@ -24,9 +24,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies, key_check
 from ipmeta.api.handler import handler
-from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE
+from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE, Front
 from ipmeta.store.dynamodb import Store
-from ipmeta_cli.events import EVENT_BUILDERS, Front, function_url_event, http_api_event, proxy_event
+from ipmeta_cli.events import EVENT_BUILDERS, function_url_event, http_api_event, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
 from testing.stub_store import SlashTwentyFourStore
 from tests.authorizer_events import basic

@@ -10,6 +10,8 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
 
 ENV_TABLE_NAME = "IPMETA_TABLE_NAME"
 ENV_DYNAMODB_ENDPOINT = "IPMETA_DYNAMODB_ENDPOINT"
@@ -21,6 +23,25 @@ ENV_POINTER_REGION = "IPMETA_POINTER_REGION"
 DEFAULT_TABLE_NAME = "ipmeta"
 #: The lookup re-reads the active-version pointer at most this often per container.
 DEFAULT_POINTER_CACHE_SECONDS = 5.0
+
+
+class Front(StrEnum):
+    """The lookup API's fronts: ``apiType`` in the stack, ``ipmeta serve --front`` locally,
+    ``ipmeta plan --api-type``. Declared here, once, so the runtime, the stacks and the CLI agree."""
+
+    REST = "rest"
+    HTTP = "http"
+    URL = "url"
+
+    @property
+    def checks_keys(self) -> bool:
+        """Whether the front refuses a request without a known key before the function (API
+        Gateway's authorizers); behind a function URL the function checks them itself."""
+        return self is not Front.URL
+
+
+#: ``make run``'s front, and a deployment's (``apiType``): docs/decisions.md says why.
+DEFAULT_FRONT: Final = Front.URL
 
 
 @dataclass(frozen=True, slots=True)
