@@ -10,10 +10,9 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
-from ipmeta.schema.settings import LOOKUP_METRICS
+from ipmeta.schema.settings import LOOKUP_METRICS, Front
 from loader.planning.write_model import GB, ITEM_OVERHEAD_BYTES, KB, MILLION, write_units_per_item
 
 WRITE_PRICE_PER_MILLION: Final = 0.625
@@ -38,14 +37,6 @@ CLOUDFRONT_REQUEST_TIERS: Final = ((10, 0.0), (math.inf, 1.00))
 CLOUDFRONT_TRANSFER_PRICE_PER_GB: Final = 0.085
 CLOUDFRONT_TRANSFER_FREE_GB: Final = 1024
 CLOUDFRONT_FUNCTION_TIERS: Final = ((2, 0.0), (math.inf, 0.10))
-
-
-class ApiFront(StrEnum):
-    """``apiType``: API Gateway REST, the HTTP API, or the lookup function's own URL."""
-
-    REST = "rest"
-    HTTP = "http"
-    URL = "url"
 
 
 # -- costs -------------------------------------------------------------------------------
@@ -155,9 +146,9 @@ FUNCTION_ACCESS_LOG_LINE_BYTES: Final = 190
 #: (``stacks/fronts/lookup_api.py``). Behind the url front: the function's line, for a sample
 #: (``UrlLogging``).
 DEFAULT_LOG_BYTES: Final = {
-    ApiFront.REST: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
-    ApiFront.HTTP: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
-    ApiFront.URL: FUNCTION_ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
+    Front.REST: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
+    Front.HTTP: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
+    Front.URL: FUNCTION_ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
 }
 #: A warm lookup's billed duration at 256 MB: ~0.9 ms of handler CPU for an uncached lookup,
 #: measured locally through each front's event (``bench/lookup.py``), about 6.9x longer on the
@@ -173,7 +164,7 @@ DEFAULT_READS_PER_LOOKUP: Final = 0.139
 #: month (``bench/edge.py``, bench/results/edge.json: 0.3658; 0.22 at 10 M, 0.43 at 300 M); a
 #: cache entry is one address, not a range. An upper bound for one key (many keys split it).
 DEFAULT_EDGE_HIT_RATIO: Final = 0.3658
-_API_TIERS: Final = {ApiFront.REST: REST_API_TIERS, ApiFront.HTTP: HTTP_API_TIERS, ApiFront.URL: URL_TIERS}
+_API_TIERS: Final = {Front.REST: REST_API_TIERS, Front.HTTP: HTTP_API_TIERS, Front.URL: URL_TIERS}
 
 
 @dataclass(frozen=True)
@@ -255,7 +246,7 @@ class Traffic:
 
 
 def _origin_bill(
-    front: ApiFront, traffic: Traffic, unit: dict[str, float], log_bytes: float
+    front: Front, traffic: Traffic, unit: dict[str, float], log_bytes: float
 ) -> dict[str, float]:
     """API Gateway, Lambda, DynamoDB and logs for what reaches the function."""
     return {
@@ -306,7 +297,7 @@ def lookup_costs(
     lambda_memory_mb: int = 256,
     lambda_ms: float = DEFAULT_LOOKUP_MS,
     dynamodb_reads_per_lookup: float = DEFAULT_READS_PER_LOOKUP,
-    log_bytes_per_request: Mapping[ApiFront, float] = DEFAULT_LOG_BYTES,
+    log_bytes_per_request: Mapping[Front, float] = DEFAULT_LOG_BYTES,
     response_bytes: float = 0.4 * KB,
     batching: Batching = NO_BATCHES,
     metric_containers: int = DEFAULT_METRIC_CONTAINERS,
@@ -322,7 +313,7 @@ def lookup_costs(
     ``per_million`` is per million lookups. ``metrics`` (``metrics_month_costs``) is beside the fronts.
     """
     log_bytes = {**DEFAULT_LOG_BYTES, **log_bytes_per_request}
-    logged = dict.fromkeys(ApiFront, 1.0) | {ApiFront.URL: url_logging.logged_share}
+    logged = dict.fromkeys(Front, 1.0) | {Front.URL: url_logging.logged_share}
     unit = {
         "gb_seconds": lambda_memory_mb / KB * lambda_ms / 1_000,
         "read_units": dynamodb_reads_per_lookup * READ_UNITS_PER_LOOKUP_READ,
@@ -331,7 +322,7 @@ def lookup_costs(
     direct = Traffic(lookups_per_month, batching.requests(lookups_per_month))
     cached = Traffic.at_origin(lookups_per_month, batching, edge_hit_ratio)
     bills: dict[str, dict[str, float]] = {}
-    for front in ApiFront:
+    for front in Front:
         bytes_per_request = log_bytes[front] * logged[front]
         bills[str(front)] = {
             **_origin_bill(front, direct, unit, bytes_per_request),
@@ -339,7 +330,7 @@ def lookup_costs(
         }
         bills[f"{front}+edge"] = {
             **_origin_bill(front, cached, unit, bytes_per_request),
-            **_edge_bill(direct.requests, transfer_gb, functions=front is ApiFront.URL),
+            **_edge_bill(direct.requests, transfer_gb, functions=front is Front.URL),
         }
     # The fronts first, then each behind CloudFront
     fronts = {name: _priced(bills[name], lookups_per_month) for name in sorted(bills, key=lambda n: "+" in n)}

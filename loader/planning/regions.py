@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ipmeta.schema.settings import Front
 from loader.planning.costs import (
     LAMBDA_PRICE_PER_GB_SECOND,
     LAMBDA_PRICE_PER_MILLION,
     NO_BATCHES,
     READ_PRICE_PER_MILLION,
     TWICE_A_WEEK_PER_MONTH,
-    ApiFront,
     Batching,
     diff_read_costs,
     load_costs,
@@ -150,7 +150,7 @@ def regional_lookup_costs(
     share = lookup_costs(lookups_per_month // regions, batching=batching)
     whole = lookup_costs(lookups_per_month, batching=batching)
     fronts: dict[str, Mapping[str, Any]] = {}
-    for front in ApiFront:
+    for front in Front:
         one = share["fronts"][str(front)]
         transfer = whole["fronts"][str(front)]["breakdown"]["data_transfer"]
         per_region = one["total"] - one["breakdown"]["data_transfer"]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from ipmeta.schema.settings import Front
 from loader.planning.blog import reproduce_blog, synthetic_blog_file
 from loader.planning.costs import (
-    ApiFront,
     Batching,
     UrlLogging,
     diff_read_costs,
@@ -414,7 +414,7 @@ def test_a_cache_that_halves_reads_halves_the_read_bill() -> None:
 
 
 def test_each_front_pays_for_its_own_log_lines() -> None:
-    costs = lookup_costs(1_000_000, log_bytes_per_request={ApiFront.REST: 512})
+    costs = lookup_costs(1_000_000, log_bytes_per_request={Front.REST: 512})
 
     assert costs["fronts"]["rest"]["breakdown"]["logs"] == pytest.approx(2 * LOGS_PER_MILLION, abs=1e-4)
     assert costs["fronts"]["http"]["breakdown"]["logs"] == pytest.approx(LOGS_PER_MILLION, abs=1e-4)
