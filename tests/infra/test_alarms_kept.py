@@ -30,6 +30,7 @@ from tests.infra.conftest import (
     REPLICAS,
     REPLICAS_DOMAIN,
     REST_EDGE,
+    SHIPPED,
     SOURCE_URL,
     UPLOAD_TRIGGER,
     URL,
@@ -52,6 +53,7 @@ DATA_AGE: Mapping[str, Mapping[str, int]] = {
         variant: {"default": 48}
         for variant in (
             DEFAULT,
+            SHIPPED,
             SOURCE_URL,
             UPLOAD_TRIGGER,
             HTTP_API,
@@ -155,7 +157,7 @@ def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[st
         function = frozenset({("FunctionName", f"Ref:{logical_id}")})
         yield f"{logical_id} errors", _count(("AWS/Lambda", "Errors", function, "Sum", FIVE_MINUTES), 5)
         yield f"{logical_id} throttles", _count(("AWS/Lambda", "Throttles", function, "Sum", FIVE_MINUTES), 1)
-    if variant in (HTTP_API, REPLICAS_DOMAIN, HTTP_EDGE):  # each fronts with the HTTP API
+    if variant in (SHIPPED, HTTP_API, REPLICAS_DOMAIN, HTTP_EDGE):  # each fronts with the HTTP API
         api = ("AWS/ApiGateway", "5xx", frozenset({("ApiId", _only(template, "AWS::ApiGatewayV2::Api"))}))
     elif variant in (URL, URL_EDGE):  # the function's URL: Lambda counts what it answered
         lookup, _ = function_by_handler(template, LOOKUP_HANDLER)
