@@ -31,7 +31,7 @@ from ipmeta.schema import keys
 from ipmeta.schema.keys import DEFAULT_DATASET
 from ipmeta.schema.settings import DEFAULT_FRONT, Front
 from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
-from stacks.options import MAX_DATA_AGE_HOURS, range_problems
+from stacks.options import MAX_DATA_AGE_HOURS, markdown_table, range_problems
 
 if TYPE_CHECKING:
     from loader.feeds.config import FeedConfig
@@ -659,3 +659,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     name if field.alias is None else field.alias: field.default
     for name, field in IpmetaConfig.model_fields.items()
 }
+
+
+if __name__ == "__main__":
+    # docs/deploy.md's options table (tests/infra/test_options.py holds the page to it).
+    print(markdown_table(DEFAULTS))

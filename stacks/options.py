@@ -3,7 +3,7 @@
 ``IpmetaConfig`` (``config``) declares each option's type and default; this table gives each
 its description and, for a number, the bounds ``range_problems`` refuses outside of, so the
 code's bound and the documented one are the same value. docs/deploy.md's options table is
-``markdown_table()`` (``python -m stacks.options`` prints it; ``tests/infra/test_options.py``
+``markdown_table()`` (``python -m stacks.config`` prints it; ``tests/infra/test_options.py``
 fails when the page differs, or when an option has no description here). The rules between
 options (a cache within its memory, a grace beyond the pointer cache, a web ACL for the front)
 stay with ``IpmetaConfig``.
@@ -286,9 +286,3 @@ def markdown_table(defaults: Mapping[str, Any]) -> str:
             f"| `{key}` | {_default_text(defaults[key])} | {option.bounds()} | {option.description} |"
         )
     return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    from stacks.config import DEFAULTS
-
-    print(markdown_table(DEFAULTS))
