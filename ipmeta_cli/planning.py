@@ -103,6 +103,7 @@ def _covered(bucket: tuple[int, int], covers: Any) -> bool:
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     from loader.planning.blog import reproduce_blog
     from loader.planning.costs import lookup_costs
+    from loader.planning.fixed_bill import fixed_bill
     from loader.planning.load_plan import plan_load
 
     report: dict[str, Any] = {}
@@ -140,6 +141,8 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.regions > 1:
         report["regions"] = region_report(report, args)
+    if not args.files:
+        report["fixed"] = fixed_bill(stored_gb=args.stored_gb) if args.stored_gb is not None else fixed_bill()
     return report
 
 
@@ -273,7 +276,38 @@ def summarize(report: Mapping[str, Any]) -> str:
         lines.extend(_lookup_lines(report["lookups"]))
     if "regions" in report:
         lines.extend(_region_lines(report["regions"]))
+    if "fixed" in report:
+        lines.extend(_fixed_lines(report["fixed"]))
     return "\n".join(lines)
+
+
+#: The fixed bill's lines, as ``ipmeta plan`` prints them.
+_FIXED_LINES = {
+    "alarms": "alarms ({alarm_metrics} alarm metrics)",
+    "custom_metrics": "custom metrics (the lookup's, in hours with lookups only)",
+    "dashboard": "the dashboard ({dashboards})",
+    "keys": "keys (the alarm topic's KMS key)",
+    "secrets": "secrets ({secrets}: the API keys, the page-token key)",
+    "storage": "storage ({stored_gb:g} GB)",
+    "backups": "backups (point-in-time recovery)",
+}
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:,.2f}"
+
+
+def _fixed_lines(fixed: Mapping[str, Any]) -> list[str]:
+    """The default stack's fixed monthly bill, one line each, and its total against the target."""
+    lines = ["The default stack's fixed bill, one region, before lookups and loads (list prices):"]
+    for line, usd in fixed["breakdown"].items():
+        lines.append(f"  {_FIXED_LINES[line].format(**fixed['resources']):<60} {_usd(usd):>8}")
+    total, target = fixed["usd_per_month"], fixed["target_usd_per_month"]
+    verdict = "within" if total <= target else "over"
+    lines.append(f"  {'total a month':<60} {_usd(total):>8}  ({verdict} the {_usd(target)} target)")
+    busy = fixed["custom_metrics_with_traffic_usd"]
+    lines.append(f"  with lookups every hour the lookup's metrics add up to ${busy:,.2f}")
+    return lines
 
 
 def _region_lines(regions: Mapping[str, Any]) -> list[str]:
@@ -402,9 +436,6 @@ def _reload_lines(reload: Mapping[str, Any]) -> list[str]:
 
 
 def command_plan(args: argparse.Namespace) -> int:
-    if not args.files and not args.reproduce_blog and not args.lookups_per_month:
-        print("ipmeta plan: give FILE..., --reproduce-blog or --lookups-per-month N")
-        return 2
     if problem := batching_problem(args):
         print(f"ipmeta plan: {problem}")
         return 2
@@ -450,7 +481,9 @@ def add_lookup_arguments(plan: argparse.ArgumentParser) -> None:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan = commands.add_parser(
-        "plan", help="predict a load's speed, hot partitions and costs, and a month of lookups' bill"
+        "plan",
+        help="predict a load's speed, hot partitions and costs, a month of lookups' bill, and the "
+        "default stack's fixed bill (alone, with no FILE)",
     )
     plan.add_argument("files", nargs="*", help="the files `ipmeta load` would load (nothing is written)")
     plan.add_argument(
@@ -470,6 +503,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--reproduce-blog", action="store_true", help="the AWS blog's four loads through the model"
     )
     _add_lookup_arguments(plan)
+    plan.add_argument(
+        "--stored-gb",
+        type=float,
+        default=None,
+        help="data the table holds, for the fixed bill's storage and backups (default: the demo ASN dataset)",
+    )
     plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"
     )

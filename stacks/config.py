@@ -31,6 +31,7 @@ from ipmeta.schema import keys
 from ipmeta.schema.keys import DEFAULT_DATASET
 from ipmeta.schema.settings import DEFAULT_FRONT, Front
 from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
+from stacks.options import MAX_DATA_AGE_HOURS, markdown_table, range_problems
 
 if TYPE_CHECKING:
     from loader.feeds.config import FeedConfig
@@ -38,27 +39,6 @@ if TYPE_CHECKING:
 BILLING_ON_DEMAND: Final = "onDemand"
 BILLING_PROVISIONED: Final = "provisioned"
 
-#: Child executions a Distributed Map of the loader runs at once, at most: far beyond what a
-#: table absorbs (each writer does ~1,000 items/s), and within Step Functions' 10,000.
-_MAX_MAP_CONCURRENCY: Final = 1000
-#: CloudWatch evaluates at most 7 days of hourly periods.
-_MAX_DATA_AGE_HOURS: Final = 7 * 24
-#: A feed's alarm fires after at most this many failed runs in a row.
-_MAX_FEED_FAILURES_TO_ALARM: Final = 100
-#: API Gateway caches an HTTP API authorizer's answer for at most an hour.
-_MAX_API_KEY_CACHE_SECONDS: Final = 3600
-#: CloudFront keeps an answer at most a year; an activation invalidates it anyway.
-_MAX_EDGE_CACHE_SECONDS: Final = 365 * 24 * 3600
-#: Reserved concurrency a lookup function may hold, at most (an account's default quota).
-_MAX_RESERVED_CONCURRENCY: Final = 1000
-#: Lambda's memory sizes, in MB.
-_MIN_MEMORY_MB: Final = 128
-_MAX_MEMORY_MB: Final = 10_240
-#: How long a lookup container may trust the active-version pointer, at most.
-_MAX_POINTER_CACHE_SECONDS: Final = 3600
-#: A throttle (requests per second, or a burst) beyond any account's reach. API Gateway's
-#: account quota is 10,000 requests per second unless raised; zero or less stops every request.
-_MAX_THROTTLE: Final = 1_000_000
 #: An EventBridge Scheduler expression: cron() with its six fields, or rate().
 _SCHEDULE_EXPRESSION: Final = re.compile(r"cron\((\S+ ){5}\S+\)|rate\(\d+ (minute|hour|day)s?\)")
 #: A WAFv2 web ACL: regional (a REST stage's) or global, in us-east-1 (a CloudFront distribution's).
@@ -536,10 +516,6 @@ class IpmetaConfig(BaseModel):
                 (name in triggered, f"uploadTrigger and a feed (or sourceUrl) both load dataset {name}")
                 for name in sorted(set(names))
             ),
-            (
-                not 1 <= self.feed_failures_to_alarm <= _MAX_FEED_FAILURES_TO_ALARM,
-                f"feedFailuresToAlarm must be 1..{_MAX_FEED_FAILURES_TO_ALARM}",
-            ),
         ]
 
     def _waf_rules(self) -> list[tuple[bool, str]]:
@@ -575,23 +551,6 @@ class IpmetaConfig(BaseModel):
             ),
         ]
 
-    def _url_rules(self) -> list[tuple[bool, str]]:
-        """The function URL's throttle and access log, and the edge's cache."""
-        return [
-            (
-                not 0 <= self.lookup_reserved_concurrency <= _MAX_RESERVED_CONCURRENCY,
-                f"lookupReservedConcurrency must be 0 (none reserved)..{_MAX_RESERVED_CONCURRENCY}",
-            ),
-            (
-                not 0.0 <= self.access_log_sample_rate <= 1.0,
-                "accessLogSampleRate must be a share from 0 to 1",
-            ),
-            (
-                not 0 <= self.edge_cache_seconds <= _MAX_EDGE_CACHE_SECONDS,
-                f"edgeCacheSeconds must be 0..{_MAX_EDGE_CACHE_SECONDS}",
-            ),
-        ]
-
     def _region_rules(self) -> list[tuple[bool, str]]:
         regions = self.replica_regions
         hostname = (self.domain_name, self.hosted_zone_id, self.hosted_zone_name)
@@ -623,46 +582,14 @@ class IpmetaConfig(BaseModel):
                 "domainName needs apiType=http or rest without edge: the one hostname is an API "
                 "Gateway custom domain per region, and a function URL or a distribution takes none",
             ),
-            (
-                not 1 <= self.replica_lag_alarm_minutes <= _MAX_DATA_AGE_HOURS * 60,
-                f"replicaLagAlarmMinutes must be 1..{_MAX_DATA_AGE_HOURS * 60}",
-            ),
         ]
 
     def _bound_rules(self) -> list[tuple[bool, str]]:
-        """Numbers no deployment can mean: sizes Lambda has not, throttles that stop every request."""
-        throttles = {
-            "apiThrottleRateLimit": self.api_throttle_rate_limit,
-            "apiThrottleBurstLimit": self.api_throttle_burst_limit,
-            "usagePlanRateLimit": self.usage_plan_rate_limit,
-            "usagePlanBurstLimit": self.usage_plan_burst_limit,
-        }
-        memory = {"lookupMemoryMb": self.lookup_memory_mb, "loaderMemoryMb": self.loader_memory_mb}
+        """Numbers no deployment can mean (``stacks.options``: sizes Lambda has not, throttles that stop
+        every request, caches longer than anyone keeps them), and an email that is no address."""
+        values = {field.alias or name: getattr(self, name) for name, field in type(self).model_fields.items()}
         return [
-            *(
-                (
-                    not _MIN_MEMORY_MB <= size <= _MAX_MEMORY_MB,
-                    f"{key} must be {_MIN_MEMORY_MB}..{_MAX_MEMORY_MB}",
-                )
-                for key, size in memory.items()
-            ),
-            *(
-                (not 1 <= limit <= _MAX_THROTTLE, f"{key} must be 1..{_MAX_THROTTLE} requests per second")
-                for key, limit in throttles.items()
-            ),
-            (self.usage_plan_quota_limit < 1, "usagePlanQuotaLimit must be at least 1: 0 refuses every key"),
-            (
-                not 0 <= self.pointer_cache_seconds <= _MAX_POINTER_CACHE_SECONDS,
-                f"pointerCacheSeconds must be 0..{_MAX_POINTER_CACHE_SECONDS}",
-            ),
-            (
-                min(self.provisioned_read_capacity, self.provisioned_write_max_capacity) < 1,
-                "provisionedReadCapacity and provisionedWriteMaxCapacity must be at least 1",
-            ),
-            (
-                min(self.warm_read_units_per_second, self.warm_write_units_per_second) < 0,
-                "warmReadUnitsPerSecond and warmWriteUnitsPerSecond must be 0 (off) or more",
-            ),
+            *((True, problem) for problem in range_problems(values)),
             (
                 bool(self.alarm_email) and not _EMAIL.fullmatch(self.alarm_email),
                 "alarmEmail must be an email address such as ops@example.com",
@@ -693,14 +620,6 @@ class IpmetaConfig(BaseModel):
                 self.log_retention_days not in LOG_RETENTION,
                 f"logRetentionDays must be one of {sorted(LOG_RETENTION)}",
             ),
-            (
-                not 1 <= self.map_max_concurrency <= _MAX_MAP_CONCURRENCY,
-                f"mapMaxConcurrency must be 1..{_MAX_MAP_CONCURRENCY}",
-            ),
-            (
-                not 1 <= self.data_max_age_hours <= _MAX_DATA_AGE_HOURS,
-                f"dataMaxAgeHours must be 1..{_MAX_DATA_AGE_HOURS}",
-            ),
             # Cleanup deletes the old version's items; a lookup container may still
             # hold the old pointer for pointerCacheSeconds after activation.
             (
@@ -722,19 +641,14 @@ class IpmetaConfig(BaseModel):
             ),
             *(
                 (
-                    not 1 <= source.max_age_hours <= _MAX_DATA_AGE_HOURS,
-                    f"maxAgeHours of {source.name} must be 1..{_MAX_DATA_AGE_HOURS}",
+                    not 1 <= source.max_age_hours <= MAX_DATA_AGE_HOURS,
+                    f"maxAgeHours of {source.name} must be 1..{MAX_DATA_AGE_HOURS}",
                 )
                 for source in self.dataset_sources
             ),
-            (
-                not 0 <= self.api_key_cache_seconds <= _MAX_API_KEY_CACHE_SECONDS,
-                f"apiKeyCacheSeconds must be 0..{_MAX_API_KEY_CACHE_SECONDS}",
-            ),
-            *self._url_rules(),
             # A cache the function cannot hold beside its code ends in out-of-memory kills.
             (
-                not 0 <= self.lookup_cache_mb <= self.lookup_memory_mb - LOOKUP_BASELINE_MB,
+                self.lookup_cache_mb > self.lookup_memory_mb - LOOKUP_BASELINE_MB,
                 f"lookupCacheMb must be 0..lookupMemoryMb - {LOOKUP_BASELINE_MB}",
             ),
         ]
@@ -745,3 +659,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     name if field.alias is None else field.alias: field.default
     for name, field in IpmetaConfig.model_fields.items()
 }
+
+
+if __name__ == "__main__":
+    # docs/deploy.md's options table (tests/infra/test_options.py holds the page to it).
+    print(markdown_table(DEFAULTS))

@@ -74,7 +74,7 @@ class LookupRegionStack(Stack):
             config=config,
             region=region,
             front=self.lookup.fronts()[0],
-            functions={**self.lookup.functions, "arrival": self.arrival.function},
+            lookup_function=self.lookup.handler.function,
             table=self.table,
         )
         outputs[OUTPUT_ALARM_TOPIC_ARN] = (self.alarms.topic.topic_arn, "This region's alarms")

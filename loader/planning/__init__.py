@@ -5,6 +5,7 @@
 - ``costs``: what a load's writes and storage cost, and lookups per API front;
 - ``regions``: what each replica region adds (``replicaRegions``): replicated writes,
   transfer, storage, arrival checks, lookups spread over the regions;
+- ``fixed_bill``: what the default stack costs a month before any lookup or load, line by line;
 - ``load_plan``: everything ``ipmeta plan`` reports about one load;
 - ``blog``: the AWS blog's four loads, reproduced by the model.
 

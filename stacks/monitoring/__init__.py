@@ -1,5 +1,6 @@
 """The dashboard and the alarms, through cdk-monitoring-constructs.
 
+- ``alarm_table``: every alarm, once: what it watches and what only it catches;
 - ``dashboard``: home's dashboard and alarms, sent to one SNS topic (``Monitoring``);
 - ``dashboard_metrics``: the custom metrics the dashboard draws (the loader's, the lookup's);
 - ``region_alarms``: a replica region's alarms, on a topic of its own.

@@ -12,12 +12,13 @@ library's alarm factory (its names, the topic as the alarm and OK action). A sec
   operation, with today's alarms);
 - **datasets** (each one's age and activations), **loads** (each dataset's load duration
   and items written; the state machine) and **feeds** (each feed's runs by outcome);
-- every other function's errors and throttles, as alarms, and one widget of every alarm.
+- every other function's errors and throttles, and one widget of every alarm.
 
-Where the library's monitors alarm on the metric an alarm always watched (Lambda's Errors
-and Throttles), they make the alarm; the others keep their own metric (the API-wide 5xx,
-throttled requests by operation, the sum of failed executions, the loader's metrics) as the
-library's custom alarms. ``tests/infra/test_alarms_kept.py`` holds every one.
+The alarms are the rules of ``alarm_table``, which a replica region applies too
+(``region_alarms``): the library's Lambda monitor makes the lookup's throttle alarm, and the
+others are the library's custom alarms on their own metric (the API-wide 5xx, throttled reads,
+the sum of failed executions, the loader's metrics). ``tests/infra/test_alarms_kept.py`` holds
+every one.
 
 With ``alarmTopicEncryption`` (the default) the topic is encrypted with a customer-managed
 KMS key whose policy lets CloudWatch use it: an alarm publishes as ``cloudwatch.amazonaws.com``,
@@ -42,78 +43,44 @@ from aws_cdk import aws_stepfunctions as sfn
 from cdk_monitoring_constructs import (
     AlarmFactoryDefaults,
     CustomMetricGroup,
-    CustomMetricWithAlarm,
-    CustomThreshold,
     DefaultDashboardFactory,
-    ErrorCountThreshold,
     MonitoringFacade,
     SnsAlarmActionStrategy,
 )
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
+from stacks.constants import RECORD_RELEASE_TASK
 from stacks.fronts.front_metrics import PERCENTILES, MonitoredFront
 from stacks.monitoring import dashboard_metrics as metrics
+from stacks.monitoring.alarm_table import (
+    DATA_TOO_OLD,
+    FEED_FAILING,
+    FRONT_SERVER_ERRORS,
+    LOADS_FAILED,
+    LOOKUP_THROTTLES,
+    PERIOD,
+    RECORD_RELEASE_ERRORS,
+    TABLE_READ_THROTTLES,
+)
 
-PERIOD: Final = Duration.minutes(5)
 #: Who publishes an alarm's notification, and what it needs of an encrypted topic's key.
 CLOUDWATCH_PRINCIPAL: Final = "cloudwatch.amazonaws.com"
 CLOUDWATCH_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey*")
-API_5XX_THRESHOLD: Final = 5
-LAMBDA_ERRORS_THRESHOLD: Final = 5
-LAMBDA_THROTTLES_THRESHOLD: Final = 1
-#: Any throttled read is a lookup that slowed down or failed.
-READ_THROTTLES_THRESHOLD: Final = 1
-#: Writes are throttled by design while a big load ramps up; WriteChunk retries.
-WRITE_THROTTLES_THRESHOLD: Final = 1000
 #: The dashboard opens on a week: a dataset reloaded weekly still shows its last activation.
 DASHBOARD_RANGE: Final = Duration.days(7)
-#: Every alarm has one disambiguator: it pages.
-CRITICAL: Final = "Critical"
-GTE: Final = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-
-_READ_OPERATIONS: Final = (dynamodb.Operation.GET_ITEM, dynamodb.Operation.QUERY)
+#: The lookup's reads (``LOOKUP_TABLE_ACTIONS``): the item, the datasets' list and pointers.
+READ_OPERATIONS: Final = (
+    dynamodb.Operation.GET_ITEM,
+    dynamodb.Operation.QUERY,
+    dynamodb.Operation.BATCH_GET_ITEM,
+)
 _WRITE_OPERATIONS: Final = (
     dynamodb.Operation.BATCH_WRITE_ITEM,
     dynamodb.Operation.PUT_ITEM,
     dynamodb.Operation.UPDATE_ITEM,
     dynamodb.Operation.DELETE_ITEM,
 )
-
-
-def _threshold(
-    description: str,
-    threshold: float,
-    *,
-    comparison: cloudwatch.ComparisonOperator = GTE,
-    periods: int = 1,
-    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-) -> dict[str, CustomThreshold]:
-    """A custom alarm that fires when ``periods`` datapoints in a row breach ``threshold``."""
-    return {
-        CRITICAL: CustomThreshold(
-            threshold=threshold,
-            comparison_operator=comparison,
-            evaluation_periods=periods,
-            datapoints_to_alarm=periods,
-            treat_missing_data_override=missing,
-            alarm_description_override=description,
-        )
-    }
-
-
-def _count_alarm(description: str, threshold: float) -> dict[str, ErrorCountThreshold]:
-    """The library's error-count alarm, at or above ``threshold`` in one five-minute period."""
-    return {
-        CRITICAL: ErrorCountThreshold(
-            max_error_count=threshold,
-            comparison_operator_override=GTE,
-            datapoints_to_alarm=1,
-            evaluation_periods=1,
-            treat_missing_data_override=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description_override=description,
-        )
-    }
 
 
 def alarm_topic_key(scope: Construct, topic: str) -> kms.Key:
@@ -129,6 +96,37 @@ def alarm_topic_key(scope: Construct, topic: str) -> kms.Key:
     )
     key.grant(iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL), *CLOUDWATCH_KEY_ACTIONS)
     return key
+
+
+def throttled_requests(
+    table: dynamodb.ITableV2, operations: Sequence[dynamodb.Operation]
+) -> cloudwatch.MathExpression:
+    """The table's throttled requests of ``operations``, summed (a MathExpression), as the alarms
+    always read them."""
+    return cast(
+        cloudwatch.MathExpression,
+        table.metric_throttled_requests_for_operations(operations=list(operations), period=PERIOD),
+    )
+
+
+def alarm_topic(scope: Construct, config: IpmetaConfig, display_name: str, key_topic: str) -> sns.Topic:
+    """The topic every alarm of a region sends to (alarm and OK), with ``alarmEmail`` subscribed."""
+    key = alarm_topic_key(scope, key_topic) if config.alarm_topic_encryption else None
+    topic = sns.Topic(scope, "AlarmTopic", display_name=display_name, enforce_ssl=True, master_key=key)
+    if config.alarm_email:
+        topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+    return topic
+
+
+def alarm_defaults(scope: Construct, topic: sns.ITopic) -> AlarmFactoryDefaults:
+    """Every alarm named after its stack, sent to ``topic`` on alarm and on OK."""
+    return AlarmFactoryDefaults(
+        actions_enabled=True,
+        alarm_name_prefix=Stack.of(scope).stack_name,
+        action=SnsAlarmActionStrategy(on_alarm_topic=topic, on_ok_topic=topic),
+        datapoints_to_alarm=1,
+        evaluation_periods=1,
+    )
 
 
 class Monitoring(Construct):
@@ -148,12 +146,7 @@ class Monitoring(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self._other_alarms = list(other_alarms)
-        self.topic_key = alarm_topic_key(self, "the alarm topic") if config.alarm_topic_encryption else None
-        self.topic = sns.Topic(
-            self, "AlarmTopic", display_name="ipmeta alarms", enforce_ssl=True, master_key=self.topic_key
-        )
-        if config.alarm_email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+        self.topic = alarm_topic(self, config, "ipmeta alarms", "the alarm topic")
         self.facade = self._build_facade()
         self._monitor_traffic(fronts, lookup_function)
         self._monitor_lookup(lookup_function)
@@ -161,9 +154,9 @@ class Monitoring(Construct):
         self._monitor_datasets()
         self._monitor_loads(state_machine)
         self._monitor_feeds()
-        for name, function in functions.items():
-            if function is not lookup_function:
-                self._monitor_other_function(name, function)
+        self._monitor_other_functions(
+            {name: function for name, function in functions.items() if function is not lookup_function}
+        )
         self._monitor_replica_regions()
         self._add_alarm_overview()
 
@@ -178,13 +171,7 @@ class Monitoring(Construct):
         return MonitoringFacade(
             self,
             "Dashboard",
-            alarm_factory_defaults=AlarmFactoryDefaults(
-                actions_enabled=True,
-                alarm_name_prefix=stack_name,
-                action=SnsAlarmActionStrategy(on_alarm_topic=self.topic, on_ok_topic=self.topic),
-                datapoints_to_alarm=1,
-                evaluation_periods=1,
-            ),
+            alarm_factory_defaults=alarm_defaults(self, self.topic),
             dashboard_factory=DefaultDashboardFactory(
                 self,
                 "Dashboards",
@@ -212,11 +199,7 @@ class Monitoring(Construct):
         for front in fronts:
             errors.append(front.client_errors(PERIOD).with_(label=f"{front.name} 4xx"))
             errors.append(
-                CustomMetricWithAlarm(
-                    metric=front.server_errors(PERIOD).with_(label=f"{front.name} 5xx"),
-                    alarm_friendly_name=f"{front.name.replace(' ', '')}5xx",
-                    add_alarm=_threshold("The lookup API returned 5xx responses", API_5XX_THRESHOLD),
-                )
+                FRONT_SERVER_ERRORS.alarm(front.server_errors(PERIOD).with_(label=f"{front.name} 5xx"))
             )
         errors += [metrics.answers(family) for family in (4, 5)]
         self.facade.monitor_custom(
@@ -240,10 +223,8 @@ class Monitoring(Construct):
             lambda_function=function,
             alarm_friendly_name="Lookup",
             human_readable_name="Lookup function",
-            add_fault_count_alarm=_count_alarm("The lookup function raised errors", LAMBDA_ERRORS_THRESHOLD),
-            add_throttles_count_alarm=_count_alarm(
-                "The lookup function was throttled", LAMBDA_THROTTLES_THRESHOLD
-            ),
+            # A failed lookup is the front's 5xx (FrontServerErrors); a throttled one may not be.
+            add_throttles_count_alarm=LOOKUP_THROTTLES.count_alarm(),
         )
         self.facade.monitor_custom(
             alarm_friendly_name="RangeCache",
@@ -276,40 +257,16 @@ class Monitoring(Construct):
             alarm_friendly_name="Table",
             human_readable_name="DynamoDB table: consumed read and write units, throttles",
         )
-        throttled = [
-            CustomMetricWithAlarm(
-                # A sum over the operations (MathExpression), as the alarms always read it.
-                metric=cast(
-                    cloudwatch.MathExpression,
-                    table.metric_throttled_requests_for_operations(
-                        operations=list(operations), period=PERIOD
-                    ),
-                ),
-                alarm_friendly_name=name,
-                add_alarm=_threshold(description, threshold),
-            )
-            for name, operations, description, threshold in (
-                (
-                    "TableReadThrottles",
-                    _READ_OPERATIONS,
-                    "DynamoDB throttled lookup reads",
-                    READ_THROTTLES_THRESHOLD,
-                ),
-                (
-                    "TableWriteThrottles",
-                    _WRITE_OPERATIONS,
-                    "DynamoDB throttled loader writes far beyond what retries absorb",
-                    WRITE_THROTTLES_THRESHOLD,
-                ),
-            )
-        ]
+        reads = TABLE_READ_THROTTLES.alarm(throttled_requests(table, READ_OPERATIONS))
+        # Writes beyond what WriteChunk's retries absorb fail the load (LoadsFailed): drawn, no alarm.
+        writes = throttled_requests(table, _WRITE_OPERATIONS)
         self.facade.monitor_custom(
             alarm_friendly_name="Throttles",
             human_readable_name="Throttled requests: the lookup's reads, the loader's writes",
             metric_groups=[
-                CustomMetricGroup(title="Throttled reads (GetItem, Query)", metrics=[throttled[0]]),
+                CustomMetricGroup(title="Throttled reads (GetItem, Query, BatchGetItem)", metrics=[reads]),
                 CustomMetricGroup(
-                    title="Throttled writes (BatchWriteItem, Put, Update, Delete)", metrics=[throttled[1]]
+                    title="Throttled writes (BatchWriteItem, Put, Update, Delete)", metrics=[writes]
                 ),
             ],
         )
@@ -346,16 +303,8 @@ class Monitoring(Construct):
         # One hourly datapoint per hour of allowed age: the alarm fires when none of the last
         # `hours` hours saw an activation of the dataset. No data at all (nothing ever loaded,
         # or the loader stopped publishing) also alarms.
-        return CustomMetricWithAlarm(
-            metric=activations,
-            alarm_friendly_name=f"DataTooOld{source.construct_suffix}",
-            add_alarm=_threshold(
-                f"No version of dataset {name} was activated in the last {hours} hours",
-                1,
-                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                periods=hours,
-                missing=cloudwatch.TreatMissingData.BREACHING,
-            ),
+        return DATA_TOO_OLD.alarm(
+            activations, suffix=source.construct_suffix, periods=hours, name=name, hours=hours
         )
 
     def _monitor_loads(self, state_machine: sfn.StateMachine) -> None:
@@ -384,13 +333,7 @@ class Monitoring(Construct):
                 ),
                 CustomMetricGroup(
                     title="Loads that failed",
-                    metrics=[
-                        CustomMetricWithAlarm(
-                            metric=failed,
-                            alarm_friendly_name="LoadsFailed",
-                            add_alarm=_threshold("A load execution failed, timed out or was aborted", 1),
-                        )
-                    ],
+                    metrics=[LOADS_FAILED.alarm(failed)],
                 ),
             ],
         )
@@ -410,14 +353,11 @@ class Monitoring(Construct):
                     # The count lives in the feed's item (loader.pipeline.fetch): it does not depend on
                     # how often the feed runs. Between runs no datapoint arrives, and IGNORE keeps the
                     # alarm where the last run left it, until a run succeeds (0) or fails again.
-                    CustomMetricWithAlarm(
-                        metric=metrics.feed_failures(feed.name).with_(label=f"{feed.name}: failed in a row"),
-                        alarm_friendly_name=f"FeedFailing{feed.construct_suffix}",
-                        add_alarm=_threshold(
-                            f"The feed of dataset {feed.name} failed {threshold} or more runs in a row",
-                            threshold,
-                            missing=cloudwatch.TreatMissingData.IGNORE,
-                        ),
+                    FEED_FAILING.alarm(
+                        metrics.feed_failures(feed.name).with_(label=f"{feed.name}: failed in a row"),
+                        suffix=feed.construct_suffix,
+                        threshold=threshold,
+                        name=feed.name,
                     ),
                 ],
             )
@@ -430,21 +370,40 @@ class Monitoring(Construct):
                 metric_groups=groups,
             )
 
-    def _monitor_other_function(self, name: str, function: lambda_.IFunction) -> None:
-        """A loader task or an authorizer: its errors and throttles alarm; the overview shows them."""
-        label = "".join(part.capitalize() for part in name.split("_"))
-        self.facade.monitor_lambda_function(
-            lambda_function=function,
-            alarm_friendly_name=label,
-            human_readable_name=f"{name} function",
-            add_fault_count_alarm=_count_alarm(f"The {name} function raised errors", LAMBDA_ERRORS_THRESHOLD),
-            add_throttles_count_alarm=_count_alarm(
-                f"The {name} function was throttled", LAMBDA_THROTTLES_THRESHOLD
-            ),
-            add_to_detail_dashboard=False,
-            add_to_summary_dashboard=False,
-            add_to_alarm_dashboard=False,
+    def _monitor_other_functions(self, functions: Mapping[str, lambda_.IFunction]) -> None:
+        """The loader's tasks and the authorizer: their errors and throttles, drawn. A task's failure
+        its retries do not absorb fails the load (LoadsFailed), an authorizer's is the front's 5xx;
+        RecordRelease's alone a load survives, so it alarms."""
+        self.facade.monitor_custom(
+            alarm_friendly_name="Functions",
+            human_readable_name="The other functions: the loader's tasks, the authorizer",
+            metric_groups=[
+                CustomMetricGroup(
+                    title="Errors",
+                    metrics=[
+                        function.metric_errors(period=PERIOD).with_(label=name)
+                        for name, function in functions.items()
+                    ],
+                ),
+                CustomMetricGroup(
+                    title="Throttles",
+                    metrics=[
+                        function.metric_throttles(period=PERIOD).with_(label=name)
+                        for name, function in functions.items()
+                    ],
+                ),
+            ],
         )
+        if RECORD_RELEASE_TASK in functions:
+            self.facade.monitor_lambda_function(
+                lambda_function=functions[RECORD_RELEASE_TASK],
+                alarm_friendly_name="RecordRelease",
+                human_readable_name="record_release function",
+                add_fault_count_alarm=RECORD_RELEASE_ERRORS.count_alarm(),
+                add_to_detail_dashboard=False,
+                add_to_summary_dashboard=False,
+                add_to_alarm_dashboard=False,
+            )
 
     def _monitor_replica_regions(self) -> None:
         """One section per replica region: how far behind home it serves, and what it answers.

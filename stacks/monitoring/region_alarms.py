@@ -1,37 +1,43 @@
-"""A replica region's alarms, on a topic of its own: its front, its functions, its replica's reads,
-and how far its pointer trails home's.
+"""A replica region's alarms, on a topic of its own: the rules of ``alarm_table`` a region applies.
 
 An alarm publishes only to a topic of its own region, so each region has one
-(encrypted like home's with ``alarmTopicEncryption``). The thresholds are home's
-(``stacks/monitoring/dashboard.py``); what only a replica has is ``RegionBehind``: the
-arrival check publishes ``RegionBehindSeconds`` every minute, and the alarm fires
-when the region has trailed home longer than ``replicaLagAlarmMinutes``, or when
-the check stopped publishing at all. The region keeps serving its previous
-version all the while: late, never wrong.
+(encrypted like home's with ``alarmTopicEncryption``). The rules are home's, applied
+through cdk-monitoring-constructs as home applies them (``dashboard``), with no dashboard
+of the region's own: home's draws every region. What only a replica has is
+``RegionBehind``: the arrival check publishes ``RegionBehindSeconds`` every minute, and the
+alarm fires when the region has trailed home longer than ``replicaLagAlarmMinutes``, or
+when the check stopped publishing at all. The region keeps serving its previous version all
+the while: late, never wrong.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
+from cdk_monitoring_constructs import (
+    CustomMetricGroup,
+    CustomMetricWithAlarm,
+    DefaultDashboardFactory,
+    MonitoringFacade,
+)
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
 from stacks.fronts.front_metrics import MonitoredFront
-from stacks.monitoring.dashboard import (
-    API_5XX_THRESHOLD,
-    LAMBDA_ERRORS_THRESHOLD,
-    LAMBDA_THROTTLES_THRESHOLD,
+from stacks.monitoring.alarm_table import (
+    FRONT_SERVER_ERRORS,
+    LOOKUP_THROTTLES,
     PERIOD,
-    READ_THROTTLES_THRESHOLD,
-    alarm_topic_key,
+    REGION_BEHIND,
+    TABLE_READ_THROTTLES,
+    Where,
+    rules_of,
 )
+from stacks.monitoring.dashboard import READ_OPERATIONS, alarm_defaults, alarm_topic, throttled_requests
 from stacks.monitoring.dashboard_metrics import region_behind_metric
 
 
@@ -44,76 +50,46 @@ class RegionAlarms(Construct):
         config: IpmetaConfig,
         region: str,
         front: MonitoredFront,
-        functions: Mapping[str, lambda_.IFunction],
+        lookup_function: lambda_.IFunction,
         table: dynamodb.ITableV2,
     ) -> None:
         super().__init__(scope, construct_id)
-        key = alarm_topic_key(self, "the region's alarm topic") if config.alarm_topic_encryption else None
-        self.topic = sns.Topic(
-            self, "AlarmTopic", display_name=f"ipmeta alarms ({region})", enforce_ssl=True, master_key=key
-        )
-        if config.alarm_email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
-        self.alarms: list[cloudwatch.Alarm] = []
-        count = cloudwatch.Stats.SUM
-        self._add(
-            "Api5xx",
-            "The lookup API returned 5xx responses",
-            front.server_errors(PERIOD),
-            API_5XX_THRESHOLD,
-        )
-        for name, function in functions.items():
-            label = "".join(part.capitalize() for part in name.split("_"))
-            self._add(
-                f"{label}Errors",
-                f"The {name} function raised errors",
-                function.metric_errors(period=PERIOD, statistic=count),
-                LAMBDA_ERRORS_THRESHOLD,
-            )
-            self._add(
-                f"{label}Throttles",
-                f"The {name} function was throttled",
-                function.metric_throttles(period=PERIOD, statistic=count),
-                LAMBDA_THROTTLES_THRESHOLD,
-            )
-        reads = [dynamodb.Operation.GET_ITEM, dynamodb.Operation.QUERY, dynamodb.Operation.BATCH_GET_ITEM]
-        self._add(
-            "TableReadThrottles",
-            "DynamoDB throttled lookup reads",
-            table.metric_throttled_requests_for_operations(operations=reads, period=PERIOD),
-            READ_THROTTLES_THRESHOLD,
-        )
+        self.topic = alarm_topic(self, config, f"ipmeta alarms ({region})", "the region's alarm topic")
         minutes = config.replica_lag_alarm_minutes
-        self._add(
-            "RegionBehind",
-            f"{region} has served an older version than home for over {minutes} minutes "
-            "(a version not wholly arrived), or its arrival check stopped",
-            region_behind_metric(region),
-            minutes * 60,
-            missing=cloudwatch.TreatMissingData.BREACHING,
-        )
-        for alarm in self.alarms:
-            alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
-            alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
-
-    def _add(
-        self,
-        construct_id: str,
-        description: str,
-        metric: cloudwatch.IMetric,
-        threshold: float,
-        *,
-        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-    ) -> None:
-        self.alarms.append(
-            cloudwatch.Alarm(
+        reads = throttled_requests(table, READ_OPERATIONS)
+        #: Each rule a region applies, with this region's metric.
+        applied: Mapping[str, Callable[[], CustomMetricWithAlarm]] = {
+            FRONT_SERVER_ERRORS.name: lambda: FRONT_SERVER_ERRORS.alarm(front.server_errors(PERIOD)),
+            LOOKUP_THROTTLES.name: lambda: LOOKUP_THROTTLES.alarm(
+                lookup_function.metric_throttles(period=PERIOD, statistic=cloudwatch.Stats.SUM)
+            ),
+            TABLE_READ_THROTTLES.name: lambda: TABLE_READ_THROTTLES.alarm(reads),
+            REGION_BEHIND.name: lambda: REGION_BEHIND.alarm(
+                region_behind_metric(region), threshold=minutes * 60, region=region, minutes=minutes
+            ),
+        }
+        self.facade = MonitoringFacade(
+            self,
+            "Alarms",
+            alarm_factory_defaults=alarm_defaults(self, self.topic),
+            # Home's dashboard draws this region (``Monitoring._monitor_replica_regions``).
+            dashboard_factory=DefaultDashboardFactory(
                 self,
-                construct_id,
-                alarm_description=description,
-                metric=metric,
-                threshold=threshold,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=missing,
-            )
+                "NoDashboards",
+                dashboard_name_prefix=f"{Stack.of(self).stack_name}-{region}",
+                create_dashboard=False,
+                create_summary_dashboard=False,
+                create_alarm_dashboard=False,
+            ),
         )
+        self.facade.monitor_custom(
+            alarm_friendly_name="Region",
+            human_readable_name=f"Region {region}",
+            metric_groups=[
+                CustomMetricGroup(title=name, metrics=[applied[name]()]) for name in rules_of(Where.REGION)
+            ],
+        )
+
+    @property
+    def alarms(self) -> list[cloudwatch.AlarmBase]:
+        return [created.alarm for created in self.facade.created_alarms()]

@@ -2,8 +2,9 @@
 
 One App holds the stack with ``cdk.json``'s context and the REST front (``DEFAULT``: the stack
 most template tests read; REST was the default front before issue 27), plus one Stage per
-variant that overrides context to switch on the optional features: the function URL front
-(``URL``, cdk.json's own default), the HTTP API front, CloudFront in front of each. A single
+variant that overrides context to switch on the optional features: ``SHIPPED``, cdk.json as it
+is (the HTTP API front, the default since issue 34), the function URL front (``URL``), the HTTP
+API front with options, CloudFront in front of each. A single
 ``synth`` covers them all, and cdk-nag validates them all. Validation failures are recorded,
 not raised, so the nag test can list them while the template tests still run
 (the templates are written before validation).
@@ -32,7 +33,9 @@ from cdk_nag import AwsSolutionsChecks
 from stacks.deployment import build
 
 DEFAULT = "default"
-#: cdk.json as it is: the function URL front (``apiType=url``), the default.
+#: cdk.json as it is, nothing overridden: what ``cdk deploy`` builds (the HTTP API front).
+SHIPPED = "shipped"
+#: The function URL front (``apiType=url``), the cheapest.
 URL = "url"
 #: CloudFront in front of each front.
 URL_EDGE = "url_edge"
@@ -106,8 +109,16 @@ EXAMPLE_DOMAIN = {
     "hostedZoneName": "example.com",
 }
 
+
+def cdk_json() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))
+    return document
+
+
 #: Context overrides of each variant, on top of cdk.json.
 VARIANTS: Mapping[str, Mapping[str, Any]] = {
+    # ``DEFAULT_CONTEXT`` names REST for the whole app: this stage puts back cdk.json's own front.
+    SHIPPED: {"apiType": cdk_json()["context"]["apiType"]},
     URL: {"apiType": "url"},
     URL_EDGE: {
         "apiType": "url",
@@ -193,11 +204,6 @@ REGION_TEMPLATES: dict[str, str] = {
     for variant in (REPLICAS, REPLICAS_DOMAIN)
     for region in VARIANTS[variant]["replicaRegions"]
 }
-
-
-def cdk_json() -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))
-    return document
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,32 @@
-"""Every alarm the stack had before the dashboard (issue 29) is still there, by metric and threshold.
+"""Each template holds exactly the alarms of the alarm table (issue 34), by metric and threshold.
 
-Written against the hand-built alarms of ``stacks/monitoring/dashboard.py`` before they moved onto
-cdk-monitoring-constructs, and kept as they were: whatever builds an alarm, its metric
-(namespace, name, dimensions, statistic, period; a math expression's metrics and their
-sum), its comparison, threshold, evaluation periods, datapoints and missing-data rule must
-stay. An alarm is named here by what it watches, never by its logical id or name, which a
-library may choose differently.
+``stacks/monitoring/alarm_table.py`` keeps an alarm only where it catches what no other does:
+no alarm per loader task (``LoadsFailed`` catches a failure its retries did not absorb), none
+on the lookup's or an authorizer's errors (the front's 5xx), none on a region's arrival check
+(``RegionBehind``). Home and every replica region are checked: whatever builds an alarm, its
+metric (namespace, name, dimensions, statistic, period; a math expression's metrics and their
+sum), its comparison, threshold, evaluation periods, datapoints and missing-data rule must be
+the expected one, and no other alarm may be there. An alarm is named here by what it watches,
+never by its logical id or name, which a library may choose differently.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 
-from stacks.constants import LOADER_SERVICE_NAME, LOOKUP_HANDLER, METRICS_NAMESPACE
+from stacks.constants import (
+    ENV_TABLE_NAME,
+    LOADER_MODULE,
+    LOADER_SERVICE_NAME,
+    LOOKUP_HANDLER,
+    METRICS_NAMESPACE,
+)
 from tests.infra.cfn import function_by_handler, resources_of_type
 from tests.infra.conftest import (
     ALL_VARIANTS,
@@ -27,9 +36,11 @@ from tests.infra.conftest import (
     FEEDS,
     HTTP_API,
     HTTP_EDGE,
+    REGION_TEMPLATES,
     REPLICAS,
     REPLICAS_DOMAIN,
     REST_EDGE,
+    SHIPPED,
     SOURCE_URL,
     UPLOAD_TRIGGER,
     URL,
@@ -37,6 +48,7 @@ from tests.infra.conftest import (
     Synthesized,
 )
 
+MINUTE = 60
 FIVE_MINUTES = 300
 HOUR = 3600
 GTE = "GreaterThanOrEqualToThreshold"
@@ -52,6 +64,7 @@ DATA_AGE: Mapping[str, Mapping[str, int]] = {
         variant: {"default": 48}
         for variant in (
             DEFAULT,
+            SHIPPED,
             SOURCE_URL,
             UPLOAD_TRIGGER,
             HTTP_API,
@@ -71,14 +84,15 @@ FEED_FAILURES: Mapping[str, Mapping[str, int]] = {
     SOURCE_URL: {"default": 2},
     FEEDS: {"city": 3, "geolite2-asn": 3, "dbip-country-lite": 3, "ipinfo-lite": 3},
 }
-READ_OPERATIONS = ("GetItem", "Query")
-WRITE_OPERATIONS = ("BatchWriteItem", "PutItem", "UpdateItem", "DeleteItem")
+READ_OPERATIONS = ("GetItem", "Query", "BatchGetItem")
 EXECUTION_FAILURES = ("ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted")
 
 
 def _value(value: Any) -> str:
-    """A dimension's value: a literal, or the resource it refers to."""
-    return value if isinstance(value, str) else f"Ref:{value['Ref']}"
+    """A dimension's value: a literal, the resource it refers to, or the expression that gives it."""
+    if isinstance(value, str):
+        return value
+    return f"Ref:{value['Ref']}" if "Ref" in value else json.dumps(value, sort_keys=True)
 
 
 def _dimensions(dimensions: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
@@ -149,37 +163,79 @@ def _only(template: dict[str, Any], resource_type: str) -> str:
     return f"Ref:{logical_id}"
 
 
-def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[str, AlarmSignature]]:
-    """Today's alarms of ``variant``, each with what it is for."""
-    for logical_id in resources_of_type(template, "AWS::Lambda::Function"):
-        function = frozenset({("FunctionName", f"Ref:{logical_id}")})
-        yield f"{logical_id} errors", _count(("AWS/Lambda", "Errors", function, "Sum", FIVE_MINUTES), 5)
-        yield f"{logical_id} throttles", _count(("AWS/Lambda", "Throttles", function, "Sum", FIVE_MINUTES), 1)
-    if variant in (HTTP_API, REPLICAS_DOMAIN, HTTP_EDGE):  # each fronts with the HTTP API
+def _front_5xx(template: dict[str, Any], variant: str, period: int) -> Metric:
+    """The front's API-wide 5xx: the HTTP API's, the function URL's, or the REST API's."""
+    if variant.split("@", maxsplit=1)[0] in (SHIPPED, HTTP_API, REPLICAS_DOMAIN, HTTP_EDGE):
         api = ("AWS/ApiGateway", "5xx", frozenset({("ApiId", _only(template, "AWS::ApiGatewayV2::Api"))}))
     elif variant in (URL, URL_EDGE):  # the function's URL: Lambda counts what it answered
         lookup, _ = function_by_handler(template, LOOKUP_HANDLER)
         api = ("AWS/Lambda", "Url5xxCount", frozenset({("FunctionName", f"Ref:{lookup}")}))
     else:
         api = ("AWS/ApiGateway", "5XXError", frozenset({("ApiName", "RestApi")}))
-    yield "API 5xx", _count((*api, "Sum", FIVE_MINUTES), 5)
-    table = _only(template, "AWS::DynamoDB::GlobalTable")
-    for name, operations, threshold in (("reads", READ_OPERATIONS, 1), ("writes", WRITE_OPERATIONS, 1000)):
-        throttled = frozenset(
-            (
-                "AWS/DynamoDB",
-                "ThrottledRequests",
-                frozenset({("Operation", operation), ("TableName", table)}),
-                "Sum",
-                FIVE_MINUTES,
-            )
-            for operation in operations
+    return (*api, "Sum", period)
+
+
+def serving_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[str, AlarmSignature]]:
+    """What home and every replica region alarm on: the front's 5xx, the lookup's throttles, the
+    table's throttled lookup reads, and with ``domainName`` the hostname's health."""
+    yield "front 5xx", _count(_front_5xx(template, variant, FIVE_MINUTES), 5)
+    lookup, _ = function_by_handler(template, LOOKUP_HANDLER)
+    function = frozenset({("FunctionName", f"Ref:{lookup}")})
+    yield "lookup throttles", _count(("AWS/Lambda", "Throttles", function, "Sum", FIVE_MINUTES), 1)
+    table = _table_name(template)
+    throttled = frozenset(
+        (
+            "AWS/DynamoDB",
+            "ThrottledRequests",
+            frozenset({("Operation", operation), ("TableName", table)}),
+            "Sum",
+            FIVE_MINUTES,
         )
-        yield f"table {name} throttled", (throttled, GTE, float(threshold), 1, 1, "notBreaching")
+        for operation in READ_OPERATIONS
+    )
+    yield "table reads throttled", (throttled, GTE, 1.0, 1, 1, "notBreaching")
+    if variant.split("@", maxsplit=1)[0] == REPLICAS_DOMAIN:
+        unhealthy = frozenset({_front_5xx(template, variant, MINUTE)})
+        yield "front unhealthy", (unhealthy, GTE, 25.0, 2, 2, "notBreaching")
+
+
+def _table_name(template: dict[str, Any]) -> str:
+    """Home's table, or the name a replica region's stack reads from home's outputs."""
+    tables = resources_of_type(template, "AWS::DynamoDB::GlobalTable")
+    if tables:
+        return _only(template, "AWS::DynamoDB::GlobalTable")
+    [lookup] = [
+        resource
+        for resource in resources_of_type(template, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == LOOKUP_HANDLER
+    ]
+    return _value(lookup["Properties"]["Environment"]["Variables"][ENV_TABLE_NAME])
+
+
+def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[str, AlarmSignature]]:
+    """Home's alarms in ``variant``, each with what it is for."""
+    yield from serving_alarms(template, variant)
     machine = frozenset({("StateMachineArn", _only(template, "AWS::StepFunctions::StateMachine"))})
     failures = frozenset(("AWS/States", name, machine, "Sum", FIVE_MINUTES) for name in EXECUTION_FAILURES)
     yield "loads failed", (failures, GTE, 1.0, 1, 1, "notBreaching")
     yield from _loader_metric_alarms(variant)
+    if variant in FEED_FAILURES:
+        record, _ = function_by_handler(template, f"{LOADER_MODULE}.record_release")
+        function = frozenset({("FunctionName", f"Ref:{record}")})
+        yield "record release errors", _count(("AWS/Lambda", "Errors", function, "Sum", FIVE_MINUTES), 5)
+
+
+def region_alarms(template: dict[str, Any], name: str) -> Iterator[tuple[str, AlarmSignature]]:
+    """A replica region's alarms: the serving ones, and how far it trails home."""
+    yield from serving_alarms(template, name)
+    behind = (
+        METRICS_NAMESPACE,
+        "RegionBehindSeconds",
+        frozenset({("region", REGION_TEMPLATES[name]), ("service", LOADER_SERVICE_NAME)}),
+        "Maximum",
+        FIVE_MINUTES,
+    )
+    yield "region behind", (frozenset({behind}), GTE, 30.0 * 60, 1, 1, "breaching")
 
 
 def _loader_metric_alarms(variant: str) -> Iterator[tuple[str, AlarmSignature]]:
@@ -205,13 +261,33 @@ def _loader_metric_alarms(variant: str) -> Iterator[tuple[str, AlarmSignature]]:
         yield f"feed {feed} failing", (frozenset({failing}), GTE, float(failures), 1, 1, "ignore")
 
 
+def _alarm_count(template: dict[str, Any]) -> int:
+    return len(resources_of_type(template, "AWS::CloudWatch::Alarm"))
+
+
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
-def test_every_alarm_from_before_the_dashboard_is_still_there(synthesized: Synthesized, variant: str) -> None:
+def test_home_has_exactly_the_alarms_of_the_table(synthesized: Synthesized, variant: str) -> None:
     template = synthesized.templates[variant]
-    present = alarm_signatures(template)
-    expected = expected_alarms(template, variant)
-    missing = [purpose for purpose, signature in expected if signature not in present]
-    assert missing == []
+    expected = dict(expected_alarms(template, variant))
+    assert alarm_signatures(template) == set(expected.values())
+    # And no alarm twice
+    assert _alarm_count(template) == len(expected)
+
+
+@pytest.mark.parametrize("name", sorted(REGION_TEMPLATES))
+def test_a_replica_region_has_exactly_the_alarms_of_the_table(synthesized: Synthesized, name: str) -> None:
+    template = synthesized.templates[name]
+    expected = dict(region_alarms(template, name))
+    assert alarm_signatures(template) == set(expected.values())
+    assert _alarm_count(template) == len(expected)
+
+
+def test_the_default_stack_alarms_on_nine_metrics(synthesized: Synthesized) -> None:
+    # Given cdk.json as it is: 5xx, the lookup's throttles, three read operations, three
+    # execution outcomes and the default dataset's age (31 before issue 34)
+    template = synthesized.templates[SHIPPED]
+    metrics = sum(len(signature[0]) for signature in alarm_signatures(template))
+    assert (_alarm_count(template), metrics) == (5, 9)
 
 
 def test_the_signature_tells_apart_a_changed_threshold_and_a_changed_metric() -> None:

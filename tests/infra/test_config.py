@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
+from ipmeta.schema.settings import Front
 from stacks.config import DEFAULTS, ConfigError, IpmetaConfig
 from tests.infra.conftest import cdk_json
 
@@ -83,10 +84,10 @@ def test_unusable_context_is_refused(context: dict[str, Any], message: str) -> N
         _config(**context)
 
 
-def test_the_api_front_is_the_function_url_unless_another_is_named() -> None:
-    assert _config().api_type == "url"
-    assert _config(apiType=" HTTP ").api_type == "http"
-    assert _config(apiType="rest").api_type == "rest"
+def test_the_api_front_is_the_http_api_unless_another_is_named() -> None:
+    assert _config().api_type is Front.HTTP
+    assert _config(apiType=" URL ").api_type is Front.URL
+    assert _config(apiType="rest").api_type is Front.REST
     assert _config().edge is False
     assert _config(apiTracing="true").api_tracing is True
     assert _config(lookupMemoryMb=128, lookupCacheMb=32).lookup_cache_mb == 32

@@ -51,10 +51,6 @@ def acknowledged(synthesized: Synthesized, variant: str, rule: str) -> dict[str,
     }
 
 
-def test_cdk_jsons_front_is_the_function_url() -> None:
-    assert cdk_json()["context"]["apiType"] == "url" == VARIANTS[URL]["apiType"]
-
-
 def test_the_function_has_its_own_url_and_no_api_gateway(template: dict[str, Any]) -> None:
     lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
     _, url = only(template, "AWS::Lambda::Url")

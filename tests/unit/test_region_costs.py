@@ -65,9 +65,11 @@ def test_lookups_spread_over_regions_cost_what_they_cost_in_one_but_for_the_tier
     assert billion["data_transfer"] == pytest.approx(whole, abs=0.01)
 
 
-def test_a_replica_region_costs_about_three_dollars_a_month_before_any_traffic() -> None:
+def test_a_replica_region_costs_under_three_dollars_a_month_before_any_traffic() -> None:
+    # Six alarm metrics since issue 34 (eleven before: $2.98)
     fixed = region_fixed_costs()
-    assert fixed["usd_per_month"] == pytest.approx(2.98, abs=0.01)
+    assert fixed["usd_per_month"] == pytest.approx(2.48, abs=0.01)
+    assert fixed["breakdown"]["alarms"] == pytest.approx(0.60)
     assert fixed["breakdown"]["arrival_check_runs"] < 0.1
 
 
@@ -77,7 +79,7 @@ def test_plan_prices_a_month_of_lookups_from_three_regions(capsys: pytest.Captur
     regions = report["regions"]
     assert regions["regions"] == 3
     assert regions["lookups"]["fronts"]["http"]["total"] == pytest.approx(136.79, abs=0.05)
-    assert regions["fixed_usd_per_month"] == pytest.approx(2 * 2.98, abs=0.02)
+    assert regions["fixed_usd_per_month"] == pytest.approx(2 * 2.48, abs=0.02)
     # And one region prints no regions at all
     assert main(["plan", "--lookups-per-month", "100000000", "--json"]) == 0
     assert "regions" not in json.loads(capsys.readouterr().out)

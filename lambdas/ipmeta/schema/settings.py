@@ -41,7 +41,7 @@ class Front(StrEnum):
 
 
 #: ``make run``'s front, and a deployment's (``apiType``): docs/decisions.md says why.
-DEFAULT_FRONT: Final = Front.URL
+DEFAULT_FRONT: Final = Front.HTTP
 
 
 @dataclass(frozen=True, slots=True)
