@@ -139,6 +139,13 @@ def test_each_family_takes_the_key_in_the_forms_its_aws_front_takes(
     else:
         assert answer.status == 401, answer
         assert answer.json()["code"] == "AUTHORIZATION_INVALID"
+        # And the refusal names the forms this family takes, and no other
+        named = {word for word, form in REFUSAL_WORDS.items() if word in answer.json()["message"]}
+        assert {REFUSAL_WORDS[word] for word in named} == TAKES[family]
+
+
+#: How a 401's message spells each key form.
+REFUSAL_WORDS = {"x-api-key": "x-api-key", "Basic": "basic", "Bearer": "bearer", "?token=": "token"}
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import key_check
+from ipmeta.api.fronts.credentials import needs_key
 from ipmeta.api.handler import handler
 from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE, Front
 from ipmeta.store.dynamodb import Store
@@ -208,10 +209,24 @@ def test_the_url_front_admits_a_key_only_in_its_familys_form(
     if family == "geoip":
         assert document["code"] == "AUTHORIZATION_INVALID"
         assert content["content-type"].startswith("application/vnd.maxmind.com-error+json")
+        message = document["error"]
     elif family == "ipinfo":
         assert (document["status"], document["error"]["title"]) == (401, "AUTHORIZATION_INVALID")
+        message = document["error"]["message"]
     else:
         assert document["code"] == "AUTHORIZATION_INVALID"
+        message = document["message"]
+    # And the message names the key forms this family takes, and no other
+    assert named_forms(message) == FAMILY_FORMS[family]
+
+
+#: The key forms each family takes (docs/api.md), and how a 401's message spells each.
+FAMILY_FORMS = {"v1": {"x-api-key"}, "geoip": {"Basic"}, "ipinfo": {"Bearer", "?token="}}
+FORM_WORDS = ("x-api-key", "Basic", "Bearer", "?token=")
+
+
+def named_forms(message: str) -> set[str]:
+    return {word for word in FORM_WORDS if word in message}
 
 
 def test_a_refused_key_is_refused_before_the_parameters_are_validated() -> None:
@@ -309,3 +324,21 @@ def test_the_access_log_samples_answers_and_keeps_every_refusal(monkeypatch: pyt
 def test_without_a_sample_rate_the_function_logs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_ACCESS_LOG_SAMPLE_RATE, raising=False)
     assert logged_lines(function_url_event("GET", "/nowhere", {}, b"", CALLER), 5) == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "needed"),
+    [
+        ("GET", "/v1/ip/1.1.1.1", True),
+        ("POST", "/v1/batch", True),
+        ("GET", "/geoip/v2.1/city/1.1.1.1", True),
+        ("GET", "/1.1.1.1", True),  # ipinfo at the root
+        ("GET", "/staticky", True),  # not the page's folder
+        ("OPTIONS", "/v1/ip/1.1.1.1", False),  # a preflight carries no key
+        ("GET", "/", False),
+        ("HEAD", "/static/page.js", False),
+        ("POST", "/", True),  # the page is only read
+    ],
+)
+def test_one_rule_says_which_requests_need_a_key(method: str, path: str, needed: bool) -> None:
+    assert needs_key(method, path) is needed

@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import authorizer, usage_plan_authorizer
 from ipmeta.api.handler import handler
+from ipmeta.schema.settings import DEFAULT_API_KEY_CACHE_SECONDS
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.events import http_api_event, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
@@ -194,12 +195,12 @@ def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pyte
 
     monkeypatch.undo()
     monkeypatch.setenv(authorizer.ENV_API_KEYS_SECRET_ARN, "arn:aws:secretsmanager:us-east-1:1:secret:keys")
-    monkeypatch.setattr("ipmeta.api.fronts.authorizer.parameters.get_secret", get_secret)
+    monkeypatch.setattr("aws_lambda_powertools.utilities.parameters.get_secret", get_secret)
     assert authorizer.api_keys() == {"default": "k" * 40}
     assert asked == {
         "name": "arn:aws:secretsmanager:us-east-1:1:secret:keys",
         "transform": "json",
-        "max_age": authorizer.KEYS_MAX_AGE_SECONDS,
+        "max_age": DEFAULT_API_KEY_CACHE_SECONDS,
     }
 
 
