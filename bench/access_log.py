@@ -32,11 +32,9 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import key_check
-from ipmeta.api.handler import handler
-from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE
+from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE, Front
 from ipmeta.store.dynamodb import Store
-from ipmeta_cli.events import function_url_event
-from ipmeta_cli.server import LocalLambdaContext
+from testing.in_process_api import invoke
 from testing.stub_store import SlashTwentyFourStore
 
 RESULTS = Path(__file__).parent / "results" / "access_log.json"
@@ -63,7 +61,7 @@ def lines_of(path: str, headers: dict[str, str], caller: str, count: int = 1) ->
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
         for _ in range(count):
-            handler(function_url_event("GET", path, headers, b"", caller), LocalLambdaContext())
+            invoke(Front.URL, "GET", path, headers, caller=caller)
     return [line for line in output.getvalue().splitlines() if line.startswith('{"requestId"')]
 
 

@@ -1,8 +1,12 @@
-"""`ipmeta`: the local service, and a client for any ipmeta table.
+"""`ipmeta`: the local service, and a client for any ipmeta table (local dynalite or AWS).
 
-Commands register themselves from one module each (serving here, loading in
-``loading``, exports in ``exporting``, lookups in ``lookups``, vendor feeds in ``updating``,
-replica regions in ``replicas``).
+``serve`` lives here: the real Lambda handler behind the local HTTP server (``server``), fed each
+front's event (``--front``: rest, http, url; ``events``), with keys checked as that front checks
+them. Every other command registers itself from one module: ``loading`` (load), ``exporting``
+(export), ``lookups`` (lookup), ``reverse`` (ranges, flagged), ``versions`` (versions, rollback,
+cleanup), ``updating`` (vendor feeds), ``replicas`` (follow a replica region) and ``planning``
+(plan: capacity and cost). ``backend`` picks the table (``--table`` in AWS, or a local dynalite
+under ``--data-dir``, ``dynalite``) for all of them.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from ipmeta.api.fronts import key_check
 from ipmeta.api.fronts.credentials import (
     REFUSAL_STATUS,
     client_of,
+    family_of_path,
     needs_key,
     refusal_body,
     request_key,
@@ -213,12 +214,13 @@ def asks_to_close(response: dict[str, Any]) -> bool:
     )
 
 
-def refusal() -> dict[str, Any]:
-    """A missing or unknown key: the REST front's gateway response, as a proxy response."""
+def refusal(path: str) -> dict[str, Any]:
+    """A missing or unknown key, as a proxy response: the gateway's 401, naming the key forms of
+    the family ``path`` belongs to."""
     return {
         "statusCode": REFUSAL_STATUS,
         "headers": {"Content-Type": "application/json"},
-        "body": json.dumps(refusal_body()),
+        "body": json.dumps(refusal_body(family_of_path(path).refusal_message)),
     }
 
 
@@ -359,7 +361,7 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         framing = body_framing(self.request_headers, line.version)
         self._unread_input = framing.has_body
         if self.front.checks_keys and not self._admitted(dict(self.request_headers.items())):
-            self._reply(refusal())
+            self._reply(refusal(unquote(urlsplit(self.path).path)))
             return
         check_body_size(framing)
         if framing.has_body and (self.request_headers.get("Expect") or "").lower() == "100-continue":

@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Final
 
 from ipmeta.api.fronts.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
+from ipmeta.api.fronts.cors import (
+    CORS_ALLOW_HEADERS,
+    CORS_ALLOW_METHODS,
+    CORS_EXPOSE_HEADERS,
+    CORS_MAX_AGE_SECONDS,
+)
 from ipmeta.api.fronts.credentials import (
     AUTHORIZATION_HEADER,
     GEOIP2_KEYS,
@@ -72,6 +78,10 @@ from loader.settings import (
 __all__ = [
     "API_KEY_HEADER",
     "AUTHORIZATION_HEADER",
+    "CORS_ALLOW_HEADERS",
+    "CORS_ALLOW_METHODS",
+    "CORS_EXPOSE_HEADERS",
+    "CORS_MAX_AGE_SECONDS",
     "ENV_ACCESS_LOG_SAMPLE_RATE",
     "ENV_API_KEYS_SECRET_ARN",
     "ENV_API_KEY_CACHE_SECONDS",
@@ -233,13 +243,3 @@ DEFAULT_EVENT_BUS: Final = "default"
 #: signs the origin request in Authorization).
 BATCH_ALIAS: Final = "batch"
 EDGE_AUTHORIZATION_HEADER: Final = "x-ipmeta-authorization"
-
-# --- CORS, the same on every front ---------------------------------------------
-#: What a preflight allows (POST: ``/v1/batch``). The gateway answers it: a browser sends no
-#: API key on one.
-CORS_ALLOW_METHODS: Final = ("GET", "POST", "OPTIONS")
-CORS_ALLOW_HEADERS: Final = ("Content-Type", API_KEY_HEADER, AUTHORIZATION_HEADER)
-CORS_MAX_AGE_SECONDS: Final = 3600
-#: The REST front's handler exposes ETag itself; an HTTP API with CORS replaces the
-#: handler's CORS headers with its own, so it must name ETag too.
-CORS_EXPOSE_HEADERS: Final = ("ETag",)

@@ -5,7 +5,8 @@
 - ``asn_reverse``: a value's ranges in the ASN CSV (its rows minus what later
   rows take), and the values the reverse-index checks page through.
 - ``index_scan``: every entry of a reverse-lookup index (a whole-index Scan).
-- ``in_process_api``: a GET through the real Lambda handler in this process,
+- ``in_process_api``: the one door to the real Lambda handler in this process
+  (``invoke(front, method, path, headers, body)``), a GET read as JSON,
   and every page of ``/v1/ranges``.
 - ``stub_store``: a store with no DynamoDB in which every address lies in its
   own /24, so the real handler runs with no data layer to wait for.

@@ -19,14 +19,14 @@ from urllib.parse import quote
 import pytest
 
 from ipmeta.api import dependencies
-from ipmeta.api.handler import handler
-from ipmeta.schema.settings import Settings
-from ipmeta_cli.server import ConnectionLimits, LocalApiServer, LocalLambdaContext, proxy_event
+from ipmeta.schema.settings import Front, Settings
+from ipmeta_cli.server import ConnectionLimits, LocalApiServer, proxy_event
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
+from testing.in_process_api import handle, invoke
 from tests.hostile.raw_http import Answer, connect, exchange, read_answers
 from tests.integration.conftest import running_api_server
 
@@ -71,7 +71,7 @@ def send(
     """One request, through the handler (an API Gateway event) or the local server (with the key)."""
     if via == "handler":
         pairs = dict(line.split(": ", 1) for line in headers)
-        response = handler(proxy_event(method, path, pairs, body, "192.0.2.7"), LocalLambdaContext())
+        response = invoke(Front.REST, method, path, pairs, body, caller="192.0.2.7")
         found = {name.lower(): str(value) for name, value in (response.get("headers") or {}).items()}
         for name, values in (response.get("multiValueHeaders") or {}).items():
             found[name.lower()] = ", ".join(str(value) for value in values)
@@ -139,6 +139,13 @@ def test_each_family_takes_the_key_in_the_forms_its_aws_front_takes(
     else:
         assert answer.status == 401, answer
         assert answer.json()["code"] == "AUTHORIZATION_INVALID"
+        # And the refusal names the forms this family takes, and no other
+        named = {word for word, form in REFUSAL_WORDS.items() if word in answer.json()["message"]}
+        assert {REFUSAL_WORDS[word] for word in named} == TAKES[family]
+
+
+#: How a 401's message spells each key form.
+REFUSAL_WORDS = {"x-api-key": "x-api-key", "Basic": "basic", "Bearer": "bearer", "?token=": "token"}
 
 
 @pytest.mark.parametrize(
@@ -453,14 +460,14 @@ def test_a_base64_body_that_is_not_a_json_array_is_refused(
     server: LocalApiServer, body: str, code: str
 ) -> None:
     event = proxy_event("POST", "/v1/batch", {}, b"", "192.0.2.7") | {"body": body, "isBase64Encoded": True}
-    response = handler(event, LocalLambdaContext())
+    response = handle(event)
     assert (response["statusCode"], json.loads(response["body"])["code"]) == (400, code)
 
 
 def test_a_base64_body_of_a_json_array_is_answered(server: LocalApiServer) -> None:
     body = base64.b64encode(b'["1.0.0.1"]').decode()
     event = proxy_event("POST", "/v1/batch", {}, b"", "192.0.2.7") | {"body": body, "isBase64Encoded": True}
-    response = handler(event, LocalLambdaContext())
+    response = handle(event)
     assert json.loads(response["body"])["1.0.0.1"]["data"]["asn"] == 13335
 
 

@@ -17,23 +17,21 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import authorizer, key_check
 from ipmeta.api.fronts.credentials import KeyForm, family_of_route, is_page_path, route_of_path
-from ipmeta.api.handler import handler
 from ipmeta.schema.settings import Front, Settings
-from ipmeta_cli.events import EVENT_BUILDERS, proxy_event
-from ipmeta_cli.server import LocalLambdaContext
+from ipmeta_cli.events import EVENT_BUILDERS
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
+from testing.in_process_api import handle, invoke
 from tests.authorizer_events import HTTP_KEYS, admitted_key, carrying
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
@@ -109,11 +107,6 @@ def no_function_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     key_check.install(None)
 
 
-def call(event: dict[str, Any]) -> dict[str, Any]:
-    response: dict[str, Any] = handler(event, cast(LambdaContext, LocalLambdaContext()))
-    return response
-
-
 def answer(response: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
     """Status, body and the headers a client reads, whichever map the front's response uses."""
     headers = {name.lower(): str(value) for name, value in (response.get("headers") or {}).items()}
@@ -129,8 +122,8 @@ def answer(response: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
 def test_every_route_answers_through_every_fronts_event_as_through_rest(
     front: Front, method: str, path: str, body: bytes
 ) -> None:
-    via_rest = answer(call(proxy_event(method, path, {}, body, CALLER)))
-    via_front = answer(call(EVENT_BUILDERS[front](method, path, {}, body, CALLER)))
+    via_rest = answer(invoke(Front.REST, method, path, {}, body, caller=CALLER))
+    via_front = answer(invoke(front, method, path, {}, body, caller=CALLER))
     assert via_front == via_rest
     assert via_rest[0] < 500
 
@@ -146,7 +139,7 @@ def admitted(front: Front, request: Request, headers: Any, query: Any) -> bool:
         # REST's authorizer hands the key to the usage plan, which holds KEY; the HTTP API's checks it.
         return admitted_key(str(front), route_of_path(path.partition("?")[0]), headers, query) == KEY
     target = path + ("&" if "?" in path else "?") + "&".join(f"{n}={v}" for n, v in query) if query else path
-    response = call(EVENT_BUILDERS[Front.URL](method, target, headers, body, CALLER))
+    response = invoke(Front.URL, method, target, headers, body, caller=CALLER)
     if response["statusCode"] == 401:
         _, document, _ = answer(response)
         assert "AUTHORIZATION_INVALID" in json.dumps(document)
@@ -177,7 +170,7 @@ def test_the_lookup_page_needs_no_key_behind_the_url_front_and_a_wrong_one_does_
     # Given the function checks keys itself, when the page is asked for with no key or a wrong one
     for headers in ([], [("x-api-key", KEY[:-1] + "x")]):
         event = EVENT_BUILDERS[Front.URL]("GET", "/", headers, b"", CALLER)
-        status, body, response_headers = answer(call(event))
+        status, body, response_headers = answer(handle(event))
         # Then the page answers: it holds no data, and its lookups go to /v1 with the key
         assert status == 200
         assert response_headers["content-type"].startswith("text/html")

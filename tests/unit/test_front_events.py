@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import key_check
-from ipmeta.api.handler import handler
+from ipmeta.api.fronts.credentials import needs_key
 from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE, Front
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.events import EVENT_BUILDERS, function_url_event, http_api_event, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
+from testing.in_process_api import handle, invoke
 from testing.stub_store import SlashTwentyFourStore
 from tests.authorizer_events import basic
 
@@ -79,11 +79,6 @@ def store() -> Iterator[SlashTwentyFourStore]:
     dependencies.install(None)
 
 
-def call(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    response: dict[str, Any] = handler(event, cast(LambdaContext, context or LocalLambdaContext()))
-    return response
-
-
 def answer(response: Mapping[str, Any]) -> tuple[int, str, dict[str, str]]:
     """Status, body and headers, whichever map the front's response shape puts them in."""
     headers = {name.lower(): str(value) for name, value in (response.get("headers") or {}).items()}
@@ -115,7 +110,7 @@ def test_the_real_sample_events_are_answered(name: str) -> None:
         event["rawPath"] = event["requestContext"]["http"]["path"] = "/v1/ip/1.1.1.1"
         event["requestContext"]["http"]["method"] = "GET"
     # Then the handler answers it, in that front's response shape
-    status, body, headers = answer(call(event))
+    status, body, headers = answer(handle(event))
     assert (status, json.loads(body)["data"]) == (200, {"asn": 64500, "org": "Example"})
     assert headers["etag"]
 
@@ -141,29 +136,29 @@ def test_the_real_sample_events_are_answered(name: str) -> None:
     ],
 )
 def test_every_front_gets_the_rest_fronts_answer(front: Front, method: str, path: str, body: bytes) -> None:
-    via_rest = answer(call(proxy_event(method, path, {}, body, CALLER)))
-    via_front = answer(call(EVENT_BUILDERS[front](method, path, {}, body, CALLER)))
+    via_rest = answer(invoke(Front.REST, method, path, {}, body, caller=CALLER))
+    via_front = answer(invoke(front, method, path, {}, body, caller=CALLER))
     assert via_front == via_rest
 
 
 def test_a_function_urls_path_is_decoded_and_an_http_apis_is_not_decoded_twice() -> None:
     # A function URL sends the path as written: %0A is a newline in the address, refused
-    refused = call(function_url_event("GET", "/v1/ip/1.1.1.1%0A", {}, b"", CALLER))
+    refused = invoke(Front.URL, "GET", "/v1/ip/1.1.1.1%0A", caller=CALLER)
     assert json.loads(refused["body"])["code"] == "IP_ADDRESS_INVALID"
     # An address with an escaped character is the address
-    found = call(function_url_event("GET", "/v1/ip/%31.1.1.1", {}, b"", CALLER))
+    found = invoke(Front.URL, "GET", "/v1/ip/%31.1.1.1", caller=CALLER)
     assert json.loads(found["body"])["ip"] == "1.1.1.1"
     # An HTTP API decoded the path already: a literal % stays itself (not read as an escape again)
     event = http_api_event("GET", "/v1/ip/1.1.1.1", {}, b"", CALLER)
     event["rawPath"] = "/v1/ip/1.1.1.1%2541"
-    assert json.loads(call(event)["body"])["message"].startswith("'1.1.1.1%2541'")
+    assert json.loads(handle(event)["body"])["message"].startswith("'1.1.1.1%2541'")
 
 
 @pytest.mark.parametrize("front", [Front.HTTP, Front.URL])
 def test_a_repeated_query_parameter_takes_its_last_value_as_on_rest(front: Front) -> None:
     event = EVENT_BUILDERS[front]("GET", "/v1/ip/1.1.1.1?fields=asn&fields=org", {}, b"", CALLER)
     assert event["queryStringParameters"] == {"fields": "asn,org"}  # as payload 2.0 joins them
-    assert json.loads(call(event)["body"])["data"] == {"org": "Example"}
+    assert json.loads(handle(event)["body"])["data"] == {"org": "Example"}
 
 
 # -- the url front: the key is checked in the function -----------------------------------------------
@@ -196,7 +191,7 @@ def test_the_url_front_admits_a_key_only_in_its_familys_form(
 ) -> None:
     keyed()
     reads_before = store.queries
-    status, body, content = answer(call(function_url_event("GET", path, headers, b"", CALLER)))
+    status, body, content = answer(invoke(Front.URL, "GET", path, headers, caller=CALLER))
     if admitted:
         assert status == 200
         return
@@ -208,23 +203,37 @@ def test_the_url_front_admits_a_key_only_in_its_familys_form(
     if family == "geoip":
         assert document["code"] == "AUTHORIZATION_INVALID"
         assert content["content-type"].startswith("application/vnd.maxmind.com-error+json")
+        message = document["error"]
     elif family == "ipinfo":
         assert (document["status"], document["error"]["title"]) == (401, "AUTHORIZATION_INVALID")
+        message = document["error"]["message"]
     else:
         assert document["code"] == "AUTHORIZATION_INVALID"
+        message = document["message"]
+    # And the message names the key forms this family takes, and no other
+    assert named_forms(message) == FAMILY_FORMS[family]
+
+
+#: The key forms each family takes (docs/api.md), and how a 401's message spells each.
+FAMILY_FORMS = {"v1": {"x-api-key"}, "geoip": {"Basic"}, "ipinfo": {"Bearer", "?token="}}
+FORM_WORDS = ("x-api-key", "Basic", "Bearer", "?token=")
+
+
+def named_forms(message: str) -> set[str]:
+    return {word for word in FORM_WORDS if word in message}
 
 
 def test_a_refused_key_is_refused_before_the_parameters_are_validated() -> None:
     keyed()
-    status, body, _ = answer(call(function_url_event("GET", "/v1/ranges?limit=zero", {}, b"", CALLER)))
+    status, body, _ = answer(invoke(Front.URL, "GET", "/v1/ranges?limit=zero", caller=CALLER))
     assert (status, json.loads(body)["code"]) == (401, "AUTHORIZATION_INVALID")
 
 
 def test_a_preflight_needs_no_key() -> None:
     keyed()
-    assert call(
-        function_url_event("OPTIONS", "/v1/ip/1.1.1.1", {"Origin": "https://a.example"}, b"", CALLER)
-    )["statusCode"] in (200, 204)
+    assert invoke(Front.URL, "OPTIONS", "/v1/ip/1.1.1.1", {"Origin": "https://a.example"}, caller=CALLER)[
+        "statusCode"
+    ] in (200, 204)
 
 
 def test_the_keys_come_from_the_secret_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,10 +247,7 @@ def test_the_keys_come_from_the_secret_the_environment_names(monkeypatch: pytest
     monkeypatch.setenv("IPMETA_API_KEY_CACHE_SECONDS", "120")
     monkeypatch.setattr("aws_lambda_powertools.utilities.parameters.get_secret", get_secret)
     key_check.install(None)
-    assert (
-        call(function_url_event("GET", "/v1/ip/1.1.1.1", {"x-api-key": KEY}, b"", CALLER))["statusCode"]
-        == 200
-    )
+    assert invoke(Front.URL, "GET", "/v1/ip/1.1.1.1", {"x-api-key": KEY}, caller=CALLER)["statusCode"] == 200
     assert asked == {
         "name": "arn:aws:secretsmanager:us-east-1:1:secret:keys",
         "transform": "json",
@@ -258,28 +264,24 @@ def test_behind_cloudfront_the_clients_authorization_is_read_from_the_copied_hea
     )
     signature = "AWS4-HMAC-SHA256 Credential=AKIA/20260101/us-east-1/lambda/aws4_request, Signature=ab"
     headers = {"Authorization": signature, "X-Ipmeta-Authorization": basic("42", KEY)}
-    assert (
-        call(function_url_event("GET", "/geoip/v2.1/city/1.1.1.1", headers, b"", CALLER))["statusCode"] == 200
-    )
+    assert invoke(Front.URL, "GET", "/geoip/v2.1/city/1.1.1.1", headers, caller=CALLER)["statusCode"] == 200
     # The signature alone is no key, and a client's own Authorization (the batch URL) still is one
-    alone = call(
-        function_url_event("GET", "/geoip/v2.1/city/1.1.1.1", {"Authorization": signature}, b"", CALLER)
-    )
+    alone = invoke(Front.URL, "GET", "/geoip/v2.1/city/1.1.1.1", {"Authorization": signature}, caller=CALLER)
     assert alone["statusCode"] == 401
     own = {"Authorization": "Bearer " + KEY}
-    assert call(function_url_event("POST", "/ipinfo/batch", own, b'["1.1.1.1"]', CALLER))["statusCode"] == 200
+    assert invoke(Front.URL, "POST", "/ipinfo/batch", own, b'["1.1.1.1"]', caller=CALLER)["statusCode"] == 200
 
 
 def test_the_batch_aliass_url_serves_the_batch_routes_only() -> None:
     key_check.install(key_check.KeyCheck(key_check.StaticKeys({"team": KEY}), batch_alias="batch"))
     context = LocalLambdaContext(invoked_function_arn="arn:aws:lambda:us-east-1:1:function:lookup:batch")
     headers = {"x-api-key": KEY}
-    batch = call(function_url_event("POST", "/v1/batch", headers, b'["1.1.1.1"]', CALLER), context)
+    batch = invoke(Front.URL, "POST", "/v1/batch", headers, b'["1.1.1.1"]', caller=CALLER, context=context)
     assert batch["statusCode"] == 200
-    lookup = call(function_url_event("GET", "/v1/ip/1.1.1.1", headers, b"", CALLER), context)
+    lookup = invoke(Front.URL, "GET", "/v1/ip/1.1.1.1", headers, caller=CALLER, context=context)
     assert (lookup["statusCode"], json.loads(lookup["body"])["code"]) == (404, "ROUTE_NOT_FOUND")
     # The unqualified function (the URL behind the origin access control) serves every route
-    assert call(function_url_event("GET", "/v1/ip/1.1.1.1", headers, b"", CALLER))["statusCode"] == 200
+    assert invoke(Front.URL, "GET", "/v1/ip/1.1.1.1", headers, caller=CALLER)["statusCode"] == 200
 
 
 # -- the url front's access log --------------------------------------------------------------------
@@ -289,7 +291,7 @@ def logged_lines(event: dict[str, Any], count: int = 1) -> list[dict[str, Any]]:
     output = io.StringIO()
     with redirect_stdout(output):
         for _ in range(count):
-            call(copy.deepcopy(event))
+            handle(copy.deepcopy(event))
     return [json.loads(line) for line in output.getvalue().splitlines() if line.startswith("{")]
 
 
@@ -309,3 +311,21 @@ def test_the_access_log_samples_answers_and_keeps_every_refusal(monkeypatch: pyt
 def test_without_a_sample_rate_the_function_logs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_ACCESS_LOG_SAMPLE_RATE, raising=False)
     assert logged_lines(function_url_event("GET", "/nowhere", {}, b"", CALLER), 5) == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "needed"),
+    [
+        ("GET", "/v1/ip/1.1.1.1", True),
+        ("POST", "/v1/batch", True),
+        ("GET", "/geoip/v2.1/city/1.1.1.1", True),
+        ("GET", "/1.1.1.1", True),  # ipinfo at the root
+        ("GET", "/staticky", True),  # not the page's folder
+        ("OPTIONS", "/v1/ip/1.1.1.1", False),  # a preflight carries no key
+        ("GET", "/", False),
+        ("HEAD", "/static/page.js", False),
+        ("POST", "/", True),  # the page is only read
+    ],
+)
+def test_one_rule_says_which_requests_need_a_key(method: str, path: str, needed: bool) -> None:
+    assert needs_key(method, path) is needed

@@ -20,10 +20,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import authorizer, usage_plan_authorizer
-from ipmeta.api.handler import handler
+from ipmeta.schema.settings import DEFAULT_API_KEY_CACHE_SECONDS
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.events import http_api_event, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
+from testing.in_process_api import handle
 from testing.stub_store import SlashTwentyFourStore
 from tests.authorizer_events import (
     GEOIP2_ROUTE,
@@ -72,11 +73,6 @@ def rest_event(method: str, path: str, headers: Mapping[str, str] | None = None)
     return proxy_event(method, path, dict(headers or {}), b"", CALLER)
 
 
-def call(event: dict[str, Any]) -> dict[str, Any]:
-    response: dict[str, Any] = handler(event, cast(LambdaContext, LocalLambdaContext()))
-    return response
-
-
 def answer(response: Mapping[str, Any]) -> tuple[int, Any, dict[str, str]]:
     """Status, body and headers, from either front's response shape (REST's multi-value headers,
     payload 2.0's comma-joined ones)."""
@@ -101,44 +97,44 @@ def answer(response: Mapping[str, Any]) -> tuple[int, Any, dict[str, str]]:
 )
 def test_an_http_api_event_gets_the_rest_fronts_answer(method: str, path: str, status: int) -> None:
     # Given the same request through each front
-    via_rest = call(rest_event(method, path))
-    via_http = call(http_api_v2_event(method, path))
+    via_rest = handle(rest_event(method, path))
+    via_http = handle(http_api_v2_event(method, path))
     # Then status, body and headers are the same, errors included
     assert answer(via_http) == answer(via_rest)
     assert via_http["statusCode"] == status
 
 
 def test_error_bodies_keep_their_codes() -> None:
-    response = call(http_api_v2_event("GET", "/v1/ip/999.1.1.1"))
+    response = handle(http_api_v2_event("GET", "/v1/ip/999.1.1.1"))
     assert json.loads(response["body"])["code"] == "IP_ADDRESS_INVALID"
-    response = call(http_api_v2_event("GET", "/v1/nowhere"))
+    response = handle(http_api_v2_event("GET", "/v1/nowhere"))
     assert json.loads(response["body"])["code"] == "ROUTE_NOT_FOUND"
 
 
 def test_query_parameters_reach_the_route() -> None:
-    response = call(http_api_v2_event("GET", "/v1/ip/1.1.1.1", query={"fields": "asn"}))
+    response = handle(http_api_v2_event("GET", "/v1/ip/1.1.1.1", query={"fields": "asn"}))
     assert json.loads(response["body"])["data"] == {"asn": 64500}
 
 
 def test_the_caller_is_the_source_ip_of_the_request_context() -> None:
-    response = call(http_api_v2_event("GET", "/v1/ip", source_ip=CALLER))
+    response = handle(http_api_v2_event("GET", "/v1/ip", source_ip=CALLER))
     assert response["statusCode"] == 200
     assert json.loads(response["body"])["ip"] == CALLER
 
 
 def test_lower_case_header_names_still_revalidate() -> None:
     # Given the ETag of a first answer
-    first = call(http_api_v2_event("GET", "/v1/ip/1.1.1.1"))
+    first = handle(http_api_v2_event("GET", "/v1/ip/1.1.1.1"))
     etag = first["headers"]["ETag"]
     # When it comes back lower-cased, as an HTTP API passes every header name
-    second = call(http_api_v2_event("GET", "/v1/ip/1.1.1.1", headers={"If-None-Match": etag}))
+    second = handle(http_api_v2_event("GET", "/v1/ip/1.1.1.1", headers={"If-None-Match": etag}))
     # Then it is still recognised
     assert second["statusCode"] == 304
 
 
 @pytest.mark.parametrize("path", ["/v1/openapi.json", "/v1/docs"])
 def test_the_default_stage_puts_no_stage_in_the_documented_server_url(path: str) -> None:
-    response = call(http_api_v2_event("GET", path, query={"format": "json"}))
+    response = handle(http_api_v2_event("GET", path, query={"format": "json"}))
     assert response["statusCode"] == 200
     assert json.loads(response["body"])["servers"] == [{"url": "/"}]
 
@@ -147,7 +143,7 @@ def test_a_rest_stage_url_keeps_its_stage_in_the_documented_server_url() -> None
     # The REST front's stage is part of its URL: requestContext.path carries it
     event = rest_event("GET", "/v1/openapi.json")
     event["requestContext"].update(stage="api", path="/api/v1/openapi.json")
-    assert json.loads(call(event)["body"])["servers"] == [{"url": "/api"}]
+    assert json.loads(handle(event)["body"])["servers"] == [{"url": "/api"}]
 
 
 # -- the authorizers: each route family reads its own form of key ------------------------------
@@ -194,12 +190,12 @@ def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pyte
 
     monkeypatch.undo()
     monkeypatch.setenv(authorizer.ENV_API_KEYS_SECRET_ARN, "arn:aws:secretsmanager:us-east-1:1:secret:keys")
-    monkeypatch.setattr("ipmeta.api.fronts.authorizer.parameters.get_secret", get_secret)
+    monkeypatch.setattr("aws_lambda_powertools.utilities.parameters.get_secret", get_secret)
     assert authorizer.api_keys() == {"default": "k" * 40}
     assert asked == {
         "name": "arn:aws:secretsmanager:us-east-1:1:secret:keys",
         "transform": "json",
-        "max_age": authorizer.KEYS_MAX_AGE_SECONDS,
+        "max_age": DEFAULT_API_KEY_CACHE_SECONDS,
     }
 
 

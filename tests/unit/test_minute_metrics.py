@@ -30,8 +30,9 @@ from ipmeta.schema.settings import (
     METRIC_LOOKUPS,
     METRIC_QUERIES,
     METRICS_NAMESPACE,
+    Front,
 )
-from ipmeta_cli.server import LocalLambdaContext, proxy_event
+from testing.in_process_api import invoke
 from testing.stub_store import SlashTwentyFourStore
 
 REQUESTS = 10_000
@@ -82,10 +83,7 @@ def container(
 
 
 def get(path: str) -> int:
-    from ipmeta.api.handler import handler
-
-    response = handler(proxy_event("GET", path, {}, b"", "198.51.100.7"), LocalLambdaContext())
-    return int(response["statusCode"])
+    return int(invoke(Front.REST, "GET", path, caller="198.51.100.7")["statusCode"])
 
 
 def test_ten_thousand_lookups_leave_one_line_a_minute_at_most_and_their_counts_add_up(

@@ -22,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from ipmeta.api.fronts import key_check
+from ipmeta.api.fronts.cors import CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, CORS_MAX_AGE_SECONDS
 from ipmeta.api.fronts.credentials import is_page_path
 from ipmeta.api.fronts.front_events import FrontEvent, as_get, front_event, method_of
 from ipmeta.api.models import ERROR_CODES, ErrorResponse
@@ -50,9 +51,9 @@ def cors_config(settings: ApiSettings) -> CORSConfig | None:
     return CORSConfig(
         allow_origin=settings.cors_origins[0],
         extra_origins=list(settings.cors_origins[1:]),
-        allow_headers=["If-None-Match", "X-Api-Key", "Authorization"],
-        expose_headers=["ETag"],
-        max_age=600,
+        allow_headers=list(CORS_ALLOW_HEADERS),
+        expose_headers=list(CORS_EXPOSE_HEADERS),
+        max_age=CORS_MAX_AGE_SECONDS,
     )
 
 

@@ -6,6 +6,7 @@ whether it may pass, before any route runs.
 - ``credentials``: a key in every form the clients send it, each route family's forms, the one
   rule of which requests need a key (``needs_key``) and the lookup page's paths;
 - ``key_check``: the url and edge fronts' key check, in the function, against the keys secret;
+- ``cors``: CORS, the same on every front: the function answers with it, the stacks import it;
 - ``access_log``: the url front's access log (API Gateway writes the others');
 - ``authorizer`` and ``usage_plan_authorizer``: the HTTP and REST fronts' Lambda authorizers.
 

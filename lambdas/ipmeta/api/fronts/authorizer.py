@@ -14,17 +14,16 @@ one client, ``default``; adding a pair adds a client (docs/deploy.md). The
 client's name is passed on as ``$context.authorizer.client``, which the access
 log records, as the REST front's log records the API key id.
 
-It imports nothing of the API: a cold authorizer loads powertools' event class
-and, on its first call, the secrets client.
+It imports nothing of the API but the fronts' key forms and their secret reader
+(``key_check.SecretKeys``): a cold authorizer loads powertools' event class and, on
+its first call, the secrets client.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.data_classes import event_source
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
     APIGatewayAuthorizerEventV2,
@@ -33,19 +32,20 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api.fronts.credentials import API_KEY_HEADER, client_of, request_key
+from ipmeta.api.fronts.key_check import SecretKeys
 from ipmeta.schema.settings import ENV_API_KEYS_SECRET_ARN
 
 __all__ = ["API_KEY_HEADER", "ENV_API_KEYS_SECRET_ARN", "client_of", "handler"]
-#: How long a container trusts the keys it read. A removed key stops working
-#: within this plus API Gateway's cache TTL.
-KEYS_MAX_AGE_SECONDS = 300
 
 
 def api_keys() -> Mapping[str, Any]:
-    keys: Mapping[str, Any] = parameters.get_secret(
-        os.environ[ENV_API_KEYS_SECRET_ARN], transform="json", max_age=KEYS_MAX_AGE_SECONDS
-    )
-    return keys
+    """The keys of the secret the environment names, through the one reader (``SecretKeys``): a
+    container trusts them for ``apiKeyCacheSeconds`` (5 minutes unless set), so a removed key stops
+    working within that plus API Gateway's cache TTL."""
+    secret = SecretKeys.from_environment()
+    if secret is None:
+        raise KeyError(ENV_API_KEYS_SECRET_ARN)
+    return secret.keys()
 
 
 @event_source(data_class=APIGatewayAuthorizerEventV2)

@@ -112,6 +112,11 @@ class RouteFamily:
         headers = {FORM_HEADERS.get(form) for form in self.forms}
         return headers.pop() if len(headers) == 1 else None
 
+    @property
+    def refusal_message(self) -> str:
+        """A 401's message for this family: the forms its clients send, and no other."""
+        return refusal_message(self.forms)
+
 
 V1_KEYS: Final = RouteFamily("v1", (KeyForm.API_KEY,))
 #: MaxMind's clients send Basic auth, the licence key as the password.
@@ -217,14 +222,35 @@ def client_of(presented: str | None, keys: Mapping[str, Any]) -> str | None:
 
 #: What a front answers a request whose key is missing or unknown: 401 and one body that every
 #: client reads as its own error (MaxMind's clients read ``code`` and ``error``, ``/v1``'s
-#: clients ``code`` and ``message``, ipinfo's client any JSON). The REST front's gateway
-#: responses and the local server send it; the HTTP API's own 401/403 cannot be reshaped.
+#: clients ``code`` and ``message``, ipinfo's client any JSON), naming the key forms the
+#: request's family takes and no other (``RouteFamily.refusal_message``). The url front's key
+#: check and the local server send it; the HTTP API's own 401/403 cannot be reshaped.
 REFUSAL_STATUS = 401
 REFUSAL_CODE = "AUTHORIZATION_INVALID"
-REFUSAL_MESSAGE = (
-    "a valid ipmeta API key is required: x-api-key, the password of HTTP Basic auth, "
-    "Authorization: Bearer, or ?token="
-)
+#: How a refusal names each key form.
+FORM_NAMES: Final = {
+    KeyForm.API_KEY: "the x-api-key header",
+    KeyForm.BASIC: "the password of HTTP Basic auth",
+    KeyForm.BEARER: "Authorization: Bearer",
+    KeyForm.TOKEN: "?token=",
+}
+
+
+def refusal_message(forms: tuple[KeyForm, ...] = tuple(KeyForm)) -> str:
+    """``a valid ipmeta API key is required: ...`` with ``forms`` named, the last after ``or``."""
+    names = [FORM_NAMES[form] for form in forms]
+    listed = names[-1] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return f"a valid ipmeta API key is required: {listed}"
+
+
+#: Every form: the REST front's gateway responses, one answer for the whole API.
+REFUSAL_MESSAGE: Final = refusal_message()
+
+
+def family_of_path(path: str) -> RouteFamily:
+    """The family whose forms a request for ``path`` is read in, where nothing names the route
+    (a function URL, the local server): the route API Gateway would match (``route_of_path``)."""
+    return family_of_route(route_of_path(path)) or IPINFO_KEYS
 
 
 def refusal_body(message: str = REFUSAL_MESSAGE) -> dict[str, str]:

@@ -59,13 +59,22 @@ AUTHORIZATION_HEADER: Final = "authorization"
 
 
 class SecretKeys:
-    """The deployed keys: a Secrets Manager secret, cached for ``max_age_seconds`` per container."""
+    """The deployed keys: a Secrets Manager secret of client name -> key, cached for
+    ``max_age_seconds`` per container. The one reader of the keys secret: the url front's key
+    check and the HTTP front's authorizer both read through it."""
 
     __slots__ = ("max_age_seconds", "secret_arn")
 
     def __init__(self, secret_arn: str, max_age_seconds: int = DEFAULT_API_KEY_CACHE_SECONDS) -> None:
         self.secret_arn = secret_arn
         self.max_age_seconds = max_age_seconds
+
+    @classmethod
+    def from_environment(cls) -> SecretKeys | None:
+        """The secret the environment names (``ENV_API_KEYS_SECRET_ARN``), or None: no keys here."""
+        secret = os.environ.get(ENV_API_KEYS_SECRET_ARN)
+        seconds = int(os.environ.get(ENV_API_KEY_CACHE_SECONDS, DEFAULT_API_KEY_CACHE_SECONDS))
+        return cls(secret, seconds) if secret else None
 
     def keys(self) -> Mapping[str, Any]:
         # Imported on the first keyed request, not at cold start: parameters brings boto3.
@@ -108,10 +117,8 @@ class KeyCheck:
 
     @classmethod
     def from_environment(cls) -> KeyCheck:
-        secret = os.environ.get(ENV_API_KEYS_SECRET_ARN)
-        seconds = int(os.environ.get(ENV_API_KEY_CACHE_SECONDS, DEFAULT_API_KEY_CACHE_SECONDS))
         return cls(
-            SecretKeys(secret, seconds) if secret else None,
+            SecretKeys.from_environment(),
             (os.environ.get(ENV_EDGE_AUTHORIZATION_HEADER) or "").lower() or None,
             os.environ.get(ENV_BATCH_ALIAS) or None,
         )
@@ -128,14 +135,14 @@ class KeyCheck:
             return RouteNotServed(f"this URL serves POST {', '.join(sorted(BATCH_PATHS))} only")
         if self.ring is None or not needs_key(event.http_method, event.path):
             return None
-        from ipmeta.api.fronts.credentials import REFUSAL_MESSAGE, client_of, request_key, route_of_path
+        from ipmeta.api.fronts.credentials import client_of, family_of_path, request_key, route_of_path
 
         headers, query, multi_headers, multi_query = event.key_inputs
         key = request_key(
             route_of_path(event.path), self._headers(headers), query, multi_headers, multi_query
         )
         if client_of(key, self.ring.keys()) is None:
-            return AuthorizationInvalid(REFUSAL_MESSAGE)
+            return AuthorizationInvalid(family_of_path(event.path).refusal_message)
         return None
 
     def _via_batch_alias(self, invoked_arn: str) -> bool:
