@@ -25,10 +25,14 @@ $(STAMP_NPM): package.json package-lock.json
 run: setup
 	$(VENV)/bin/ipmeta serve --port $(PORT) --load-default-dataset
 
+# The 30 slowest tests are listed at the end, so a slow one is seen the day it lands.
 test: setup lint
-	$(PY) -m pytest
+	@date -u "+== pytest at %T"
+	$(PY) -m pytest --durations=30
+	@date -u "+== pytest done at %T"
 
 lint: setup
+	@date -u "+== lint at %T"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -6,7 +6,7 @@ REST API (``rest_front``, built under the construct ids it always had, so an exi
 deployment keeps its API and URL), the HTTP API (``http_front``, the default) or the
 function's own URL (``url_front``, the cheapest). The distribution (``edge``) stands before
 any of them. Every front calls the same function, which reads each front's event
-(``ipmeta.api.front_events``).
+(``ipmeta.api.fronts.front_events``).
 """
 
 from __future__ import annotations

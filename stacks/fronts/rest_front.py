@@ -5,7 +5,7 @@ It is built in the ``LookupApi`` construct itself, under the construct ids it al
 keeps its API, its URL and its keys: ``tests/infra/test_logical_ids.py`` pins them.
 
 - **Keys in any form.** A Lambda authorizer per route family reads the family's key
-  (``ipmeta.api.credentials``) and hands it to the usage plan (``apiKeySource=AUTHORIZER``).
+  (``ipmeta.api.fronts.credentials``) and hands it to the usage plan (``apiKeySource=AUTHORIZER``).
 - **A throttle and a quota per key** (the usage plan), and stage-wide throttling.
 - **Refusals** are 401 with one body every client reads as its own error.
 - **A web ACL** (``wafWebAclArn``) on the stage, where one is given.
@@ -29,7 +29,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from ipmeta.api.credentials import (
+from ipmeta.api.fronts.credentials import (
     GEOIP2_KEYS,
     IPINFO_KEYS,
     REFUSAL_STATUS,
@@ -160,12 +160,12 @@ class RestLookupFront:
             "RestApi",
             description="ipmeta: IP metadata lookups",
             endpoint_types=[apigateway.EndpointType.REGIONAL],
-            # The key authorizer hands the usage plan the key of any form (ipmeta.api.credentials).
+            # The key authorizer hands the usage plan the key of any form (ipmeta.api.fronts.credentials).
             api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
             # The lookup page's images leave the function base64-encoded; API Gateway decodes them
             # only for a binary media type matching the request's first Accept type, which a
             # browser's is not, hence */*. Request bodies then reach the function base64-encoded,
-            # which the batch routes already read (ipmeta.api.ip_routes.raw_body).
+            # which the batch routes already read (ipmeta.api.routes.ip_routes.raw_body).
             binary_media_types=["*/*"],
             # Execution logging needs an account-wide CloudWatch role; access
             # logs below record every request without touching account settings.
