@@ -29,7 +29,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from ipmeta.api.credentials import (
+from ipmeta.api.fronts.credentials import (
     GEOIP2_KEYS,
     IPINFO_KEYS,
     REFUSAL_STATUS,
