@@ -287,6 +287,9 @@ class IpmetaConfig(BaseModel):
     waf_web_acl_arn: str = ""
     #: Encrypt the alarm topic with a customer-managed KMS key that CloudWatch may use.
     alarm_topic_encryption: bool = True
+    #: Build the CloudWatch dashboard ($3 a month beyond an account's first three): docs/decisions.md,
+    #: "The dashboard is an option". The alarms do not depend on it.
+    dashboard: bool = False
     #: Show each version's sources whole in ``/v1/datasets`` (bucket, keys, URLs) rather than by
     #: file name: an admin's choice, as every key holder reads that listing.
     show_sources: bool = False

@@ -236,6 +236,10 @@ OPTIONS: Final[Mapping[str, Option]] = {
         "Encrypt the alarm topic with a customer-managed KMS key CloudWatch may use "
         "([below](#a-waf-web-acl-and-the-alarm-topics-key)); `false`: unencrypted, no key",
     ),
+    "dashboard": Option(
+        "Build the CloudWatch dashboard ([below](#the-dashboard-and-the-metrics)): $3 a month at list "
+        "price beyond an account's first three; the alarms and their topic are there either way",
+    ),
     "showSources": Option(
         "An admin option: `/v1/datasets` shows each version's sources whole (the source bucket's name"
         " and keys, feed URLs with their query) instead of each file's name. Every key holder reads "
