@@ -6,7 +6,7 @@ code's bound and the documented one are the same value. docs/deploy.md's options
 ``markdown_table()`` (``python -m stacks.config`` prints it; ``tests/infra/test_options.py``
 fails when the page differs, or when an option has no description here). The rules between
 options (a cache within its memory, a grace beyond the pointer cache, a web ACL for the front)
-stay with ``IpmetaConfig``.
+are ``config_rules``.
 """
 
 from __future__ import annotations
