@@ -103,7 +103,7 @@ def _covered(bucket: tuple[int, int], covers: Any) -> bool:
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     from loader.planning.blog import reproduce_blog
     from loader.planning.costs import lookup_costs
-    from loader.planning.fixed_bill import fixed_bill
+    from loader.planning.fixed_bill import DEFAULT_STACK, fixed_bill
     from loader.planning.load_plan import plan_load
 
     report: dict[str, Any] = {}
@@ -142,7 +142,9 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.regions > 1:
         report["regions"] = region_report(report, args)
     if not args.files:
-        report["fixed"] = fixed_bill(stored_gb=args.stored_gb) if args.stored_gb is not None else fixed_bill()
+        resources = DEFAULT_STACK.with_dashboard() if args.dashboard else DEFAULT_STACK
+        stored = args.stored_gb
+        report["fixed"] = fixed_bill(resources) if stored is None else fixed_bill(resources, stored)
     return report
 
 
@@ -285,7 +287,7 @@ def summarize(report: Mapping[str, Any]) -> str:
 _FIXED_LINES = {
     "alarms": "alarms ({alarm_metrics} alarm metrics)",
     "custom_metrics": "custom metrics (the lookup's, in hours with lookups only)",
-    "dashboard": "the dashboard ({dashboards})",
+    "dashboard": "the dashboard ({dashboards}; -c dashboard=true builds one)",
     "keys": "keys (the alarm topic's KMS key)",
     "secrets": "secrets ({secrets}: the API keys, the page-token key)",
     "storage": "storage ({stored_gb:g} GB)",
@@ -508,6 +510,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         default=None,
         help="data the table holds, for the fixed bill's storage and backups (default: the demo ASN dataset)",
+    )
+    plan.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="the fixed bill of a stack deployed with -c dashboard=true (the dashboard is off by default)",
     )
     plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"

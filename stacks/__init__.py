@@ -3,8 +3,9 @@
 At the top, what every part shares, and the stacks that assemble the parts:
 
 - ``constants``: construct ids, output names, env var names (the tests import them too);
-- ``config``: the deployment's options, read from CDK context (``IpmetaConfig``), and ``options``:
-  each option's description and bounds, the one table docs/deploy.md prints;
+- ``config``: the deployment's options, read from CDK context (``IpmetaConfig``); ``options``:
+  each option's description and bounds, the one table docs/deploy.md prints; ``config_rules``:
+  the rules between options, each a pure function;
 - ``nag``: cdk-nag acknowledgements; ``function``: the Python Lambda construct; ``table``: the table;
 - ``ipmeta_stack`` (home's stack), ``lookup_region_stack`` (a replica region's) and
   ``deployment`` (which stacks an app gets).

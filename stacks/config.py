@@ -3,14 +3,14 @@
 Every value has a safe default here; ``cdk.json`` repeats the defaults so they
 are visible and editable in one place (a test keeps the two equal). Values
 given with ``cdk deploy -c key=value`` arrive as strings; pydantic's lax mode
-turns ``"12"`` and ``"false"`` into their types and refuses ``"lots"``.
+turns ``"12"`` and ``"false"`` into their types and refuses ``"lots"``. Each option's meaning and
+bounds are ``options``; the rules between options, ``config_rules``, run once the values are read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -30,8 +30,10 @@ from pydantic.alias_generators import to_camel
 from ipmeta.schema import keys
 from ipmeta.schema.keys import DEFAULT_DATASET
 from ipmeta.schema.settings import DEFAULT_FRONT, Front
-from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
-from stacks.options import MAX_DATA_AGE_HOURS, markdown_table, range_problems
+from stacks import config_rules
+from stacks.config_rules import LOG_RETENTION_DAYS
+from stacks.constants import DATASETS_PREFIX
+from stacks.options import markdown_table
 
 if TYPE_CHECKING:
     from loader.feeds.config import FeedConfig
@@ -39,26 +41,11 @@ if TYPE_CHECKING:
 BILLING_ON_DEMAND: Final = "onDemand"
 BILLING_PROVISIONED: Final = "provisioned"
 
-#: An EventBridge Scheduler expression: cron() with its six fields, or rate().
-_SCHEDULE_EXPRESSION: Final = re.compile(r"cron\((\S+ ){5}\S+\)|rate\(\d+ (minute|hour|day)s?\)")
-#: A WAFv2 web ACL: regional (a REST stage's) or global, in us-east-1 (a CloudFront distribution's).
-_WEB_ACL_ARN: Final = re.compile(
-    r"arn:aws[a-z-]*:wafv2:(?P<region>[a-z]{2}(-[a-z]+)+-\d):\d{12}:"
-    r"(?P<scope>regional|global)/webacl/[\w-]{1,128}/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
-)
-#: An address SNS can subscribe: something@domain.tld, no spaces.
-_EMAIL: Final = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-#: What the warm lookup function holds besides its range cache, rounded up: the
-#: runtime, the handler's imports and one DynamoDB client (docs/deploy.md, "Memory").
-LOOKUP_BASELINE_MB: Final = 96
-
-_RETENTION_DAYS_SHORT: Final = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180)
-_RETENTION_DAYS_LONG: Final = (365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 #: The retention periods CloudWatch Logs accepts, in days, in the order
 #: RetentionDays declares them (INFINITE aside).
 LOG_RETENTION: Final[Mapping[int, logs.RetentionDays]] = dict(
     zip(
-        (*_RETENTION_DAYS_SHORT, *_RETENTION_DAYS_LONG),
+        LOG_RETENTION_DAYS,
         [days for days in logs.RetentionDays if days is not logs.RetentionDays.INFINITE],
         strict=True,
     )
@@ -287,6 +274,9 @@ class IpmetaConfig(BaseModel):
     waf_web_acl_arn: str = ""
     #: Encrypt the alarm topic with a customer-managed KMS key that CloudWatch may use.
     alarm_topic_encryption: bool = True
+    #: Build the CloudWatch dashboard ($3 a month beyond an account's first three): docs/decisions.md,
+    #: "The dashboard is an option". The alarms do not depend on it.
+    dashboard: bool = False
     #: Show each version's sources whole in ``/v1/datasets`` (bucket, keys, URLs) rather than by
     #: file name: an admin's choice, as every key holder reads that listing.
     show_sources: bool = False
@@ -405,7 +395,7 @@ class IpmetaConfig(BaseModel):
         from loader.feeds.config import FeedConfig
 
         configs = [(FeedConfig.from_dict(feed), str(feed.get("cron") or "")) for feed in self.feeds]
-        default = self._default_source()
+        default = self.default_source
         if self.source_url:
             url = FeedConfig("url", self.source_url, dataset=DEFAULT_DATASET)
             configs.append((url, default.schedule_cron if default else ""))
@@ -468,25 +458,16 @@ class IpmetaConfig(BaseModel):
             return json.loads(stripped)
         return [item.strip() for item in stripped.split(",") if item.strip()]
 
-    def _default_source(self) -> DatasetSource | None:
+    @property
+    def default_source(self) -> DatasetSource | None:
+        """The ``default`` dataset, if the deployment has one."""
         return next((source for source in self.dataset_sources if source.name == DEFAULT_DATASET), None)
 
-    @property
-    def web_acl_region(self) -> str | None:
-        """The region of a regional ``wafWebAclArn``, or None without one (a global one's region is
-        CloudFront's, us-east-1, whatever the stack's; one the rules refuse has none)."""
-        found = _WEB_ACL_ARN.fullmatch(self.waf_web_acl_arn)
-        return found["region"] if found and found["scope"] == "regional" else None
-
     def check_region(self, region: str | None) -> None:
-        """Refuse what only the stack's region can tell: a regional web ACL of another region cannot
-        be associated (None: an environment-agnostic stack, whose region is known at deploy only)."""
-        acl_region = self.web_acl_region
-        if region and acl_region and acl_region != region:
-            raise ConfigError(
-                f"wafWebAclArn is a web ACL of {acl_region}, but the stack deploys to {region}: "
-                "a REST stage can only be associated with a web ACL of its own region"
-            )
+        """Refuse what only the stack's region can tell (``config_rules.region_problem``)."""
+        problem = config_rules.region_problem(self, region)
+        if problem:
+            raise ConfigError(problem)
 
     @property
     def provisioned(self) -> bool:
@@ -498,160 +479,11 @@ class IpmetaConfig(BaseModel):
 
     @model_validator(mode="after")
     def _usable(self) -> IpmetaConfig:
-        problems = [message for broken, message in self._rules() if broken]
+        """The rules between options (``config_rules``), each problem in one message."""
+        problems = config_rules.problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
-
-    def _feed_rules(self) -> list[tuple[bool, str]]:
-        names = [feed.name for feed in self.feed_sources]
-        triggered = {source.name for source in self.dataset_sources if source.upload_trigger}
-        return [
-            *(
-                (names.count(name) > 1, f"two feeds load dataset {name}: name each feed's dataset")
-                for name in sorted(set(names))
-            ),
-            # Two loaders of one dataset would replace each other's versions.
-            *(
-                (name in triggered, f"uploadTrigger and a feed (or sourceUrl) both load dataset {name}")
-                for name in sorted(set(names))
-            ),
-        ]
-
-    def _waf_rules(self) -> list[tuple[bool, str]]:
-        """A regional ACL on the REST stage without ``edge``; a global one on the distribution with it."""
-        if not self.waf_web_acl_arn:
-            return []
-        found = _WEB_ACL_ARN.fullmatch(self.waf_web_acl_arn)
-        scope = found["scope"] if found else None
-        if self.edge:
-            return [
-                (
-                    scope != "global" or (found is not None and found["region"] != "us-east-1"),
-                    "wafWebAclArn with edge=true must be a CloudFront (global) web ACL, created in "
-                    "us-east-1: arn:aws:wafv2:us-east-1:<account>:global/webacl/<name>/<id>",
-                ),
-            ]
-        return [
-            (
-                found is None,
-                "wafWebAclArn must be a WAFv2 web ACL's ARN: "
-                "arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>",
-            ),
-            (
-                scope == "global",
-                "wafWebAclArn names a CloudFront (global) web ACL: it takes edge=true (a distribution); "
-                "a REST stage takes a regional one",
-            ),
-            (
-                self.api_type is not Front.REST,
-                f"wafWebAclArn: AWS WAF cannot be associated with an HTTP API or a function URL "
-                f"(apiType={self.api_type.value}); use edge=true with a CloudFront (global) web ACL, "
-                "or apiType=rest",
-            ),
-        ]
-
-    def _region_rules(self) -> list[tuple[bool, str]]:
-        regions = self.replica_regions
-        hostname = (self.domain_name, self.hosted_zone_id, self.hosted_zone_name)
-        return [
-            (len(set(regions)) != len(regions), "replicaRegions names a region twice"),
-            (
-                bool(self.home_region) and self.home_region in regions,
-                f"replicaRegions holds the home region {self.home_region}: the table is already there",
-            ),
-            (
-                bool(self.home_region) and not keys.REGION_NAME.fullmatch(self.home_region),
-                "homeRegion must be an AWS region name such as us-east-1",
-            ),
-            (
-                any(hostname) and not all(hostname),
-                "domainName, hostedZoneId and hostedZoneName go together: one hostname needs its zone",
-            ),
-            (
-                bool(regions) and bool(self.waf_web_acl_arn),
-                "wafWebAclArn with replicaRegions: a regional web ACL serves one region's stage only",
-            ),
-            (
-                bool(regions) and self.edge,
-                "edge with replicaRegions: each region's distribution would keep its cached answers "
-                "after an activation, which invalidates home's only; choose one",
-            ),
-            (
-                bool(self.domain_name) and (self.api_type is Front.URL or self.edge),
-                "domainName needs apiType=http or rest without edge: the one hostname is an API "
-                "Gateway custom domain per region, and a function URL or a distribution takes none",
-            ),
-        ]
-
-    def _bound_rules(self) -> list[tuple[bool, str]]:
-        """Numbers no deployment can mean (``stacks.options``: sizes Lambda has not, throttles that stop
-        every request, caches longer than anyone keeps them), and an email that is no address."""
-        values = {field.alias or name: getattr(self, name) for name, field in type(self).model_fields.items()}
-        return [
-            *((True, problem) for problem in range_problems(values)),
-            (
-                bool(self.alarm_email) and not _EMAIL.fullmatch(self.alarm_email),
-                "alarmEmail must be an email address such as ops@example.com",
-            ),
-        ]
-
-    def _schedule_rules(self) -> list[tuple[bool, str]]:
-        crons = {
-            "scheduleCron": self.schedule_cron,
-            **{f"scheduleCron of {source.name}": source.schedule_cron for source in self.dataset_sources},
-            **{f"cron of feed {feed.name}": feed.cron for feed in self.feed_sources},
-        }
-        return [
-            (
-                not _SCHEDULE_EXPRESSION.fullmatch(cron),
-                f"{key} must be a schedule expression such as cron(0 3 * * ? *) or rate(12 hours)",
-            )
-            for key, cron in crons.items()
-        ]
-
-    def _rules(self) -> list[tuple[bool, str]]:
-        return [
-            *self._waf_rules(),
-            *self._region_rules(),
-            *self._bound_rules(),
-            *self._schedule_rules(),
-            (
-                self.log_retention_days not in LOG_RETENTION,
-                f"logRetentionDays must be one of {sorted(LOG_RETENTION)}",
-            ),
-            # Cleanup deletes the old version's items; a lookup container may still
-            # hold the old pointer for pointerCacheSeconds after activation.
-            (
-                self.activation_grace_seconds <= self.pointer_cache_seconds,
-                "activationGraceSeconds must exceed pointerCacheSeconds",
-            ),
-            (
-                bool(self.source_url) and self._default_source() is None,
-                "sourceUrl keeps the default dataset current: declare 'default' in datasets, "
-                "or name the URL in feeds as a url feed",
-            ),
-            *self._feed_rules(),
-            *(
-                (
-                    not source.source_key or source.source_key.startswith(f"{CHUNK_PREFIX}/"),
-                    f"sourceKey of {source.name} must name an object outside the chunk prefix",
-                )
-                for source in self.dataset_sources
-            ),
-            *(
-                (
-                    not 1 <= source.max_age_hours <= MAX_DATA_AGE_HOURS,
-                    f"maxAgeHours of {source.name} must be 1..{MAX_DATA_AGE_HOURS}",
-                )
-                for source in self.dataset_sources
-            ),
-            # A cache the function cannot hold beside its code ends in out-of-memory kills.
-            (
-                self.lookup_cache_mb > self.lookup_memory_mb - LOOKUP_BASELINE_MB,
-                f"lookupCacheMb must be 0..lookupMemoryMb - {LOOKUP_BASELINE_MB}",
-            ),
-        ]
 
 
 #: Context key -> default: the documented knobs, as ``cdk.json`` lists them.

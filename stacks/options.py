@@ -6,7 +6,7 @@ code's bound and the documented one are the same value. docs/deploy.md's options
 ``markdown_table()`` (``python -m stacks.config`` prints it; ``tests/infra/test_options.py``
 fails when the page differs, or when an option has no description here). The rules between
 options (a cache within its memory, a grace beyond the pointer cache, a web ACL for the front)
-stay with ``IpmetaConfig``.
+are ``config_rules``.
 """
 
 from __future__ import annotations
@@ -235,6 +235,10 @@ OPTIONS: Final[Mapping[str, Option]] = {
     "alarmTopicEncryption": Option(
         "Encrypt the alarm topic with a customer-managed KMS key CloudWatch may use "
         "([below](#a-waf-web-acl-and-the-alarm-topics-key)); `false`: unencrypted, no key",
+    ),
+    "dashboard": Option(
+        "Build the CloudWatch dashboard ([below](#the-dashboard-and-the-metrics)): $3 a month at list "
+        "price beyond an account's first three; the alarms and their topic are there either way",
     ),
     "showSources": Option(
         "An admin option: `/v1/datasets` shows each version's sources whole (the source bucket's name"

@@ -9,9 +9,11 @@ until this bill says so. ``ipmeta plan`` prints it.
 - **Custom metrics**: the lookup's metrics bill only in the hours a container publishes them,
   so an idle stack pays nothing for them; they are the one line that grows with traffic, up to
   ``costs.metrics_month_costs``. The loader's publish per load, a few cents.
-- **The dashboard**, **the alarm topic's key** (``alarmTopicEncryption``), **the secrets** (the
-  front's keys and the page-token key), and the table's **storage** and **backups**
-  (point-in-time recovery) of the data it holds.
+- **The dashboard**: none by default; ``dashboard=true`` builds one (``ipmeta plan --dashboard``
+  counts it; docs/decisions.md, "The dashboard is an option").
+- **The alarm topic's key** (``alarmTopicEncryption``), **the secrets** (the front's keys and the
+  page-token key), and the table's **storage** and **backups** (point-in-time recovery) of the
+  data it holds.
 
 Every line is at list price: CloudWatch's free tier (an account's first 10 alarm metrics and
 three dashboards of up to 50 metrics) is the account's, shared with whatever else runs there,
@@ -20,6 +22,7 @@ and the dashboard draws more than 50 metrics.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -51,12 +54,16 @@ class FixedResources:
     keys: int
     secrets: int
 
+    def with_dashboard(self) -> FixedResources:
+        """The same stack deployed with ``dashboard=true``: one dashboard more."""
+        return dataclasses.replace(self, dashboards=self.dashboards + 1)
+
 
 #: The default stack: five alarms on nine metrics (``stacks/monitoring/alarm_table.py``: the front's
 #: 5xx, the lookup's throttles, three read operations' throttles, three execution outcomes, the
-#: default dataset's age), one dashboard, the alarm topic's key, the HTTP API's keys and the
-#: page-token key.
-DEFAULT_STACK: Final = FixedResources(alarm_metrics=9, dashboards=1, keys=1, secrets=2)
+#: default dataset's age), no dashboard (``dashboard`` is off), the alarm topic's key, the HTTP
+#: API's keys and the page-token key.
+DEFAULT_STACK: Final = FixedResources(alarm_metrics=9, dashboards=0, keys=1, secrets=2)
 
 
 def fixed_bill(

@@ -1,7 +1,8 @@
 """The dashboard and the alarms, built with cdk-monitoring-constructs, every alarm sent to one SNS topic.
 
-One ``MonitoringFacade`` makes one CloudWatch dashboard and creates every alarm through the
-library's alarm factory (its names, the topic as the alarm and OK action). A section per concern:
+One ``MonitoringFacade`` creates every alarm through the library's alarm factory (its names,
+the topic as the alarm and OK action) and, with ``dashboard`` (off by default: $3 a month),
+draws one CloudWatch dashboard. A section per concern:
 
 - **traffic**: lookups per minute per front; latency (each front's p50/p90/p99 and the
   function's); 4xx and 5xx by family, the fronts' and the function's own answers;
@@ -166,7 +167,8 @@ class Monitoring(Construct):
         return [*(created.alarm for created in self.facade.created_alarms()), *self._other_alarms]
 
     def _build_facade(self) -> MonitoringFacade:
-        """One dashboard (no summary or alarm dashboards); every alarm to the topic, OK included."""
+        """One dashboard (no summary or alarm dashboards) with ``dashboard``; every alarm to the topic,
+        OK included. Without it the facade still makes every alarm, under the same construct ids."""
         stack_name = Stack.of(self).stack_name
         return MonitoringFacade(
             self,
@@ -180,6 +182,9 @@ class Monitoring(Construct):
                 detail_dashboard_range=DASHBOARD_RANGE,
                 # Each graph's period follows the range (the per-minute rates are normalized).
                 detail_dashboard_period_override=cloudwatch.PeriodOverride.AUTO,
+                create_dashboard=self._config.dashboard,
+                create_summary_dashboard=False,
+                create_alarm_dashboard=False,
             ),
         )
 

@@ -60,8 +60,9 @@ EXAMPLE_ORIGIN = "https://app.example.com"
 EXAMPLE_EDGE_WEB_ACL_ARN = (
     "arn:aws:wafv2:us-east-1:123456789012:global/webacl/ipmeta-edge/b1c2d3e4-5678-90ab-cdef-0123456789ab"
 )
-#: The front every variant has unless it names another: REST, as the stack tests were written for.
-DEFAULT_CONTEXT: Mapping[str, Any] = {"apiType": "rest"}
+#: What every variant has unless it names otherwise: REST, as the stack tests were written for, and
+#: the dashboard (an option, off in cdk.json), which ``test_dashboard`` reads in each variant.
+DEFAULT_CONTEXT: Mapping[str, Any] = {"apiType": "rest", "dashboard": True}
 #: What a GeoIP2 CSV user's triggered loads run with.
 EXAMPLE_SOURCE_OPTIONS = {
     "format": "geoip2-csv",
@@ -117,8 +118,9 @@ def cdk_json() -> dict[str, Any]:
 
 #: Context overrides of each variant, on top of cdk.json.
 VARIANTS: Mapping[str, Mapping[str, Any]] = {
-    # ``DEFAULT_CONTEXT`` names REST for the whole app: this stage puts back cdk.json's own front.
-    SHIPPED: {"apiType": cdk_json()["context"]["apiType"]},
+    # ``DEFAULT_CONTEXT`` names REST and the dashboard for the whole app: this stage puts back
+    # cdk.json's own front and its dashboard (none).
+    SHIPPED: {key: cdk_json()["context"][key] for key in DEFAULT_CONTEXT},
     URL: {"apiType": "url"},
     URL_EDGE: {
         "apiType": "url",
@@ -218,7 +220,8 @@ class Synthesized:
         return Template.from_json(self.templates[variant])
 
 
-def _stage_name(variant: str) -> str:
+def stage_name(variant: str) -> str:
+    """The stage a variant is built in: ``http_api`` in ``HttpApi``."""
     return "".join(part.capitalize() for part in variant.split("_"))
 
 
@@ -230,7 +233,7 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     (default,) = build(app)
     stacks = {DEFAULT: default}
     for variant, overrides in VARIANTS.items():
-        stage = Stage(app, _stage_name(variant))
+        stage = Stage(app, stage_name(variant))
         for key, value in overrides.items():
             stage.node.set_context(key, value)
         home, *regions = build(stage)

@@ -1,5 +1,8 @@
 """The dashboard (issue 29): one per stack, a widget for each thing the person who runs ipmeta watches.
 
+It is an option since issue 34 (``dashboard``, off in ``cdk.json``): every variant builds it but
+``SHIPPED``, which has the alarms and no dashboard.
+
 The dashboard's body is JSON with CloudFormation tokens inside strings; each token is read
 as a placeholder, and every graph is read as its title and the metrics it draws.
 """
@@ -35,7 +38,9 @@ from tests.infra.conftest import (
     FEEDS,
     HTTP_API,
     REPLICAS,
+    SHIPPED,
     Synthesized,
+    stage_name,
 )
 from tests.infra.test_alarms_kept import DATA_AGE, FEED_FAILURES, expected_alarms
 
@@ -96,7 +101,30 @@ def graph(template: dict[str, Any], title_start: str) -> Graph:
     return found
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+#: The variants built with ``dashboard=true``: all but ``cdk.json`` as it is.
+DRAWN = [variant for variant in ALL_VARIANTS if variant != SHIPPED]
+
+
+def alarm_ids(template: dict[str, Any], variant: str) -> set[str]:
+    """Each alarm's logical id, less its hash and its stage's name (which its alarm name holds)."""
+    return {
+        logical_id[:-8].replace(stage_name(variant), "", 1)
+        for logical_id in resources_of_type(template, "AWS::CloudWatch::Alarm")
+    }
+
+
+def test_the_shipped_stack_has_the_alarms_and_no_dashboard(synthesized: Synthesized) -> None:
+    # Given cdk.json as it is, and the same front with the dashboard (HTTP_API)
+    shipped, drawn = synthesized.templates[SHIPPED], synthesized.templates[HTTP_API]
+    # Then no dashboard, and the same alarms under the same construct ids as beside a dashboard
+    assert resources_of_type(shipped, "AWS::CloudWatch::Dashboard") == {}
+    only(drawn, "AWS::CloudWatch::Dashboard")
+    alarms = alarm_ids(shipped, SHIPPED)
+    assert len(alarms) == 5
+    assert alarms == alarm_ids(drawn, HTTP_API)
+
+
+@pytest.mark.parametrize("variant", DRAWN)
 def test_one_dashboard_opens_on_a_week_with_every_alarm(synthesized: Synthesized, variant: str) -> None:
     template = synthesized.templates[variant]
     document = dashboard(template)

@@ -2,7 +2,8 @@
 
 ``loader.planning.fixed_bill.DEFAULT_STACK`` declares the default stack's alarm metrics, dashboards,
 keys and secrets (the loader never imports the stacks); each count is read here from the template
-synthesized from ``cdk.json`` as it is, so the bill cannot drift from the stack.
+synthesized from ``cdk.json`` as it is, and with ``dashboard=true``, so the bill cannot drift from
+the stack.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from loader.planning.fixed_bill import DEFAULT_STACK, FixedResources, fixed_bill
 from tests.infra.cfn import resources_of_type
-from tests.infra.conftest import SHIPPED, Synthesized
+from tests.infra.conftest import HTTP_API, SHIPPED, Synthesized
 
 
 def alarm_metrics(properties: dict[str, Any]) -> int:
@@ -33,6 +34,12 @@ def counted(template: dict[str, Any]) -> FixedResources:
 
 def test_the_default_stacks_fixed_resources_are_the_ones_the_bill_counts(synthesized: Synthesized) -> None:
     assert counted(synthesized.templates[SHIPPED]) == DEFAULT_STACK
+
+
+def test_with_the_dashboard_the_bill_counts_the_one_dashboard_more(synthesized: Synthesized) -> None:
+    # Given the default front with dashboard=true (the variants' default; its other options hold no
+    # alarm, key or secret of their own)
+    assert counted(synthesized.templates[HTTP_API]) == DEFAULT_STACK.with_dashboard()
 
 
 def test_the_alarm_line_is_what_the_templates_alarms_cost(synthesized: Synthesized) -> None:

@@ -62,6 +62,8 @@ PINNED: Mapping[str, Mapping[str, str]] = {
         "LookupApiRestApiv1proxy2563F177": "AWS::ApiGateway::Resource",
         "LookupApiRestApiv1proxyANYDA5995C0": "AWS::ApiGateway::Method",
         "LookupApiV1Keys23FA1798": "AWS::ApiGateway::Authorizer",
+        # With dashboard=true (an option since issue 34) a deployment keeps the dashboard it had.
+        "MonitoringDashboardsDashboard7D19B914": "AWS::CloudWatch::Dashboard",
         "Table710B521B": "AWS::DynamoDB::GlobalTable",
     },
     URL: {

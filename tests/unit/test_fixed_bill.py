@@ -39,6 +39,17 @@ def test_each_line_follows_its_count() -> None:
     assert (base["backups"], grown["backups"]) == (0.2, 2.0)
 
 
+def test_the_default_stack_is_within_the_target_and_the_dashboard_is_what_would_pass_it() -> None:
+    # Given the default stack (no dashboard) and the same stack with dashboard=true
+    lean, drawn = fixed_bill(), fixed_bill(DEFAULT_STACK.with_dashboard())
+    # Then the default is within $3 a month, and the dashboard adds its $3 on the one line
+    assert lean["breakdown"]["dashboard"] == 0
+    assert lean["usd_per_month"] <= lean["target_usd_per_month"] == 3.0
+    assert drawn["breakdown"]["dashboard"] == pytest.approx(3.00)
+    assert drawn["usd_per_month"] == pytest.approx(lean["usd_per_month"] + 3.00)
+    assert drawn["usd_per_month"] > drawn["target_usd_per_month"]
+
+
 def test_plan_prints_the_fixed_bill_line_by_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan"]) == 0
     out = capsys.readouterr().out
@@ -50,3 +61,7 @@ def test_plan_prints_the_fixed_bill_line_by_line(capsys: pytest.CaptureFixture[s
     report = json.loads(capsys.readouterr().out)
     assert report["fixed"]["resources"]["stored_gb"] == 2
     assert report["fixed"]["breakdown"]["backups"] == 0.4
+    # And --dashboard prices the stack deployed with -c dashboard=true
+    assert main(["plan", "--json", "--dashboard"]) == 0
+    drawn = json.loads(capsys.readouterr().out)["fixed"]
+    assert (drawn["resources"]["dashboards"], drawn["breakdown"]["dashboard"]) == (1, 3.0)
