@@ -178,6 +178,38 @@ def test_a_version_half_arrived_is_not_served_and_without_the_check_it_answers_w
     assert lookups(tally, probes) == {"right": len(probes)}
 
 
+def test_the_check_counts_consistently_and_trusts_no_record_of_another_version_of_that_number(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path
+) -> None:
+    a, b = releases
+    regions.load(a, tmp_path)
+    regions.replicas.settle()
+    assert regions.follow().serving == "v1"
+    # Given an arrival record of a v2 in the region, left from before a point-in-time restore
+    LoaderTable(regions.replicas.plain(REPLICA), regions.name).for_dataset(DATASET).regions.mark_arrived(
+        REPLICA, 2, "a-version-2-from-before-the-restore", items=1, at=0
+    )
+    # And a new v2 loaded in home, its items held back from the replica
+    regions.replicas.hold(of_version(2))
+    assert regions.load(b, tmp_path) == 2
+    regions.replicas.settle()
+    counts: list[dict[str, object]] = []
+    client = regions.replica.client
+    client.meta.events.register(
+        "provide-client-params.dynamodb.Query",
+        lambda params, **_: counts.append(dict(params)) if params.get("Select") == "COUNT" else None,
+    )
+    # When the region's check runs, then it counts the new v2 (consistently) and waits for it
+    waiting = regions.follow()
+    assert (waiting.status, waiting.serving) == ("waiting", "v1")
+    assert counts
+    assert {count.get("ConsistentRead") for count in counts} == {True}
+    # And once its items arrive, it follows
+    regions.replicas.release()
+    regions.replicas.settle()
+    assert regions.follow().serving == "v2"
+
+
 def test_cleanup_deletes_only_what_every_region_of_the_table_moved_past(
     regions: Regions, releases: tuple[Release, Release], tmp_path: Path
 ) -> None:
@@ -300,7 +332,10 @@ def test_the_check_killed_at_any_moment_and_run_again_ends_on_the_new_version(
     # When B arrives and the check is killed once more, as soon as it recorded B as arrived
     regions.replicas.release()
     regions.replicas.settle()
-    kill_when(command, environment, lambda: True if regions.replica.regions.arrived(REPLICA, 2) else None)
+    uid = regions.replica.lookup.get_version_meta(2).uid  # type: ignore[union-attr]
+    kill_when(
+        command, environment, lambda: True if regions.replica.regions.arrived(REPLICA, 2, uid) else None
+    )
     assert lookups(tally, probes) == {"right": len(probes)}
     # Then a run to its end puts the region on B, answering as B
     (outcome,) = arrival.follow_home(regions.replica, REPLICA)
