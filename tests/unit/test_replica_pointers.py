@@ -18,7 +18,6 @@ from ipmeta.store.dynamodb import Store
 from loader.pipeline import activate
 from loader.pipeline.retention import BEYOND_RETENTION, held_by_regions
 from loader.records import LoadItem, Manifest, Pointer, PointerMove
-from loader.settings import replica_regions
 from loader.store.partition_items import PartitionItems
 from loader.store.table import LoaderTable
 
@@ -38,11 +37,6 @@ def test_a_region_pointer_is_its_datasets_own_key_beside_homes() -> None:
 def test_a_region_that_is_no_aws_region_name_is_refused(name: str) -> None:
     with pytest.raises(keys.RegionNameInvalid):
         keys.key_space().region_pointer(name)
-
-
-def test_replica_regions_are_read_from_a_comma_separated_list() -> None:
-    assert replica_regions(" eu-west-1, ap-southeast-1 ,") == ("eu-west-1", "ap-southeast-1")
-    assert replica_regions("") == ()
 
 
 class _Pointers:
