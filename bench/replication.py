@@ -186,9 +186,7 @@ class Simulation:
         return {**rolled, "cleanup_after_homes_grace": self._cleanup()}
 
     def _cleanup(self) -> dict[str, Any]:
-        outcome = retention.cleanup(
-            self.home, self.staging, retention=0, grace_seconds=GRACE_SECONDS, regions=[REPLICA]
-        )
+        outcome = retention.cleanup(self.home, self.staging, retention=0, grace_seconds=GRACE_SECONDS)
         self.cleanups.append(outcome)
         return outcome
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from ipmeta.schema.keys import check_region_name
 from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS
 
 #: The bucket sources are read from and loads are staged in.
@@ -32,18 +31,10 @@ ENV_EDGE_DISTRIBUTION_ID: Final = "IPMETA_EDGE_DISTRIBUTION_ID"
 #: (``exportMmdb``): deleting a version then deletes its ``exports/<version>.mmdb`` too.
 ENV_EXPORTS_ENABLED: Final = "IPMETA_EXPORTS_ENABLED"
 
-#: Set on the cleanup function of a deployment with replicas (``replicaRegions``): the regions
-#: whose own pointers must have moved past a version before cleanup deletes its items.
-ENV_REPLICA_REGIONS: Final = "IPMETA_REPLICA_REGIONS"
 #: Published by each run of a replica region's arrival check (``loader.pipeline.arrival``): how
 #: long, in seconds, the region's pointer of some dataset has trailed home's (0: it follows).
 METRIC_REGION_BEHIND: Final = "RegionBehindSeconds"
 METRIC_REGION_DIMENSION: Final = "region"
-
-
-def replica_regions(text: str) -> tuple[str, ...]:
-    """``eu-west-1,ap-southeast-1``: each a region name (``keys.check_region_name``)."""
-    return tuple(check_region_name(name.strip()) for name in text.split(",") if name.strip())
 
 
 #: The loader's powertools service name: the ``service`` dimension of its metrics.

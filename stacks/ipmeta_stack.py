@@ -82,7 +82,6 @@ class IpmetaStack(Stack):
                 config=config,
                 table=self.ranges.table,
                 lookup=self.lookup,
-                cleanup=self.loader.functions["cleanup"].function,
             )
             if self.replication.shared_key is not None:
                 key = import_shared_key(self.replication, self.replication.shared_key, self.lookup)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
@@ -18,6 +16,7 @@ from loader.errors import (
     LoadNotFound,
     LoadNotWritable,
     VerificationFailed,
+    VersionNotRestorable,
 )
 from loader.pipeline.abort import fail
 from loader.pipeline.staged import REPORT
@@ -28,6 +27,9 @@ from loader.store.edge_cache import EdgeCache, invalidate_after
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
 
+#: The statuses a version is activated from: written, or active already (a retried Activate).
+_ACTIVATABLE: Final = frozenset({VersionStatus.LOADING, VersionStatus.ACTIVE})
+
 
 @dataclass(frozen=True)
 class Activation:
@@ -37,18 +39,15 @@ class Activation:
     report: LoadReport
 
 
-#: Partitions whose items ``verify`` counts one by one; beyond, a sample of this many.
-VERIFY_PARTITIONS: Final = 256
-
-
 def verify(load: LoadItem, table: LoaderTable, *, workers: int = 16) -> None:
     """The version holds the items the load planned.
 
     Every chunk counted what DynamoDB accepted, once (``mark_chunk_done``), so
-    the total is exact. Counting each partition (a Query) also catches items
-    landing on each other's keys; it costs a read of every item, so beyond
-    ``VERIFY_PARTITIONS`` partitions the largest half and a random half of that
-    many are counted: the time of an activation does not grow with the dataset.
+    the total is exact. Counting every partition (consistent ``Select=COUNT``
+    Queries, ``PartitionItems.short_of``) also catches items landing on each
+    other's keys. It is the very count each replica region makes before it
+    serves the version (``arrival``): a sample here would let a version serve in
+    home that no region ever sees arrive. It reads every item once, in parallel.
     """
     if load.items_written != load.items:
         raise VerificationFailed(
@@ -57,24 +56,12 @@ def verify(load: LoadItem, table: LoaderTable, *, workers: int = 16) -> None:
     manifest = table.manifests.get(load.version)
     if manifest is None:
         raise VerificationFailed(f"version {load.load_id} has no manifest")
-    expected = _sampled(manifest.items_per_partition, f"{load.load_id}:{load.sha256}")
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        found = dict(zip(expected, pool.map(table.partitions.count, expected), strict=True))
-    wrong = {pk: (count, found[pk]) for pk, count in expected.items() if found[pk] != count}
+    wrong = table.partitions.short_of(manifest.items_per_partition, workers=workers)
     if wrong:
         sample = ", ".join(
             f"{pk}: expected {want}, found {got}" for pk, (want, got) in list(wrong.items())[:5]
         )
         raise VerificationFailed(f"{len(wrong)} partitions do not hold the planned items ({sample})")
-
-
-def _sampled(counts: Mapping[str, int], seed: str) -> dict[str, int]:
-    if len(counts) <= VERIFY_PARTITIONS:
-        return dict(counts)
-    largest = sorted(counts, key=lambda partition: -counts[partition])[: VERIFY_PARTITIONS // 2]
-    others = sorted(set(counts) - set(largest))
-    chosen = largest + random.Random(seed).sample(others, VERIFY_PARTITIONS - len(largest))
-    return {partition: counts[partition] for partition in chosen}
 
 
 def activate(
@@ -103,9 +90,16 @@ def activate(
     verify(load, table)
     # Named before the switch (idempotently): a dataset that answers is always one lookups fan out to.
     table.versions.register_dataset(serving=True)
-    _switch_pointer(load, table, now=now)
     at = time.time() if now is None else now
-    table.versions.set_status(load.version, VersionStatus.ACTIVE, int(at))
+    # Claimed before the switch: a version a pointer ever named is never a failed or abandoned
+    # load to cleanup, and one cleanup already marked ``deleting`` never becomes active.
+    if not table.versions.claim_active(load.version, allowed=_ACTIVATABLE, at=int(at)):
+        meta = table.lookup.get_version_meta(load.version)
+        raise VersionNotRestorable(
+            f"load {load_id}: its version is {meta.status if meta else 'gone'}; cleanup took it for "
+            "abandoned, so it cannot be activated: load again"
+        )
+    _switch_pointer(load, table, now=now)
     if load.previous:
         table.versions.set_status(load.previous, VersionStatus.RETIRED, int(at))
     report = _final_report(load, table.loads.get(load.version) or load, at, staging)
@@ -169,6 +163,7 @@ def _lose_activation(
         f"{format_version(current) if current else 'none'} is active now (another load activated first); "
         f"{load_id} stays inactive and cleanup will delete it"
     )
+    table.versions.withdraw_claim(version_of(load_id), int(time.time() if now is None else now))
     fail(load_id, message, table, now=now)
     raise ActivationConflict(message) from cause
 

@@ -6,7 +6,8 @@ lookups read that region's own pointer (``keys.KeySpace.region_pointer``), which
 only that region's arrival check writes (``loader.pipeline.arrival``), so the item
 has one writer and the last-writer-wins of global tables never decides it. The
 same partition records, one item per version, that the version wholly arrived in
-that region. Cleanup in home reads every region's pointer (``loader.pipeline.retention``).
+that region. Cleanup in home reads every region's pointer (``loader.pipeline.retention``), the
+regions being the table's own replicas (``replicas``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,19 @@ from loader.store.dataset_items import DatasetItems, condition_failed
 
 class RegionPointers(DatasetItems):
     """Home's pointer with its generation; a replica region's pointer and its arrived versions."""
+
+    def replicas(self) -> tuple[str, ...]:
+        """The table's replica regions, as the table itself says (``DescribeTable``'s ``Replicas``),
+        this client's region aside: what cleanup holds versions for, with no list to keep in step."""
+        described = self.client.describe_table(TableName=self.table_name)["Table"]
+        own = self.client.meta.region_name
+        return tuple(
+            sorted(
+                replica["RegionName"]
+                for replica in described.get("Replicas", [])
+                if "RegionName" in replica and replica["RegionName"] != own
+            )
+        )
 
     def home(self) -> Pointer | None:
         item = self._get(self.space.pointer, keys.META_SORT_KEY)
@@ -57,15 +71,19 @@ class RegionPointers(DatasetItems):
             raise
         return True
 
-    def arrived(self, region: str, version: int) -> bool:
-        return self._get(self.space.region_pointer(region), version) is not None
+    def arrived(self, region: str, version: int, uid: str) -> bool:
+        """Whether ``region`` recorded this very version (``VersionMeta.uid``) as wholly arrived."""
+        item = self._get(self.space.region_pointer(region), version)
+        return item is not None and str(item.get("uid", "")) == uid
 
-    def mark_arrived(self, region: str, version: int, *, items: int, at: int) -> None:
-        """``version``'s items all counted in ``region``: its later deltas need not count it again."""
+    def mark_arrived(self, region: str, version: int, uid: str, *, items: int, at: int) -> None:
+        """``version``'s items all counted in ``region``: its later deltas need not count it again,
+        and the region's lookups may read it (``ipmeta.lookup.catalog.may_read``)."""
         item = {
             keys.PARTITION_KEY: self.space.region_pointer(region),
             keys.SORT_KEY: version,
             "items": items,
             "arrived_at": at,
+            "uid": uid,
         }
         self.client.put_item(TableName=self.table_name, Item=serialize_item(item))

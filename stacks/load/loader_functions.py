@@ -80,7 +80,14 @@ TABLE_ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     # (PutItem), then releases the lock (DeleteItem).
     "activate": (*_READ_BOOKKEEPING, "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem"),
     # Deletes whole versions: partitions (Query + BatchWriteItem) and manifests.
-    "cleanup": (*_READ_BOOKKEEPING, "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"),
+    # DescribeTable: the replica regions it holds versions for are the table's own.
+    "cleanup": (
+        *_READ_BOOKKEEPING,
+        "dynamodb:BatchWriteItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DescribeTable",
+    ),
     # Marks the load failed and frees the lock; cleanup deletes its items later.
     # Also counts a feed's failed run (UpdateItem).
     "abort": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),

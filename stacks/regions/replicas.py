@@ -8,8 +8,8 @@
   region's API Gateway, so a shared key is generated once, replicated, and
   imported into every region's usage plan (home's included): one key works
   behind the one hostname, wherever latency routing sends the caller.
-- **Cleanup** learns the regions (``IPMETA_REPLICA_REGIONS``): it deletes a
-  version only once every region's own pointer has moved past it
+- **Cleanup** learns the regions from the table's replicas (``DescribeTable``): it
+  deletes a version only once every region's own pointer has moved past it
   (``loader.pipeline.retention.held_by_regions``).
 
 A replica region's own stack (``stacks/lookup_region_stack.py``) reads what it
@@ -27,12 +27,10 @@ from typing import Final
 from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.constants import ENV_REPLICA_REGIONS
 from stacks.fronts.lookup_api import LookupApi
 from stacks.nag import acknowledge
 
@@ -77,7 +75,6 @@ class HomeReplication(Construct):
         config: IpmetaConfig,
         table: dynamodb.TableV2,
         lookup: LookupApi,
-        cleanup: lambda_.Function,
     ) -> None:
         super().__init__(scope, construct_id)
         self.regions = tuple(config.replica_regions)
@@ -93,7 +90,6 @@ class HomeReplication(Construct):
             if isinstance(secret, secretsmanager.Secret):
                 for region in self.regions:
                     secret.add_replica_region(region)
-        cleanup.add_environment(ENV_REPLICA_REGIONS, ",".join(self.regions))
         self._outputs = {region: self._publish(region) for region in self.regions}
 
     def _publish(self, region: str) -> dict[str, CfnOutput]:

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from ipmeta.schema.settings import Front
 from loader.planning.costs import (
     ACCESS_LOG_LINE_BYTES,
     DEFAULT_LOG_BYTES,
     LOG_EVENT_OVERHEAD_BYTES,
+    ApiFront,
 )
 from stacks.constants import (
     API_STAGE_NAME,
@@ -277,7 +277,7 @@ def test_an_access_log_line_weighs_what_the_cost_model_counts(
         line = line.replace(f'"{variable}"', json.dumps(value))
     assert "$context" not in line
     # The cost model (loader.planning.costs) counts this many bytes per request.
-    front = Front.HTTP if variant == HTTP_API else Front.REST
+    front = ApiFront.HTTP if variant == HTTP_API else ApiFront.REST
     assert len(line.encode()) <= ACCESS_LOG_LINE_BYTES
     assert DEFAULT_LOG_BYTES[front] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
 

@@ -18,7 +18,6 @@ from stacks.constants import (
     ARRIVAL_TASK,
     AUTHORIZER_HANDLER,
     ENV_POINTER_REGION,
-    ENV_REPLICA_REGIONS,
     LOADER_MODULE,
     LOOKUP_HANDLER,
     USAGE_PLAN_AUTHORIZER_HANDLER,
@@ -178,7 +177,9 @@ def test_home_replicates_the_fronts_secrets_and_tells_cleanup_the_regions(synthe
         for f in resources_of_type(home, "AWS::Lambda::Function").values()
         if f["Properties"]["Handler"].endswith(".cleanup")
     )
-    assert cleanup[ENV_REPLICA_REGIONS] == ",".join(EXAMPLE_REPLICA_REGIONS)
+    # Cleanup learns the regions from the table itself (DescribeTable), from no variable
+    assert "IPMETA_REPLICA_REGIONS" not in cleanup
+    assert "dynamodb:DescribeTable" in json.dumps(home)
     # Behind the HTTP API, its clients' keys replicate too
     http_home = synthesized.templates[REPLICAS_DOMAIN]
     for secret in resources_of_type(http_home, "AWS::SecretsManager::Secret").values():
@@ -237,7 +238,7 @@ def test_the_default_template_has_nothing_of_replicas(synthesized: Synthesized) 
     assert [replica["Region"] for replica in table["Properties"]["Replicas"]] == [{"Ref": "AWS::Region"}]
     for absent in (
         ENV_POINTER_REGION,
-        ENV_REPLICA_REGIONS,
+        "IPMETA_REPLICA_REGIONS",
         "ReplicaRegions",
         "Fn::GetStackOutput",
         "Route53",
