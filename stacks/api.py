@@ -4,7 +4,7 @@ The REST front is built here, under the construct ids it always had, so an
 existing deployment keeps its API and URL; the HTTP front (``stacks/http_api.py``)
 and the function's own URL (``stacks/url_front.py``, the default) are constructs of
 their own, and so is the distribution (``stacks/edge.py``). Every front calls the
-same function, which reads each front's event (``ipmeta.api.front_events``).
+same function, which reads each front's event (``ipmeta.api.fronts.front_events``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from ipmeta.api.credentials import (
+from ipmeta.api.fronts.credentials import (
     GEOIP2_KEYS,
     IPINFO_KEYS,
     REFUSAL_STATUS,
@@ -351,12 +351,12 @@ class LookupApi(Construct):
             "RestApi",
             description="ipmeta: IP metadata lookups",
             endpoint_types=[apigateway.EndpointType.REGIONAL],
-            # The key authorizer hands the usage plan the key of any form (ipmeta.api.credentials).
+            # The key authorizer hands the usage plan the key of any form (ipmeta.api.fronts.credentials).
             api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
             # The lookup page's images leave the function base64-encoded; API Gateway decodes them
             # only for a binary media type matching the request's first Accept type, which a
             # browser's is not, hence */*. Request bodies then reach the function base64-encoded,
-            # which the batch routes already read (ipmeta.api.ip_routes.raw_body).
+            # which the batch routes already read (ipmeta.api.routes.ip_routes.raw_body).
             binary_media_types=["*/*"],
             # Execution logging needs an account-wide CloudWatch role; access
             # logs below record every request without touching account settings.

@@ -2,11 +2,11 @@
 
 - **Same handler, same routes.** The integration sends payload format 2.0, a function
   URL's shape too; the lookup's one resolver reads it beside REST's proxy event
-  (``ipmeta.api.front_events``; ``tests/unit/test_http_api_events.py`` feeds it one).
+  (``ipmeta.api.fronts.front_events``; ``tests/unit/test_http_api_events.py`` feeds it one).
 - **Same paths.** The ``$default`` stage puts no stage name in the URL:
   ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
 - **A key per client.** A Lambda authorizer checks the key against a generated
-  secret, in the route family's form (``ipmeta.api.credentials``): ``x-api-key`` on
+  secret, in the route family's form (``ipmeta.api.fronts.credentials``): ``x-api-key`` on
   ``/v1``, HTTP Basic's password on the GeoIP2 web service, ``Bearer`` or ``?token=``
   on ipinfo's routes. API Gateway caches its answer per identity source (the
   family's header, the only one it reads), so most requests invoke nothing; ipinfo's routes have no
@@ -34,7 +34,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ipmeta.api.credentials import GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS, RouteFamily
+from ipmeta.api.fronts.credentials import GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS, RouteFamily
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_VERSION_PATH,
@@ -73,7 +73,7 @@ IPINFO_PATHS: Final = (f"/{IPINFO_PATH}", f"/{IPINFO_PATH}/{{proxy+}}")
 #: ``ipinfoAtRoot``: ipinfo's own API_URL has no path (the other families keep theirs).
 ROOT_PATHS: Final = ("/", "/{proxy+}")
 #: The lookup page and its files: GET (and HEAD, as on every GET route), no authorizer
-#: (``ipmeta.api.page_routes``).
+#: (``ipmeta.api.routes.page_routes``).
 PAGE_PATHS: Final = ("/", f"/{PAGE_STATIC_PATH}/{{proxy+}}")
 PAGE_METHODS: Final = (apigatewayv2.HttpMethod.GET, apigatewayv2.HttpMethod.HEAD)
 

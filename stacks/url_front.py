@@ -1,15 +1,15 @@
 """The front at the floor of the bill (``apiType=url``): the lookup function's own URL, no API Gateway.
 
 - **Same handler, same routes, same answers.** A function URL sends payload 2.0, which the
-  lookup's one resolver reads (``ipmeta.api.front_events``).
-- **Keys are checked in the function** (``ipmeta.api.key_check``), in every client's form, in
+  lookup's one resolver reads (``ipmeta.api.fronts.front_events``).
+- **Keys are checked in the function** (``ipmeta.api.fronts.key_check``), in every client's form, in
   constant time, against a secret of client name -> key (the HTTP front's shape), read once per
   container and again every ``apiKeyCacheSeconds``. A refused key is 401 ``AUTHORIZATION_INVALID``
   in its API's own error shape, before any read.
 - **The throttle** is the function's reserved concurrency (``lookupReservedConcurrency``): what
   the front gives up is a throttle and a quota per key (docs/decisions.md).
 - **The access log** is the function's: one line per request, sampled (``accessLogSampleRate``),
-  every 4xx and 5xx (``ipmeta.api.access_log``).
+  every 4xx and 5xx (``ipmeta.api.fronts.access_log``).
 - **Behind CloudFront** (``edge``) the URL is ``AWS_IAM``, callable only by the distribution
   through its origin access control. Signed POSTs need their body's SHA-256, which clients do not
   send, so the batch routes reach the function through a second URL, of the ``batch`` alias, that
@@ -76,7 +76,7 @@ class UrlLookupFront(Construct):
                 self.function_url,
                 "LambdaFunctionUrlAuth",
                 "The URL is the API's front: every request's key is checked in the function "
-                "(ipmeta.api.key_check) against the keys secret, before any read.",
+                "(ipmeta.api.fronts.key_check) against the keys secret, before any read.",
             )
 
     @property

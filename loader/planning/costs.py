@@ -146,7 +146,7 @@ LOG_EVENT_OVERHEAD_BYTES: Final = 26
 #: One API Gateway access-log line: about 210 bytes with typical values, rounded up;
 #: ``tests/infra/test_lookup_api.py`` renders both gateways' synthesized formats to check it.
 ACCESS_LOG_LINE_BYTES: Final = 230
-#: One line of the function's own access log (the url front, ``ipmeta.api.access_log``): the
+#: One line of the function's own access log (the url front, ``ipmeta.api.fronts.access_log``): the
 #: largest of its shapes, measured (an IPv6 caller refused on an IPv6 address: 189 bytes; a lookup
 #: 141 to 166; ``bench/access_log.py``, bench/results/access_log.json), rounded up.
 FUNCTION_ACCESS_LOG_LINE_BYTES: Final = 190

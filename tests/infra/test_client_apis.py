@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
-from ipmeta.api.credentials import FORM_HEADERS, RouteFamily, family_of_route, refusal_body
+from ipmeta.api.fronts.credentials import FORM_HEADERS, RouteFamily, family_of_route, refusal_body
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
     API_KEY_HEADER,

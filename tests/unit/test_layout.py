@@ -445,6 +445,82 @@ def test_the_lookup_package_rules_catch_an_import_against_the_direction() -> Non
     assert lookup_part("ipmeta.store.dynamodb") not in LOOKUP_PACKAGES_ALLOWED["shapes"]
 
 
+# -- the API: shared modules at the top, the fronts and the routes each in their own folder ---------
+
+API_PACKAGE = LOOKUP_PACKAGE / "api"
+#: The modules ``lambdas/ipmeta/api/`` may hold at its top, its ``__init__`` included.
+MAX_API_TOP_MODULES = 10
+#: The API's sub-packages and what of the API and of ipmeta each may import (besides itself):
+#: the fronts decide whether a request passes before any route runs, from the schema alone, so an
+#: authorizer's container loads nothing of the lookup; the routes may read a front's event shape.
+API_SUBPACKAGES_ALLOWED: dict[str, set[str]] = {
+    "fronts": {"ipmeta.schema"},
+    "routes": {
+        "ipmeta.schema",
+        "ipmeta.lookup",
+        "ipmeta.store",
+        "ipmeta.shapes",
+        "ipmeta.api",
+        "ipmeta.api.dependencies",
+        "ipmeta.api.models",
+        "ipmeta.api.responses",
+        "ipmeta.api.observability",
+        "ipmeta.api.fronts",
+    },
+}
+
+
+def api_import_allowed(imported: str, allowed: set[str]) -> bool:
+    """``ipmeta.api.fronts.credentials`` is allowed by ``ipmeta.api.fronts``; ``ipmeta.api`` alone
+    (``from ipmeta.api import dependencies``) names the package, not a module of it."""
+    return any(
+        imported == prefix or imported.startswith(prefix + ".") for prefix in allowed - {"ipmeta.api"}
+    ) or (imported == "ipmeta.api" and "ipmeta.api" in allowed)
+
+
+def test_the_api_keeps_at_most_ten_modules_at_its_top_and_the_rest_by_role() -> None:
+    top = sorted(path.name for path in API_PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_API_TOP_MODULES, top
+    folders = sorted(path.name for path in API_PACKAGE.iterdir() if (path / "__init__.py").is_file())
+    assert folders == sorted(API_SUBPACKAGES_ALLOWED)
+
+
+@pytest.mark.parametrize("package", sorted(API_SUBPACKAGES_ALLOWED))
+def test_each_api_subpackage_says_what_it_holds_and_may_import(package: str) -> None:
+    folder = API_PACKAGE / package
+    docstring = ast.get_docstring(tree_of(folder / "__init__.py")) or ""
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
+    assert [module for module in modules if f"``{module}``" not in docstring] == []
+    assert "import" in docstring.lower()
+    # And the API's own docstring names the folder
+    assert f"``{package}/``" in (ast.get_docstring(tree_of(API_PACKAGE / "__init__.py")) or "")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [path for package in API_SUBPACKAGES_ALLOWED for path in python_files(f"lambdas/ipmeta/api/{package}")],
+    ids=module_of,
+)
+def test_each_api_subpackage_imports_only_what_its_role_allows(path: Path) -> None:
+    package = path.relative_to(API_PACKAGE).parts[0]
+    allowed = API_SUBPACKAGES_ALLOWED[package] | {f"ipmeta.api.{package}"}
+    imported = {name for name in imported_modules(tree_of(path)) if name.split(".")[0] == "ipmeta"}
+    assert {name for name in imported if not api_import_allowed(name, allowed)} == set()
+
+
+def test_the_api_subpackage_rules_catch_an_import_against_the_direction() -> None:
+    # A front importing a route or the resolver, and a route importing the resolver, are refused.
+    fronts = API_SUBPACKAGES_ALLOWED["fronts"] | {"ipmeta.api.fronts"}
+    assert not api_import_allowed("ipmeta.api.routes.page_routes", fronts)
+    assert not api_import_allowed("ipmeta.api.app", fronts)
+    assert not api_import_allowed("ipmeta.lookup.answers", fronts)
+    assert api_import_allowed("ipmeta.api.fronts.credentials", fronts)
+    routes = API_SUBPACKAGES_ALLOWED["routes"] | {"ipmeta.api.routes"}
+    assert not api_import_allowed("ipmeta.api.app", routes)
+    assert not api_import_allowed("ipmeta.api.handler", routes)
+    assert api_import_allowed("ipmeta.api.fronts.front_events", routes)
+
+
 # -- no definition only tests or benchmarks use -----------------------------------------------------
 
 PRODUCT_FOLDERS = ("lambdas", "loader", "ipmeta_cli", "stacks")
