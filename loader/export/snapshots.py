@@ -26,6 +26,11 @@ def export_snapshot(
     progress: Callable[[Iterator[ExportRange]], Iterator[ExportRange]] | None = None,
 ) -> ExportStats:
     """``meta``'s version of ``table``'s dataset (a delta's combined view) as Parquet at ``out``."""
-    info = SnapshotInfo(table.dataset, meta.version, meta.base, dict(meta.column_types))
     ranges = ranges_of_version(table, meta)
-    return write_parquet(progress(ranges) if progress else ranges, out, info, filesystem)
+    ranges = progress(ranges) if progress else ranges
+    return write_parquet(ranges, out, snapshot_info(table.dataset, meta), filesystem)
+
+
+def snapshot_info(dataset: str, meta: VersionMeta) -> SnapshotInfo:
+    """What a snapshot's footer says of the version it holds."""
+    return SnapshotInfo(dataset, meta.version, meta.base, dict(meta.column_types))
