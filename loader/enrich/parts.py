@@ -35,8 +35,9 @@ from loader.export.parquet import resolve
 from loader.formats.text import MAX_RECORD_BYTES
 
 FORMATS: Final = ("csv", "jsonl", "parquet")
-#: A gzip input that inflates more than this many times its size is a bomb, not a log.
-MAX_INFLATE_RATIO: Final = 1000
+#: A gzip input that inflates more than this many times its size is a bomb, not a log: a log of
+#: addresses compresses 3 to 10 times (one address repeated a million times, ~1000, is refused too).
+MAX_INFLATE_RATIO: Final = 200
 #: Inflated bytes read before the ratio is judged (a small file's header skews it).
 _RATIO_GRACE: Final = 64 << 20
 _READ_STEP: Final = 1 << 20
@@ -90,20 +91,35 @@ class Part:
 
 
 def read_chunks(part: Part, chunk_rows: int) -> Iterator[pa.Table]:
-    """The part's rows in tables of at most ``chunk_rows`` rows (at least one table, maybe empty)."""
+    """The part's rows in tables of at most ``chunk_rows`` rows (at least one table, maybe empty).
+
+    An input that cannot be read to its end (gone, cut short, unreadable) is an
+    ``EnrichInputError``: the rows already read are no answer for the part.
+    """
+    try:
+        yield from _chunks(part, chunk_rows)
+    except FileNotFoundError as error:
+        raise EnrichInputError(f"{part.uri}: not found ({error})") from None
+    except OSError as error:
+        raise EnrichInputError(f"{part.uri}: could not be read to its end ({str(error)[:300]})") from None
+
+
+def _chunks(part: Part, chunk_rows: int) -> Iterator[pa.Table]:
     fs, path = resolve(part.uri, part.filesystem)
     if part.kind == "parquet":
         yield from _parquet_chunks(fs, path, part, chunk_rows)
         return
     if part.byte_range is not None and part.gzip:
         raise EnrichInputError(f"{part.uri}: a gzip file cannot be split by byte range; read it whole")
-    raw = fs.open_input_file(path) if part.byte_range else fs.open_input_stream(path)
+    # compression=None: pyarrow would inflate a .gz itself, past every limit of ours.
+    raw = fs.open_input_file(path) if part.byte_range else fs.open_input_stream(path, compression=None)
     with raw:
         stream: io.RawIOBase = _Inflating(raw, part.uri) if part.gzip else _Plain(raw)
         if part.byte_range is not None:
             header = part.kind == "csv" and not part.header_less
             ranged = _ByteRange(raw, part.byte_range, header=header)
             stream = _Prefixed(ranged.head, io.BufferedReader(ranged, _READ_STEP))
+        stream = _LineCapped(stream, part.uri)
         reader = _csv_reader(stream, part) if part.kind == "csv" else _jsonl_reader(stream, part)
         yield from _rechunk(reader, chunk_rows, part)
 
@@ -163,7 +179,8 @@ def _csv_reader(stream: io.RawIOBase, part: Part) -> Iterator[pa.RecordBatch]:
             raise EnrichInputError(f"{part.uri}: the file has a header but no rows")
         yield pa.RecordBatch.from_pylist([], schema)
         return
-    options = pacsv.ReadOptions(column_names=names, block_size=MAX_RECORD_BYTES)
+    # One block at a time, read when needed: memory holds a block, never a read-ahead queue.
+    options = pacsv.ReadOptions(column_names=names, block_size=MAX_RECORD_BYTES, use_threads=False)
     convert = pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False)
     try:
         reader = pacsv.open_csv(body, read_options=options, convert_options=convert)
@@ -189,7 +206,9 @@ def _jsonl_reader(stream: io.RawIOBase, part: Part) -> Iterator[pa.RecordBatch]:
     if not buffered.peek(1):
         raise EnrichInputError(f"{part.uri}: the file is empty")
     try:
-        reader = pajson.open_json(buffered, read_options=pajson.ReadOptions(block_size=MAX_RECORD_BYTES))
+        reader = pajson.open_json(
+            buffered, read_options=pajson.ReadOptions(block_size=MAX_RECORD_BYTES, use_threads=False)
+        )
         first = True
         for batch in reader:
             if first:
@@ -239,6 +258,36 @@ class _Plain(io.RawIOBase):
         data = self._raw.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
+
+
+class _LineCapped(io.RawIOBase):
+    """The bytes of ``inner``, refused once a line runs past ``MAX_RECORD_BYTES`` (found per block, in C)."""
+
+    def __init__(self, inner: io.RawIOBase, name: str) -> None:
+        self._inner, self._name = inner, name
+        self._line = 0  # bytes since the last newline
+        self._number = 1
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        # At most the cap per read, so a line wholly inside one read is within it: only the
+        # line running in from the reads before, and the one running on, need counting.
+        view = memoryview(buffer)[:MAX_RECORD_BYTES]
+        size = self._inner.readinto(view) or 0
+        block = view[:size].tobytes()
+        first = block.find(b"\n")
+        if self._line + (size if first < 0 else first) > MAX_RECORD_BYTES:
+            raise EnrichInputError(
+                f"{self._name}: line {self._number} is longer than {MAX_RECORD_BYTES} bytes"
+            )
+        if first < 0:
+            self._line += size
+        else:
+            self._number += block.count(b"\n")
+            self._line = size - block.rfind(b"\n") - 1
+        return size
 
 
 class _Inflating(io.RawIOBase):
