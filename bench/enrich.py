@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,15 +46,36 @@ PYTHON = sys.executable
 
 
 def timed_child(command: list[str]) -> dict[str, Any]:
-    """Run ``command``; its wall seconds and peak RSS (this child's own, from wait4)."""
+    """Run ``command``; its wall seconds and peak RSS.
+
+    The peak is the child's own ``VmHWM``, polled: ``wait4``'s ``ru_maxrss`` would report this
+    process's size instead, since Linux carries the high-water mark across fork and exec.
+    """
     started = time.monotonic()
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.monotonic() - started
+    peak = [0]
+    watcher = threading.Thread(target=_watch_peak, args=(process, peak), daemon=True)
+    watcher.start()
     output = process.stdout.read().decode() if process.stdout else ""
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
+    code = process.wait()
+    seconds = time.monotonic() - started
+    watcher.join()
+    if code not in (0, 1):
         raise RuntimeError(f"{command[:4]} failed: {output[-2000:]}")
-    return {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "output": output}
+    return {"seconds": round(seconds, 2), "peak_rss_mb": round(peak[0] / 1024, 1), "output": output}
+
+
+def _watch_peak(process: subprocess.Popen[bytes], peak: list[int]) -> None:
+    status = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None:
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            if line.startswith("VmHWM:"):
+                peak[0] = max(peak[0], int(line.split()[1]))
+        time.sleep(0.05)
 
 
 def enrich_command(source: Path, out: Path, snapshots: list[Path]) -> list[str]:
