@@ -103,7 +103,7 @@ def annotate(snapshot: Snapshot, parsed: ParsedAddresses) -> dict[str, pa.Array]
     any_match = np.zeros(size, dtype=bool)
     for found in founds:
         any_match |= found.matched
-    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size)
+    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size, snapshot.v6_texts)
     bogon = _bogons(parsed)
     columns[RANGE_START] = start_text
     columns[RANGE_END] = end_text
@@ -176,7 +176,11 @@ def _decoded(array: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _span_text(
-    datasets: Sequence[DatasetSnapshot], chunk: dict[int, SortedFamily], founds: Sequence[Found], size: int
+    datasets: Sequence[DatasetSnapshot],
+    chunk: dict[int, SortedFamily],
+    founds: Sequence[Found],
+    size: int,
+    known: dict[bytes, str],
 ) -> tuple[pa.Array, pa.Array]:
     """Where every answering dataset agrees, the latest start and the earliest end, as text.
 
@@ -190,7 +194,7 @@ def _span_text(
         unique, inverse = np.unique(bounds6[v6_hit], return_inverse=True)
         at = at4.copy()
         at[where6] = len(texts4) + inverse
-        texts = pa.concat_arrays([texts4, v6_text(unique)])
+        texts = pa.concat_arrays([texts4, v6_text(unique, known)])
         columns.append(texts.take(pa.array(at, mask=at < 0)))
     return columns[0], columns[1]
 

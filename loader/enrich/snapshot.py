@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import binascii
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -73,6 +73,8 @@ class Snapshot:
     """The datasets a job reads, in precedence order (the API's merged view takes fields in this order)."""
 
     datasets: tuple[DatasetSnapshot, ...]
+    #: IPv6 bounds already written, by value: at most two per range of the snapshots
+    v6_texts: dict[bytes, str] = field(default_factory=dict, compare=False, repr=False)
 
     def versions(self) -> dict[str, str]:
         return {each.dataset: f"v{each.info.version}" for each in self.datasets}
@@ -117,16 +119,20 @@ def v4_text(values: npt.NDArray[np.int64]) -> pa.Array:
     return pc.binary_join_element_wise(*octets, ".")
 
 
-def v6_text(values: npt.NDArray[Any]) -> pa.Array:
-    """RFC 5952 text: ``inet_ntop``, which writes what ``ipaddress`` writes except in ``::/80``
-    (its dotted IPv4 tails), which ``format_address`` writes."""
+def v6_text(values: npt.NDArray[Any], known: dict[bytes, str]) -> pa.Array:
+    """RFC 5952 text, remembered in ``known``: ``inet_ntop``, which writes what ``ipaddress``
+    writes except in ``::/80`` (its dotted IPv4 tails), which ``format_address`` writes."""
     texts = []
-    for value in values.tolist():  # S16 values lose trailing zero bytes: padded back
-        packed = value.ljust(16, b"\0")
-        if packed[:10] == _LOW_PREFIX:
-            texts.append(format_address(6, int.from_bytes(packed, "big")))
-        else:
-            texts.append(socket.inet_ntop(socket.AF_INET6, packed))
+    for value in values.tolist():
+        text = known.get(value)
+        if text is None:
+            packed = value.ljust(16, b"\0")  # S16 values lose trailing zero bytes: padded back
+            if packed[:10] == _LOW_PREFIX:
+                text = format_address(6, int.from_bytes(packed, "big"))
+            else:
+                text = socket.inet_ntop(socket.AF_INET6, packed)
+            known[value] = text
+        texts.append(text)
     return pa.array(texts, type=pa.string())
 
 
