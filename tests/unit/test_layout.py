@@ -66,7 +66,7 @@ MAX_FUNCTION_LINES = 60
 #: One small class per concern of the loader's data access, never one class that serves them all.
 MAX_STORE_CLASS_METHODS = 20
 #: The loader's packages, by role; its top-level modules are the vocabulary they share.
-LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds")
+LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds", "enrich")
 #: What each part of the loader may import from the loader besides itself. ``errors``
 #: stands apart from the other shared modules because ``formats`` may import it alone.
 LOADER_IMPORTS_ALLOWED = {
@@ -79,10 +79,12 @@ LOADER_IMPORTS_ALLOWED = {
     # The vendor feeds reach the network through their own HTTP module and hand
     # files to the pipeline (which may import them), never the other way.
     "feeds": {"errors", "shared"},
+    # The enrich engine reads snapshots (files), never the table: no store, no pipeline.
+    "enrich": {"errors", "shared", "formats", "export"},
     "pipeline": {"errors", "shared", "formats", "store", "export", "feeds"},
 }
 #: The export modules that write files: pure over sorted ranges, so no table access.
-FILE_WRITERS = ("loader/export/files.py", "loader/export/mmdb_writer.py")
+FILE_WRITERS = ("loader/export/files.py", "loader/export/mmdb_writer.py", "loader/export/parquet.py")
 
 
 def python_files(*folders: str) -> Iterator[Path]:
@@ -535,6 +537,15 @@ CALLED_BY_A_LIBRARY = {
     "ProxyRequestHandler.log_message",
     # io.BufferedReader's raw-stream interface, which the local server's rfile reads through.
     "DeadlineReader.readinto",
+    # The same interface, through which pyarrow reads enrich's inputs (gzip inflated, byte ranges).
+    "_Plain.readinto",
+    "_Plain.readable",
+    "_Inflating.readinto",
+    "_Inflating.readable",
+    "_Prefixed.readinto",
+    "_Prefixed.readable",
+    "_ByteRange.readinto",
+    "_ByteRange.readable",
     # CDK's ILocalBundling interface.
     "_LoaderSources.try_bundle",
     # powertools' resolver turns each raw event into its event class through it.
