@@ -20,6 +20,8 @@ class VersionStatus(StrEnum):
     """Where a dataset version is in its life: loading → active → retired → deleted, or failed."""
 
     LOADING = "loading"
+    #: Whole, but held by the guard (a release that changed too much): it answers only once activated.
+    HELD = "held"
     ACTIVE = "active"
     RETIRED = "retired"
     FAILED = "failed"
