@@ -15,7 +15,9 @@ wrong line must not be printed).
 
 **Feed specs** (``ipmeta update --feed``): ``maxmind:GeoLite2-City``,
 ``maxmind:GeoLite2-City-CSV``, ``dbip:city-lite`` (``.csv`` for the CSV file),
-``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``.
+``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``,
+``network:aws,tor=URL,...`` (the public network lists of ``loader.feeds.catalogue``,
+into one dataset, ``network`` by default).
 
 **Datasets:** each feed loads into its own dataset, named in its settings,
 by default its edition's name in the dataset charset (``ipmeta.schema.keys.check_dataset_name``:
@@ -37,6 +39,7 @@ from typing import Any, Final, Literal, NoReturn, cast, get_args
 from urllib.parse import urlsplit
 
 from ipmeta.schema import keys
+from loader.feeds.catalogue import NETWORK_DATASET, parse_network_lists
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.dbip import DbipFeed, utc_today
 from loader.feeds.errors import FeedConfigInvalid
@@ -49,7 +52,7 @@ from loader.feeds.url import UrlFeed, check_url
 #: Where geoipupdate looks for its configuration (``internal/vars/defaults_notwin.go``).
 DEFAULT_GEOIP_CONF: Final = Path("/usr/local/etc/GeoIP.conf")
 
-Vendor = Literal["maxmind", "dbip", "ipinfo", "url"]
+Vendor = Literal["maxmind", "dbip", "ipinfo", "url", "network"]
 FileFormat = Literal["mmdb", "csv"]
 #: The credentials a feed is built with: a MaxMind account, a token, or headers (``url``).
 Credentials = MaxMindAccount | Secret | Mapping[str, Secret] | None
@@ -117,11 +120,15 @@ class FeedConfig:
             check_url(self.host, "host")
         if self.vendor == "url":
             check_url(self.edition)
+        if self.vendor == "network":
+            parse_network_lists(self.edition)
 
     @property
     def dataset_name(self) -> str:
         if self.dataset:
             return self.dataset
+        if self.vendor == "network":
+            return NETWORK_DATASET
         if self.vendor == "url":
             # The file's name, without its query string (a version or a signature) or its extensions.
             file_name = urlsplit(self.edition).path.rsplit("/", 1)[-1]
@@ -153,7 +160,7 @@ def parse_feed_spec(spec: str, dataset: str = "") -> FeedConfig:
     if vendor not in get_args(Vendor) or not edition:
         raise FeedConfigInvalid(
             f"feed {spec!r}: expected vendor:edition, such as maxmind:GeoLite2-City, dbip:city-lite, "
-            "ipinfo:ipinfo_lite or url:https://host/file.mmdb"
+            "ipinfo:ipinfo_lite, url:https://host/file.mmdb or network:aws,tor"
         )
     file_format: FileFormat = "mmdb"
     if vendor in ("dbip", "ipinfo"):
@@ -247,6 +254,8 @@ def build_feed(
     today: Callable[[], date] = utc_today,
 ) -> Feed:
     """The vendor module for ``config``, with the credentials its protocol sends."""
+    if config.vendor == "network":
+        raise FeedConfigInvalid("network lists are several feeds: loader.feeds.catalogue.list_feeds")
     if config.vendor == "maxmind":
         if not isinstance(credentials, MaxMindAccount):
             raise FeedConfigInvalid(f"maxmind:{config.edition}: needs a MaxMind account ID and licence key")
@@ -274,7 +283,7 @@ def credentials_from_secret(config: FeedConfig, value: Any) -> Credentials:
     - ``dbip``: none (its Lite files are public).
     """
     where = f"{config.vendor}:{config.edition}: secret {config.secret or '(none)'}"
-    if config.vendor == "dbip":
+    if config.vendor in ("dbip", "network"):
         return None
     if config.vendor == "ipinfo" and isinstance(value, str):
         return Secret(value.strip()) if value.strip() else _missing(where, "token")
