@@ -74,11 +74,19 @@ def test_one_command_loads_every_list_into_one_dataset_and_one_query_answers_bot
         status, body = get_json(server, "/v1/ip/3.5.140.10")
         # Then one Query answered it, with the fields of both lists
         assert counter.operations() == ["Query"]
+        # And ipinfo's route says so in its privacy object
+        privacy = get_json(server, "/ipinfo/3.5.140.10")[1]["privacy"]
     assert status == 200, body
     data = body["data"]
     assert data["network_kinds"] == ["cloud", "tor"]
     assert (data["cloud_provider"], data["cloud_region"], data["tor_exit"]) == ("aws", "ap-northeast-2", True)
     assert data["cloud_services"] == ["AMAZON", "S3"]
+    assert (privacy["tor"], privacy["hosting"], privacy["relay"], privacy["service"]) == (
+        True,
+        True,
+        False,
+        "aws",
+    )
     assert (body["range"]["start"], body["range"]["end"]) == ("3.5.140.10", "3.5.140.10")
 
 
