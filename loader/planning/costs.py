@@ -152,7 +152,8 @@ ACCESS_LOG_LINE_BYTES: Final = 230
 FUNCTION_ACCESS_LOG_LINE_BYTES: Final = 190
 #: What one request logs behind API Gateway: its access-log line only, since the lookup function
 #: drops Lambda's START, END and REPORT lines and publishes no per-request metric line
-#: (``stacks/api.py``). Behind the url front: the function's line, for a sample (``UrlLogging``).
+#: (``stacks/fronts/lookup_api.py``). Behind the url front: the function's line, for a sample
+#: (``UrlLogging``).
 DEFAULT_LOG_BYTES: Final = {
     ApiFront.REST: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
     ApiFront.HTTP: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,

@@ -1,6 +1,6 @@
 """Every alarm the stack had before the dashboard (issue 29) is still there, by metric and threshold.
 
-Written against the hand-built alarms of ``stacks/monitoring.py`` before they moved onto
+Written against the hand-built alarms of ``stacks/monitoring/dashboard.py`` before they moved onto
 cdk-monitoring-constructs, and kept as they were: whatever builds an alarm, its metric
 (namespace, name, dimensions, statistic, period; a math expression's metrics and their
 sum), its comparison, threshold, evaluation periods, datapoints and missing-data rule must

@@ -27,7 +27,7 @@ from stacks.constants import (
     LOOKUP_HANDLER,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
-from stacks.http_api import AUTHORIZER_MEMORY_MB
+from stacks.fronts.http_front import AUTHORIZER_MEMORY_MB
 from tests.authorizer_events import admitted_forms
 from tests.infra.cfn import (
     as_list,

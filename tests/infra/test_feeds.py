@@ -23,7 +23,7 @@ from stacks.constants import (
     METRIC_FEED_FAILURES,
     RECORD_RELEASE_TASK,
 )
-from stacks.loader_workflow import FEED_RETRY_ERRORS
+from stacks.load.loader_workflow import FEED_RETRY_ERRORS
 from tests.infra.cfn import (
     alarms as cfn_alarms,
 )
@@ -262,6 +262,8 @@ def test_source_url_is_a_url_feed_of_the_default_dataset(synthesized: Synthesize
         ({"feeds": [{"vendor": "dbip", "edition": "city-lite", "cron": 6}]}, "cron"),
         ({"feeds": [{"vendor": "url", "edition": "http://example.com/x.csv"}]}, "not an https URL"),
         ({"feeds": ["maxmind:GeoLite2-City"]}, "expected an object"),
+        ({"feeds": [{"vendor": "network", "edition": "aws,tor"}]}, "does not schedule them yet"),
+        ({"feeds": [{"vendor": "network", "edition": "aws,nosuch"}]}, "'nosuch' is not in the catalogue"),
         (
             {
                 "feeds": [

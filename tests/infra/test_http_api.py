@@ -25,7 +25,7 @@ from stacks.constants import (
     OUTPUT_API_KEYS_SECRET_ARN,
     OUTPUT_API_URL,
 )
-from stacks.http_api import (
+from stacks.fronts.http_front import (
     ACCESS_LOG_FIELDS,
     AUTHORIZER_MEMORY_MB,
     GEOIP2_PATHS,

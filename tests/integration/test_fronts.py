@@ -80,7 +80,8 @@ ROUTES: tuple[tuple[str, str, bytes], ...] = (
 )
 ROUTE_IDS = [f"{method} {path}" for method, path, _ in ROUTES]
 #: The routes that hold data and take a key: all but the lookup page, which has no authorizer on
-#: any front (``stacks/api.py``, ``stacks/http_api.py``) and no key check behind the url front.
+#: any front (``stacks/fronts/rest_front.py``, ``stacks/fronts/http_front.py``) and no key check behind
+#: the url front.
 KEYED_ROUTES = tuple(route for route in ROUTES if not is_page_path(route[1].partition("?")[0]))
 KEYED_ROUTE_IDS = [f"{method} {path}" for method, path, _ in KEYED_ROUTES]
 

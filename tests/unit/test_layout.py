@@ -104,17 +104,21 @@ def imported_modules(tree: ast.Module) -> set[str]:
     return names
 
 
-def loader_imports(tree: ast.Module) -> set[str]:
-    """The loader modules a file imports, ``from loader import x`` read as ``loader.x``."""
+def package_imports(tree: ast.Module, package: str) -> set[str]:
+    """The modules of ``package`` a file imports, ``from loader import x`` read as ``loader.x``."""
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "loader":
-            names.update(f"loader.{alias.name}" for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.module == package:
+            names.update(f"{package}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-    return {name for name in names if name.split(".")[0] == "loader"}
+    return {name for name in names if name.split(".")[0] == package}
+
+
+def loader_imports(tree: ast.Module) -> set[str]:
+    return package_imports(tree, "loader")
 
 
 def loader_part(module: str) -> str:
@@ -359,7 +363,7 @@ def test_each_shared_helper_is_used_by_the_tests_and_by_the_benchmarks(module: s
 def test_no_function_is_longer_than_sixty_lines() -> None:
     long = [
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-        for path in python_files(*RUNTIME_FOLDERS)
+        for path in python_files(*RUNTIME_FOLDERS, "stacks")
         for node in ast.walk(tree_of(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and node.end_lineno is not None
@@ -422,8 +426,9 @@ def test_the_lookup_packages_are_exactly_the_ones_with_rules_and_hold_every_modu
     assert sorted(path.name for path in package.glob("*.py")) == ["__init__.py"]
 
 
-def test_no_module_name_is_repeated_in_the_lookup_package() -> None:
-    names = [path.stem for path in python_files("lambdas/ipmeta") if path.stem != "__init__"]
+@pytest.mark.parametrize("package", ["lambdas/ipmeta", "stacks"])
+def test_no_module_name_is_repeated_in_a_package(package: str) -> None:
+    names = [path.stem for path in python_files(package) if path.stem != "__init__"]
     assert sorted({name for name in names if names.count(name) > 1}) == []
 
 
@@ -669,3 +674,69 @@ def test_the_unused_definition_check_sees_an_unused_function_and_a_used_one() ->
     # Then the imported one and the constant it reads are used, and the one only its docstring names is not
     definitions = [name for name, _, _ in product_definitions(trees[ROOT / "loader" / "example.py"])]
     assert [name for name in definitions if not reads.reads("loader.example", name)] == ["unused"]
+
+
+# -- the stacks, by role ------------------------------------------------------------------------------
+
+#: The sub-packages of ``stacks`` and what each may import of the others (the shared top-level
+#: modules always): a front knows nothing of loads, alarms or regions; the alarms and the regions
+#: read a front; the stacks at the top assemble everything (``stacks/__init__.py``).
+STACKS_PACKAGES_ALLOWED: dict[str, set[str]] = {
+    "shared": set(),
+    "fronts": {"shared"},
+    "load": {"shared"},
+    "monitoring": {"shared", "fronts"},
+    "regions": {"shared", "fronts"},
+    "assembly": {"shared", "fronts", "load", "monitoring", "regions"},
+}
+#: The top-level modules that build stacks from the parts; every other one is shared vocabulary.
+STACKS_ASSEMBLY = frozenset({"ipmeta_stack", "lookup_region_stack", "deployment"})
+MAX_STACKS_TOP_MODULES = 12
+
+
+def stacks_part(module: str) -> str:
+    """``stacks.fronts.edge`` is in ``fronts``; ``stacks.ipmeta_stack`` in ``assembly``; ``stacks.nag``
+    in ``shared``."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in STACKS_PACKAGES_ALLOWED):
+        return parts[1]
+    return "assembly" if parts[1:] and parts[1] in STACKS_ASSEMBLY else "shared"
+
+
+@pytest.mark.parametrize("path", list(python_files("stacks")), ids=module_of)
+def test_each_stacks_part_imports_only_the_parts_below_it(path: Path) -> None:
+    part = stacks_part(module_of(path))
+    allowed = STACKS_PACKAGES_ALLOWED[part] | {part, "shared"}
+    against = {name for name in package_imports(tree_of(path), "stacks") if stacks_part(name) not in allowed}
+    assert against == set(), f"{part} may import only {sorted(allowed)}"
+
+
+def test_the_stacks_rules_catch_an_import_against_the_direction() -> None:
+    # A front importing the alarms, and a shared module importing a front, are refused.
+    assert stacks_part("stacks.monitoring.dashboard") not in STACKS_PACKAGES_ALLOWED["fronts"]
+    assert stacks_part("stacks.fronts.lookup_api") not in STACKS_PACKAGES_ALLOWED["shared"]
+    assert stacks_part("stacks.ipmeta_stack") == "assembly"
+    assert stacks_part("stacks.config") == "shared"
+    source = "from stacks import nag\nfrom stacks.load import schedule"
+    imported = package_imports(ast.parse(source), "stacks")
+    assert imported == {"stacks.nag", "stacks.load"}
+
+
+def test_the_stacks_top_holds_few_modules_and_its_packages_are_the_ones_with_rules() -> None:
+    top = sorted(path.stem for path in (ROOT / "stacks").glob("*.py") if path.stem != "__init__")
+    assert len(top) <= MAX_STACKS_TOP_MODULES, top
+    folders = sorted(path.name for path in (ROOT / "stacks").iterdir() if (path / "__init__.py").is_file())
+    assert folders == sorted(set(STACKS_PACKAGES_ALLOWED) - {"shared", "assembly"})
+    # The top's docstring names every module and package there, and the import direction
+    docstring = ast.get_docstring(tree_of(ROOT / "stacks" / "__init__.py")) or ""
+    assert [name for name in (*top, *folders) if f"``{name}``" not in docstring] == []
+    assert "import" in docstring.lower()
+
+
+@pytest.mark.parametrize("package", sorted(set(STACKS_PACKAGES_ALLOWED) - {"shared", "assembly"}))
+def test_each_stacks_package_says_what_it_holds_and_may_import(package: str) -> None:
+    folder = ROOT / "stacks" / package
+    docstring = ast.get_docstring(tree_of(folder / "__init__.py")) or ""
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
+    assert [module for module in modules if f"``{module}``" not in docstring] == []
+    assert "import" in docstring.lower()
