@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 ACCOUNT_ID_VARIABLE: Final = "GEOIPUPDATE_ACCOUNT_ID"
 LICENSE_KEY_VARIABLE: Final = "GEOIPUPDATE_LICENSE_KEY"
 IPINFO_TOKEN_VARIABLE: Final = "IPINFO_TOKEN"
-#: The guard's limit for vendor databases: they drift 1-2% a release (docs/feeds.md).
-VENDOR_MAX_CHANGE_RATIO: Final = 0.1
 #: Each feed's files, under the data directory: ``feeds/<dataset>/``.
 FEEDS_DIR: Final = "feeds"
 #: Exit statuses of a run stopped by a signal, as a shell reports them (128 + the signal).
@@ -252,7 +250,7 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
     from loader.feeds.fetch import check_feed, fetch_release, record_loaded
     from loader.feeds.verify import DirectorySinks
     from loader.options import LoadOptions
-    from loader.pipeline.guard import DEFAULT_MIN_SIZE_RATIO
+    from loader.pipeline.guard import DEFAULT_FEED_MAX_CHANGE_RATIO, DEFAULT_MIN_SIZE_RATIO
 
     if feed.config.vendor == "network":
         return update_network(feed.config, run)
@@ -274,7 +272,7 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
         dataset=dataset,
         format=fetched.load_format,
         locations=locations,
-        max_change_ratio=VENDOR_MAX_CHANGE_RATIO,
+        max_change_ratio=DEFAULT_FEED_MAX_CHANGE_RATIO,
         min_size_ratio=DEFAULT_MIN_SIZE_RATIO,
     )
     sources = [folder / name for name in fetched.sources]

@@ -38,12 +38,11 @@ from ipmeta.schema.records import VersionStatus
 from ipmeta.schema.settings import METRICS_NAMESPACE
 from loader.formats import FormatOptions, SourceRow, open_rows
 from loader.records import LoadItem, LoadStatus
-from loader.settings import LOADER_SERVICE_NAME
+from loader.settings import LOADER_SERVICE_NAME, METRIC_DATASET_DIMENSION, METRIC_RELEASE_HELD
 from loader.store.table import LoaderTable
 
-#: The alarm's metric: a release held, by dataset.
-METRIC_RELEASE_HELD: Final = "ReleaseHeld"
-METRIC_HELD_DIMENSION: Final = "dataset"
+#: The guard's limit for a feed's release: vendor databases drift 1-2% a release (docs/feeds.md).
+DEFAULT_FEED_MAX_CHANGE_RATIO: Final = 0.1
 #: Every feed's floor: a release under half the active version's size is held.
 DEFAULT_MIN_SIZE_RATIO: Final = 0.5
 #: Below this many items in the active version a share is noise (one range of ten is 10%):
@@ -102,7 +101,7 @@ def publish_held(dataset: str) -> None:
     """One metric line (EMF, on stdout): the alarm on ``ReleaseHeld`` fires on any."""
     line = EphemeralMetrics(
         namespace=METRICS_NAMESPACE,
-        default_dimensions={"service": LOADER_SERVICE_NAME, METRIC_HELD_DIMENSION: dataset},
+        default_dimensions={"service": LOADER_SERVICE_NAME, METRIC_DATASET_DIMENSION: dataset},
     )
     line.add_metric(name=METRIC_RELEASE_HELD, unit=MetricUnit.Count, value=1)
     line.flush_metrics()
