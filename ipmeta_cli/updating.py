@@ -271,6 +271,8 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
     options = LoadOptions(
         dataset=dataset,
         format=fetched.load_format,
+        # A geofeed refines a block with narrower entries (RFC 8805's own example does).
+        overlaps="most-specific" if fetched.load_format == "geofeed" else "last-wins",
         locations=locations,
         max_change_ratio=DEFAULT_FEED_MAX_CHANGE_RATIO,
         min_size_ratio=DEFAULT_MIN_SIZE_RATIO,

@@ -16,6 +16,7 @@ wrong line must not be printed).
 **Feed specs** (``ipmeta update --feed``): ``maxmind:GeoLite2-City``,
 ``maxmind:GeoLite2-City-CSV``, ``dbip:city-lite`` (``.csv`` for the CSV file),
 ``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``,
+``geofeed:https://host/feed.csv`` (a ``url`` feed read as an RFC 8805 geofeed),
 ``network:aws,tor=URL,...`` (the public network lists of ``loader.feeds.catalogue``,
 into one dataset, ``network`` by default).
 
@@ -43,7 +44,7 @@ from loader.feeds.catalogue import NETWORK_DATASET, parse_network_lists
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.dbip import DbipFeed, utc_today
 from loader.feeds.errors import FeedConfigInvalid
-from loader.feeds.feed import Feed
+from loader.feeds.feed import Feed, LoadFormat
 from loader.feeds.http_client import HttpClient
 from loader.feeds.ipinfo import IpinfoFeed
 from loader.feeds.maxmind import DEFAULT_HOST, EDITION_ID, MaxMindFeed
@@ -53,7 +54,8 @@ from loader.feeds.url import UrlFeed, check_url
 DEFAULT_GEOIP_CONF: Final = Path("/usr/local/etc/GeoIP.conf")
 
 Vendor = Literal["maxmind", "dbip", "ipinfo", "url", "network"]
-FileFormat = Literal["mmdb", "csv"]
+#: ``geofeed``: a ``url`` feed of one RFC 8805 geofeed (``geofeed:https://...``).
+FileFormat = Literal["mmdb", "csv", "geofeed"]
 #: The credentials a feed is built with: a MaxMind account, a token, or headers (``url``).
 Credentials = MaxMindAccount | Secret | Mapping[str, Secret] | None
 
@@ -111,6 +113,8 @@ class FeedConfig:
             )
         if self.format not in get_args(FileFormat):
             raise FeedConfigInvalid(f"{self.vendor}: format {self.format!r} is neither mmdb nor csv")
+        if self.format == "geofeed" and self.vendor != "url":
+            raise FeedConfigInvalid(f"{self.vendor}: only a url feed is read as a geofeed")
         if self.dataset:
             try:
                 keys.check_dataset_name(self.dataset)
@@ -157,10 +161,12 @@ class FeedConfig:
 def parse_feed_spec(spec: str, dataset: str = "") -> FeedConfig:
     """``vendor:edition`` (``.csv`` after a DB-IP or IPinfo edition for its CSV file)."""
     vendor, _, edition = spec.partition(":")
+    if vendor == "geofeed" and edition:
+        return FeedConfig("url", edition, "geofeed", dataset)
     if vendor not in get_args(Vendor) or not edition:
         raise FeedConfigInvalid(
             f"feed {spec!r}: expected vendor:edition, such as maxmind:GeoLite2-City, dbip:city-lite, "
-            "ipinfo:ipinfo_lite, url:https://host/file.mmdb or network:aws,tor"
+            "ipinfo:ipinfo_lite, url:https://host/file.mmdb, geofeed:https://host/feed.csv or network:aws,tor"
         )
     file_format: FileFormat = "mmdb"
     if vendor in ("dbip", "ipinfo"):
@@ -264,14 +270,26 @@ def build_feed(
         )
     if config.vendor == "dbip":
         extra = {"base_url": config.host} if config.host else {}
-        return DbipFeed(config.edition, http, file_format=config.format, today=today, **extra)
+        return DbipFeed(config.edition, http, file_format=_database_format(config), today=today, **extra)
     if config.vendor == "ipinfo":
         if not isinstance(credentials, Secret):
             raise FeedConfigInvalid(f"ipinfo:{config.edition}: needs an IPinfo token")
         extra = {"base_url": config.host} if config.host else {}
-        return IpinfoFeed(config.edition, credentials, http, file_format=config.format, **extra)
+        return IpinfoFeed(config.edition, credentials, http, file_format=_database_format(config), **extra)
     headers = credentials if isinstance(credentials, Mapping) else None
-    return UrlFeed(config.edition, http, checksum_url=config.checksum_url or None, headers=headers)
+    load_format: LoadFormat | None = "geofeed" if config.format == "geofeed" else None
+    return UrlFeed(
+        config.edition,
+        http,
+        checksum_url=config.checksum_url or None,
+        headers=headers,
+        load_format=load_format,
+    )
+
+
+def _database_format(config: FeedConfig) -> Literal["mmdb", "csv"]:
+    """A vendor database's file format (``geofeed`` is a ``url`` feed's alone: ``__post_init__``)."""
+    return "csv" if config.format == "csv" else "mmdb"
 
 
 def credentials_from_secret(config: FeedConfig, value: Any) -> Credentials:

@@ -245,3 +245,24 @@ def test_a_release_ten_times_larger_is_held(
         assert update(tmp_path, "--feed", spec(server)) == 1
     assert "tor: changes 900% of its ranges" in capsys.readouterr().err
     assert active(store) == 1
+
+
+def test_a_geofeed_url_feed_loads_the_rfc_example_and_answers_country_region_and_city(
+    store: LoaderTable, table_environment: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given RFC 8805's example feed, published at a URL
+    with serving(file_route({"geofeed.csv": (SAMPLES / "rfc8805.csv").read_bytes()})) as server:
+        # When `ipmeta update --feed geofeed:URL` runs
+        assert update(tmp_path, "--feed", f"geo=geofeed:{server.url}/files/geofeed.csv") == 0
+    assert "into dataset geo" in capsys.readouterr().out
+    with running_api_server(store) as api:
+        answers = {
+            ip: get_json(api, f"/v1/ip/{ip}")[1]["data"]
+            for ip in ("192.0.2.5", "192.0.2.6", "192.0.2.200", "2001:db8:cafe::1", "2001:db8:1::1")
+        }
+    # Then each address answers its entry's country, region and city; the narrower entry wins
+    assert answers["192.0.2.5"] == {"country": "US", "region": "US-AL", "city": "Alabaster"}
+    assert answers["192.0.2.6"] == {"country": "US", "region": "US-AL"}
+    assert answers["192.0.2.200"] == {"country": "PL", "region": "PL-MZ", "postal": "02-784"}
+    assert answers["2001:db8:cafe::1"] == {"country": "PL", "region": "PL-MZ", "postal": "02-784"}
+    assert answers["2001:db8:1::1"] == {"country": "PL"}
