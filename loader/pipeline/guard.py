@@ -61,7 +61,7 @@ def judge(load: LoadItem, table: LoaderTable) -> Verdict:
     options = load.options
     if options.held_by:
         return Verdict(True, options.held_by)
-    if not load.previous:
+    if not load.previous or (options.max_change_ratio is None and options.min_size_ratio is None):
         return Verdict(False)
     previous = table.loads.get(load.previous)
     active_items = release_items(previous) if previous is not None else 0
