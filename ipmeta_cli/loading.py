@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipmeta.schema import keys
 from ipmeta.schema.settings import Settings
-from ipmeta_cli.arguments import dataset_name, non_negative_int, positive_int, share
+from ipmeta_cli.arguments import dataset_name, non_negative_int, positive_float, positive_int, share
 from ipmeta_cli.backend import add_backend_arguments, backend
 
 if TYPE_CHECKING:
@@ -160,6 +160,8 @@ def load_options(args: argparse.Namespace, *, dry_run: bool = False) -> LoadOpti
         partition_rows=args.partition_rows,
         delta=args.delta,
         delta_threshold=args.delta_threshold,
+        max_change_ratio=args.max_change_ratio,
+        min_size_ratio=args.min_size_ratio,
     )
 
 
@@ -299,6 +301,19 @@ def _add_delta_arguments(parser: argparse.ArgumentParser) -> None:
         type=share,
         default=DEFAULT_DELTA_THRESHOLD,
         help="auto: the largest delta, as a share of its base, still written as a delta (default 0.25)",
+    )
+    parser.add_argument(
+        "--max-change-ratio",
+        type=positive_float,
+        metavar="SHARE",
+        help="the guard: hold, not activate, a release that changes more than this share of the active "
+        "version; `ipmeta activate` serves it (default: no limit; docs/feeds.md, The guard)",
+    )
+    parser.add_argument(
+        "--min-size-ratio",
+        type=positive_float,
+        metavar="SHARE",
+        help="the guard: hold a release with fewer items than this share of the active version's",
     )
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Final, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 from ipmeta.schema.errors import IpmetaError
 from ipmeta.schema.settings import Settings
@@ -250,7 +250,10 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
     from loader.feeds.fetch import check_feed, fetch_release, record_loaded
     from loader.feeds.verify import DirectorySinks
     from loader.options import LoadOptions
+    from loader.pipeline.guard import DEFAULT_FEED_MAX_CHANGE_RATIO, DEFAULT_MIN_SIZE_RATIO
 
+    if feed.config.vendor == "network":
+        return update_network(feed.config, run)
     built = build_feed(feed.config, run.http, feed.credentials)
     dataset = feed.config.dataset_name
     states = run.table.for_dataset(dataset).feed_states
@@ -265,22 +268,120 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
             built, check.release, DirectorySinks(folder), dataset=dataset, workdir=run.data_dir, progress=bar
         )
     locations = str(folder / fetched.locations) if fetched.locations else None
-    options = LoadOptions(dataset=dataset, format=fetched.load_format, locations=locations)
+    options = LoadOptions(
+        dataset=dataset,
+        format=fetched.load_format,
+        # A geofeed refines a block with narrower entries (RFC 8805's own example does).
+        overlaps="most-specific" if fetched.load_format == "geofeed" else "last-wins",
+        locations=locations,
+        max_change_ratio=DEFAULT_FEED_MAX_CHANGE_RATIO,
+        min_size_ratio=DEFAULT_MIN_SIZE_RATIO,
+    )
     sources = [folder / name for name in fetched.sources]
     outcome = load_files(run.settings, sources, None, run.data_dir, options=options)
-    # load_files returns once the version is active (or the same bytes already were); a failure raises.
+    # load_files returns once the version is active, held, or the same bytes already were; a failure
+    # raises. A held release is remembered too, so the next run does not load it again and again.
     record_loaded(states, fetched)
+    _raise_if_held(built.name, outcome)
     return (
         f"{built.name}: loaded {check.release.describe()} into dataset {dataset}: "
         f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items)"
     )
 
 
+def update_network(config: FeedConfig, run: UpdateRun) -> str:
+    """The public network lists ``config`` names, into one dataset with ``--overlaps merge``.
+
+    Changed (or missing) files are fetched into ``incoming/``; the dataset loads from every list's
+    current file; only then do new files replace old ones and become state (a refusal keeps both).
+    """
+    from loader.feeds.catalogue import list_feeds, parse_network_lists
+    from loader.feeds.fetch import check_feed, fetch_release, record_loaded
+    from loader.feeds.verify import DirectorySinks
+    from loader.options import LoadOptions
+    from loader.pipeline.guard import DEFAULT_MIN_SIZE_RATIO
+
+    dataset = config.dataset_name
+    states = run.table.for_dataset(dataset).list_states
+    folder = run.data_dir / FEEDS_DIR / dataset
+    incoming = folder / "incoming"
+    parts = [part for chosen in parse_network_lists(config.edition) for part in list_feeds(chosen, run.http)]
+    checks = [(part, check_feed(part, states)) for part in parts]
+    stale = [
+        (part, check)
+        for part, check in checks
+        if not check.unchanged or not (folder / part.file_name).exists()
+    ]
+    names = ", ".join(part.name for part, _ in stale)
+    if not stale:
+        return f"network:{dataset}: unchanged ({len(parts)} files)"
+    if run.dry_run:
+        return f"network:{dataset}: would fetch {names}; into dataset {dataset}"
+    with DownloadBar() as bar:
+        fetched = [
+            fetch_release(
+                part,
+                check.release,
+                DirectorySinks(incoming),
+                dataset=dataset,
+                workdir=run.data_dir,
+                progress=bar,
+            )
+            for part, check in stale
+        ]
+    renewed = {part.file_name for part, _ in stale}
+    sources = [(incoming if part.file_name in renewed else folder) / part.file_name for part in parts]
+    options = LoadOptions(
+        dataset=dataset,
+        format="network",
+        overlaps="merge",
+        min_size_ratio=DEFAULT_MIN_SIZE_RATIO,
+        held_by=_lists_moved_too_far(folder, incoming, sorted(renewed)),
+    )
+    outcome = load_files(run.settings, sources, None, run.data_dir, options=options)
+    for name in renewed:
+        (incoming / name).replace(folder / name)
+    for release in fetched:
+        record_loaded(states, release)
+    _raise_if_held(f"network:{dataset}", outcome)
+    return (
+        f"network:{dataset}: loaded {names} into dataset {dataset}: "
+        f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items)"
+    )
+
+
+def _lists_moved_too_far(folder: Path, incoming: Path, renewed: Sequence[str]) -> str:
+    """Why the guard must hold the dataset's release: each renewed list that moved past its limits."""
+    from loader.feeds.catalogue import CATALOGUE
+    from loader.formats.network_lists import list_of
+    from loader.pipeline.guard import moved_too_far
+
+    reasons = [
+        moved_too_far(folder / name, incoming / name, CATALOGUE[list_of(name)])
+        for name in renewed
+        if (folder / name).exists()
+    ]
+    return "; ".join(reason for reason in reasons if reason)
+
+
+def _raise_if_held(feed: str, outcome: Mapping[str, Any]) -> None:
+    from loader.errors import ReleaseHeld
+
+    if outcome["status"] == "held":
+        version, why = outcome["version"], outcome["report"].get("held")
+        raise ReleaseHeld(
+            f"{feed}: {version} loaded but held by the guard ({why}), not activated; "
+            f"`ipmeta versions` shows it, `ipmeta activate {version}` serves it"
+        )
+
+
 def _one_line(feed: PlannedFeed, error: Exception) -> str:
     """The error as one line that names the feed (a feed's own errors already do)."""
     message = str(error)
     name = f"{feed.config.vendor}:"
-    return message if message.startswith(name) else f"{feed.config.vendor}:{feed.config.edition}: {message}"
+    # A network feed's edition is its lists and their URLs: its dataset names it shorter.
+    edition = feed.config.dataset_name if feed.config.vendor == "network" else feed.config.edition
+    return message if message.startswith(name) else f"{feed.config.vendor}:{edition}: {message}"
 
 
 def command_update(args: argparse.Namespace) -> int:
@@ -341,7 +442,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=[],
         metavar="[DATASET=]VENDOR:EDITION",
         help="a feed instead of the GeoIP.conf's editions, e.g. maxmind:GeoLite2-City, city=dbip:city-lite, "
-        "ipinfo:ipinfo_lite, url:https://host/file.mmdb (repeatable; dataset: the edition's name)",
+        "ipinfo:ipinfo_lite, url:https://host/file.mmdb, network:aws,tor=URL,apple-relay (the public "
+        "network lists, into one dataset; repeatable; dataset: the edition's name, or network)",
     )
     update.add_argument(
         "--host",

@@ -1,4 +1,7 @@
-"""`ipmeta versions`, `ipmeta rollback` and `ipmeta cleanup`: the dataset versions a table keeps.
+"""`ipmeta versions`, `ipmeta activate`, `ipmeta rollback` and `ipmeta cleanup`: the versions a table keeps.
+
+``activate`` switches to a version the guard held (``loader.pipeline.guard``):
+a release that changed more than its feed allows, loaded whole and verified.
 
 Each dataset has its own versions. Without ``--dataset``, ``versions`` and
 ``cleanup`` visit every dataset of the table, and ``rollback`` the only one
@@ -48,10 +51,25 @@ def command_versions(args: argparse.Namespace) -> int:
     for row in rows:
         marker = "*" if row["active"] else " "
         over = f"  delta over {row['base']}" if row["base"] else ""
+        over += "  (held: ipmeta activate to serve it)" if row["status"] == "held" else ""
         print(
             f"{marker} {row['dataset']:>12} {row['version']:>6}  {row['status']:<8}  "
             f"{row['items'] or 0:>9,} items  {row['sha256']}{over}"
         )
+    return 0
+
+
+def command_activate(args: argparse.Namespace) -> int:
+    from loader.pipeline.activate import activate
+    from loader.store.edge_cache import EdgeCache
+    from loader.store.staging import LocalStaging
+    from loader.store.table import LoaderTable
+
+    with backend(args) as settings:
+        table = LoaderTable.from_settings(settings)
+        staging = LocalStaging(Path(args.data_dir) / "staging")
+        outcome = activate(args.load_id, table, staging, edge=EdgeCache.from_environment(), accept_held=True)
+    print(json.dumps({"load_id": outcome.load_id, "status": str(outcome.status)}, indent=2))
     return 0
 
 
@@ -98,6 +116,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_dataset_argument(versions, "every dataset")
     versions.add_argument("--json", action="store_true")
     versions.set_defaults(run=command_versions)
+
+    activate = commands.add_parser(
+        "activate", help="activate a version the guard held (a release that changed more than allowed)"
+    )
+    add_backend_arguments(activate)
+    activate.add_argument("load_id", metavar="LOAD_ID", help="e.g. network.v2, as `ipmeta versions` names it")
+    activate.set_defaults(run=command_activate)
 
     rollback = commands.add_parser("rollback", help="switch back to a retained version, instantly")
     add_backend_arguments(rollback)

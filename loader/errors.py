@@ -115,3 +115,9 @@ class EdgeInvalidationFailed(LoadError):
     """
 
     code = "EDGE_INVALIDATION_FAILED"
+
+
+class ReleaseHeld(LoadError):
+    """The release loaded whole, but the guard held it (``loader.pipeline.guard``): it does not serve."""
+
+    code = "RELEASE_HELD"

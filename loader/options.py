@@ -17,8 +17,8 @@ from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 if TYPE_CHECKING:
     from loader.formats import FormatOptions
 
-OverlapPolicy = Literal["last-wins", "most-specific", "reject"]
-OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specific", "reject")
+OverlapPolicy = Literal["last-wins", "most-specific", "reject", "merge"]
+OVERLAP_POLICIES: Final[tuple[OverlapPolicy, ...]] = ("last-wins", "most-specific", "reject", "merge")
 #: Items per chunk: one Map iteration, about 100 BatchWriteItem calls.
 DEFAULT_CHUNK_SIZE: Final = 2500
 #: Concurrent BatchWriteItem calls of one chunk.
@@ -74,6 +74,14 @@ class LoadOptions:
     delta: DeltaPolicy = "auto"
     delta_threshold: float = DEFAULT_DELTA_THRESHOLD
     delta_max_chain: int = DEFAULT_DELTA_MAX_CHAIN
+    #: The guard (``loader.pipeline.guard``): a release that changes more than this share of
+    #: the version it would replace is loaded but held, not activated (None: no limit).
+    max_change_ratio: float | None = None
+    #: ...and so is one with fewer items than this share of that version's (a cut file).
+    min_size_ratio: float | None = None
+    #: Why to hold the release whatever it changes, found before the load (a list of a
+    #: combined dataset that moved too far); empty: the guard's own measure decides.
+    held_by: str = ""
 
     def __post_init__(self) -> None:
         """Refuse what a load would only trip over later (an execution's options arrive as JSON)."""
@@ -99,6 +107,10 @@ class LoadOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        for name in ("max_change_ratio", "min_size_ratio"):
+            ratio = getattr(self, name)
+            if ratio is not None and (not isinstance(ratio, int | float) or ratio < 0):
+                raise ValueError(f"{name} must be a share of at least 0, not {ratio!r}")
         if not isinstance(self.max_errors, int) or self.max_errors < 0:
             raise ValueError(f"max_errors must be an integer of at least 0, not {self.max_errors!r}")
         for column, declared in self.types.items():
@@ -161,8 +173,9 @@ class LoadOptions:
             options["mmdb_fields"] = parse_field_map(options["mmdb_fields"])
         if options.get("format", "auto") not in FORMATS:
             raise ValueError(f"unknown format {options['format']!r}; use one of {', '.join(FORMATS)}")
-        if isinstance(options.get("delta_threshold"), Decimal | str):  # as a stored load item reads back
-            options["delta_threshold"] = float(options["delta_threshold"])
+        for name in ("delta_threshold", "max_change_ratio", "min_size_ratio"):
+            if isinstance(options.get(name), Decimal | str):  # as a stored load item reads back
+                options[name] = float(options[name])
         known = {name for name in cls.__dataclass_fields__ if name != "columns"}
         unknown = set(options) - known
         if unknown:

@@ -22,13 +22,15 @@ from loader.options import LoadOptions
 
 
 class LoadStatus(StrEnum):
-    """preparing → prepared → activated, or failed; deleted once cleanup removed it.
+    """preparing → prepared → activated (or held, then activated), or failed; deleted once cleanup removed it.
 
     A load that never left ``preparing`` did not stage all its chunks and cannot resume.
     """
 
     PREPARING = "preparing"
     PREPARED = "prepared"
+    #: Written and verified, but the guard held it: ``ipmeta activate`` accepts it.
+    HELD = "held"
     ACTIVATED = "activated"
     FAILED = "failed"
     DELETED = "deleted"
@@ -106,6 +108,8 @@ class LoadReport:
     flag_index: Mapping[str, Any] | None = None
     #: A reload over a base (``loader.pipeline.diff``): written as a delta or full, why, and the counts
     delta: Mapping[str, Any] | None = None
+    #: Why the guard held the release (``loader.pipeline.guard``), when it did.
+    held: str | None = None
     #: seconds and counts of each phase (scan, resolve, write), and their rates
     phases: Mapping[str, Any] | None = None
     prepare_seconds: float | None = None

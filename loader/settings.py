@@ -61,6 +61,9 @@ METRIC_FEED_RUNS: Final = {
 #: from Start to activation (the activation report's ``items_written`` and ``duration_seconds``).
 METRIC_ITEMS_WRITTEN: Final = "ItemsWritten"
 METRIC_LOAD_SECONDS: Final = "LoadSeconds"
+#: Published (value 1, by dataset) when the guard holds a release (``loader.pipeline.guard``):
+#: each feed's second alarm fires on any.
+METRIC_RELEASE_HELD: Final = "ReleaseHeld"
 
 #: Retired versions kept for rollback (and ``?version=`` lookups) beyond the active one.
 DEFAULT_RETENTION: Final = 1

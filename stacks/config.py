@@ -140,9 +140,15 @@ def _checked_feed(value: Any, index: int) -> None:
     if not isinstance(value.get("cron", ""), str):
         raise ValueError(f"feeds[{index}]: cron is a schedule expression such as cron(0 6 ? * WED,SAT *)")
     try:
-        FeedConfig.from_dict(value)
+        config = FeedConfig.from_dict(value)
     except LoadError as error:
         raise ValueError(f"feeds[{index}]: {error}") from None
+    if config.vendor == "network":
+        # Refused at synth rather than deployed to fail: the Fetch state fetches one file per feed.
+        raise ValueError(
+            f"feeds[{index}]: network lists are kept current by `ipmeta update --feed network:...` "
+            "(--table TABLE for a deployed table); the stack does not schedule them yet"
+        )
 
 
 def _name_list(value: Any, check: Callable[[str], str]) -> Any:

@@ -72,6 +72,7 @@ from loader.settings import (
     METRIC_LOAD_SECONDS,
     METRIC_REGION_BEHIND,
     METRIC_REGION_DIMENSION,
+    METRIC_RELEASE_HELD,
 )
 
 __all__ = [
@@ -125,6 +126,7 @@ __all__ = [
     "METRIC_QUERIES",
     "METRIC_REGION_BEHIND",
     "METRIC_REGION_DIMENSION",
+    "METRIC_RELEASE_HELD",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent

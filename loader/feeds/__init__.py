@@ -7,6 +7,8 @@ Fetch state call ([docs/feeds.md](../../docs/feeds.md)). The modules:
   the ``Release``, and the protocol of the store that remembers a
   ``loader.records.FeedState`` per feed (``FeedStateStore``);
 - ``maxmind``, ``dbip``, ``ipinfo``, ``url``: one module per vendor protocol;
+- ``catalogue``: the public network lists by name (AWS, Tor, ...): their URLs,
+  schedules and guard limits, each list's files fetched as ``url`` feeds;
 - ``fetch``: a run: ``check_feed``, ``fetch_release``,
   ``record_loaded``;
 - ``verify``: sinks (``write``, ``close`` commits, ``abort`` discards), size caps,

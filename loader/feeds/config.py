@@ -15,7 +15,10 @@ wrong line must not be printed).
 
 **Feed specs** (``ipmeta update --feed``): ``maxmind:GeoLite2-City``,
 ``maxmind:GeoLite2-City-CSV``, ``dbip:city-lite`` (``.csv`` for the CSV file),
-``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``.
+``ipinfo:ipinfo_lite`` (``.csv`` likewise), ``url:https://host/file.mmdb.gz``,
+``geofeed:https://host/feed.csv`` (a ``url`` feed read as an RFC 8805 geofeed),
+``network:aws,tor=URL,...`` (the public network lists of ``loader.feeds.catalogue``,
+into one dataset, ``network`` by default).
 
 **Datasets:** each feed loads into its own dataset, named in its settings,
 by default its edition's name in the dataset charset (``ipmeta.schema.keys.check_dataset_name``:
@@ -37,10 +40,11 @@ from typing import Any, Final, Literal, NoReturn, cast, get_args
 from urllib.parse import urlsplit
 
 from ipmeta.schema import keys
+from loader.feeds.catalogue import NETWORK_DATASET, parse_network_lists
 from loader.feeds.credentials import MaxMindAccount, Secret
 from loader.feeds.dbip import DbipFeed, utc_today
 from loader.feeds.errors import FeedConfigInvalid
-from loader.feeds.feed import Feed
+from loader.feeds.feed import Feed, LoadFormat
 from loader.feeds.http_client import HttpClient
 from loader.feeds.ipinfo import IpinfoFeed
 from loader.feeds.maxmind import DEFAULT_HOST, EDITION_ID, MaxMindFeed
@@ -49,8 +53,9 @@ from loader.feeds.url import UrlFeed, check_url
 #: Where geoipupdate looks for its configuration (``internal/vars/defaults_notwin.go``).
 DEFAULT_GEOIP_CONF: Final = Path("/usr/local/etc/GeoIP.conf")
 
-Vendor = Literal["maxmind", "dbip", "ipinfo", "url"]
-FileFormat = Literal["mmdb", "csv"]
+Vendor = Literal["maxmind", "dbip", "ipinfo", "url", "network"]
+#: ``geofeed``: a ``url`` feed of one RFC 8805 geofeed (``geofeed:https://...``).
+FileFormat = Literal["mmdb", "csv", "geofeed"]
 #: The credentials a feed is built with: a MaxMind account, a token, or headers (``url``).
 Credentials = MaxMindAccount | Secret | Mapping[str, Secret] | None
 
@@ -108,6 +113,8 @@ class FeedConfig:
             )
         if self.format not in get_args(FileFormat):
             raise FeedConfigInvalid(f"{self.vendor}: format {self.format!r} is neither mmdb nor csv")
+        if self.format == "geofeed" and self.vendor != "url":
+            raise FeedConfigInvalid(f"{self.vendor}: only a url feed is read as a geofeed")
         if self.dataset:
             try:
                 keys.check_dataset_name(self.dataset)
@@ -117,11 +124,15 @@ class FeedConfig:
             check_url(self.host, "host")
         if self.vendor == "url":
             check_url(self.edition)
+        if self.vendor == "network":
+            parse_network_lists(self.edition)
 
     @property
     def dataset_name(self) -> str:
         if self.dataset:
             return self.dataset
+        if self.vendor == "network":
+            return NETWORK_DATASET
         if self.vendor == "url":
             # The file's name, without its query string (a version or a signature) or its extensions.
             file_name = urlsplit(self.edition).path.rsplit("/", 1)[-1]
@@ -150,10 +161,12 @@ class FeedConfig:
 def parse_feed_spec(spec: str, dataset: str = "") -> FeedConfig:
     """``vendor:edition`` (``.csv`` after a DB-IP or IPinfo edition for its CSV file)."""
     vendor, _, edition = spec.partition(":")
+    if vendor == "geofeed" and edition:
+        return FeedConfig("url", edition, "geofeed", dataset)
     if vendor not in get_args(Vendor) or not edition:
         raise FeedConfigInvalid(
             f"feed {spec!r}: expected vendor:edition, such as maxmind:GeoLite2-City, dbip:city-lite, "
-            "ipinfo:ipinfo_lite or url:https://host/file.mmdb"
+            "ipinfo:ipinfo_lite, url:https://host/file.mmdb, geofeed:https://host/feed.csv or network:aws,tor"
         )
     file_format: FileFormat = "mmdb"
     if vendor in ("dbip", "ipinfo"):
@@ -247,6 +260,8 @@ def build_feed(
     today: Callable[[], date] = utc_today,
 ) -> Feed:
     """The vendor module for ``config``, with the credentials its protocol sends."""
+    if config.vendor == "network":
+        raise FeedConfigInvalid("network lists are several feeds: loader.feeds.catalogue.list_feeds")
     if config.vendor == "maxmind":
         if not isinstance(credentials, MaxMindAccount):
             raise FeedConfigInvalid(f"maxmind:{config.edition}: needs a MaxMind account ID and licence key")
@@ -255,14 +270,26 @@ def build_feed(
         )
     if config.vendor == "dbip":
         extra = {"base_url": config.host} if config.host else {}
-        return DbipFeed(config.edition, http, file_format=config.format, today=today, **extra)
+        return DbipFeed(config.edition, http, file_format=_database_format(config), today=today, **extra)
     if config.vendor == "ipinfo":
         if not isinstance(credentials, Secret):
             raise FeedConfigInvalid(f"ipinfo:{config.edition}: needs an IPinfo token")
         extra = {"base_url": config.host} if config.host else {}
-        return IpinfoFeed(config.edition, credentials, http, file_format=config.format, **extra)
+        return IpinfoFeed(config.edition, credentials, http, file_format=_database_format(config), **extra)
     headers = credentials if isinstance(credentials, Mapping) else None
-    return UrlFeed(config.edition, http, checksum_url=config.checksum_url or None, headers=headers)
+    load_format: LoadFormat | None = "geofeed" if config.format == "geofeed" else None
+    return UrlFeed(
+        config.edition,
+        http,
+        checksum_url=config.checksum_url or None,
+        headers=headers,
+        load_format=load_format,
+    )
+
+
+def _database_format(config: FeedConfig) -> Literal["mmdb", "csv"]:
+    """A vendor database's file format (``geofeed`` is a ``url`` feed's alone: ``__post_init__``)."""
+    return "csv" if config.format == "csv" else "mmdb"
 
 
 def credentials_from_secret(config: FeedConfig, value: Any) -> Credentials:
@@ -274,7 +301,7 @@ def credentials_from_secret(config: FeedConfig, value: Any) -> Credentials:
     - ``dbip``: none (its Lite files are public).
     """
     where = f"{config.vendor}:{config.edition}: secret {config.secret or '(none)'}"
-    if config.vendor == "dbip":
+    if config.vendor in ("dbip", "network"):
         return None
     if config.vendor == "ipinfo" and isinstance(value, str):
         return Secret(value.strip()) if value.strip() else _missing(where, "token")

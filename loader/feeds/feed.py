@@ -31,7 +31,7 @@ from loader.records import FeedState
 #: loader reads ``.gz``) after its CRC is checked, or a plain file.
 PackingKind = Literal["tar.gz", "zip", "gzip", "plain"]
 #: The ``--format`` a load reads the fetched files with (``loader.formats.FORMATS``).
-LoadFormat = Literal["mmdb", "geoip2-csv", "dbip-csv", "csv"]
+LoadFormat = Literal["mmdb", "geoip2-csv", "dbip-csv", "csv", "geofeed", "network"]
 
 
 @dataclass(frozen=True)

@@ -74,10 +74,14 @@ class UrlFeed:
         checksum_url: str | None = None,
         headers: Mapping[str, Secret] | None = None,
         load_format: LoadFormat | None = None,
+        name: str = "",
+        stored_as: str = "",
     ) -> None:
+        """``name`` and ``stored_as`` replace the URL's in state records and on disk (a catalogue list)."""
         self.url = check_url(url)
         self.checksum_url = check_url(checksum_url, "checksum_url") if checksum_url else None
-        self.file_name = PurePosixPath(urlsplit(url).path).name
+        self._name = name
+        self.file_name = stored_as or PurePosixPath(urlsplit(url).path).name
         # ".." and "." name folders: the file would land beside the feed's folder, or on it.
         if self.file_name in ("", ".", ".."):
             shown = f" ({self.file_name!r} is a folder)" if self.file_name else ""
@@ -90,7 +94,7 @@ class UrlFeed:
 
     @property
     def name(self) -> str:
-        return f"url:{display_url(self.url)}"
+        return self._name or f"url:{display_url(self.url)}"
 
     @property
     def packaging(self) -> Packaging:

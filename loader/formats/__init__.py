@@ -6,6 +6,8 @@
 | ``mmdb`` | MaxMind DB files, ``.mmdb`` or ``.mmdb.gz`` (``--mmdb-fields``) | ``mmdb_rows`` |
 | ``geoip2-csv`` | GeoIP2/GeoLite2 Blocks CSVs joined with ``--locations`` | ``geoip2_csv`` |
 | ``dbip-csv`` | DB-IP Lite CSVs (no header) | ``dbip_csv`` |
+| ``geofeed`` | RFC 8805 geofeeds: ``prefix,country,region,city,postal`` | ``geofeed`` |
+| ``network`` | public network lists (AWS, Tor...), in each owner's format, by file name | ``network_lists`` |
 | ``auto`` | ``mmdb`` for ``.mmdb``/``.mmdb.gz``, ``geoip2-csv`` with ``--locations``, else ``csv`` | |
 
 The readers share ``rows`` (``Header``, ``SourceRow``, ``RowError``, ``FormatOptions``),
@@ -89,6 +91,14 @@ def open_rows(path: Path, name: str, options: FormatOptions) -> Iterator[Header 
         from loader.formats.geoip2_csv import open_geoip2_rows
 
         return open_geoip2_rows(path, name, options)
+    if kind == "geofeed":
+        from loader.formats.geofeed import open_geofeed_rows
+
+        return open_geofeed_rows(path, name, options)
+    if kind == "network":
+        from loader.formats.network_lists import open_network_rows
+
+        return open_network_rows(path, name, options)
     if kind == "dbip-csv":
         from loader.formats.dbip_csv import open_dbip_rows
 

@@ -10,7 +10,7 @@ from typing import Any, Final
 from ipmeta.schema.ips import Family
 
 #: ``--format`` values; ``auto`` picks ``mmdb`` for ``.mmdb``/``.mmdb.gz`` names, else ``csv``.
-FORMATS: Final = ("auto", "csv", "mmdb", "geoip2-csv", "dbip-csv")
+FORMATS: Final = ("auto", "csv", "mmdb", "geoip2-csv", "dbip-csv", "geofeed", "network")
 
 
 @dataclass(frozen=True, slots=True)

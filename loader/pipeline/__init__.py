@@ -13,7 +13,9 @@ brackets when its name differs):
 - ``plan_writes``: ranges across partition edges, covers, the reverse-index plan;
 - ``write`` (``write_chunks``): one chunk into the table, exactly once;
 - ``export_task`` (``export``, with ``exportMmdb``): the version as a MaxMind DB;
-- ``activate``: verify, then switch the pointer with a conditional write;
+- ``activate``: verify, then switch the pointer with a conditional write, unless
+  ``guard`` holds a release that changed too much or shrank (``ipmeta activate``
+  serves it then);
 - ``retention`` (``cleanup``): old versions after the grace period; rollback and listing too;
 - ``abort``: where every Catch leads; frees the lock.
 

@@ -18,6 +18,7 @@ from loader.errors import (
     VerificationFailed,
     VersionNotRestorable,
 )
+from loader.pipeline import guard
 from loader.pipeline.abort import fail
 from loader.pipeline.staged import REPORT
 from loader.records import LoadItem, LoadReport, LoadStatus, version_of
@@ -73,12 +74,15 @@ def activate(
     now: float | None = None,
     export: Mapping[str, Any] | None = None,
     edge: EdgeCache | None = None,
+    accept_held: bool = False,
 ) -> Activation:
     """Check the counts, then switch the pointer only if it still names the version we started from.
 
     ``export`` (``export_task.Exported``, written before activation) goes into the change event.
     ``edge`` (default: the environment's distribution) has its cache invalidated once the version
     answers, by a reference of this load: a retried Activate asks again, and gets the same one.
+    The guard (``loader.pipeline.guard``) may hold the release instead: the answer is then
+    ``held``, and only ``accept_held`` (``ipmeta activate``) activates it.
     """
     table = table.for_load(load_id)
     edge = edge if edge is not None else EdgeCache.from_environment()
@@ -86,8 +90,14 @@ def activate(
     if load.status == LoadStatus.ACTIVATED:
         invalidate_after(f"activate-{load_id}", edge)
         return Activation(load_id, load.version, LoadStatus.ACTIVATED, load.report)
+    if load.status == LoadStatus.HELD and not accept_held:
+        return Activation(load_id, load.version, LoadStatus.HELD, _held_report(load, staging, load.error))
     table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
     verify(load, table)
+    verdict = guard.judge(load, table) if load.status == LoadStatus.PREPARED else guard.Verdict(False)
+    if verdict.held:
+        guard.hold(load, table, verdict, now=now)
+        return Activation(load_id, load.version, LoadStatus.HELD, _held_report(load, staging, verdict.reason))
     # Named before the switch (idempotently): a dataset that answers is always one lookups fan out to.
     table.versions.register_dataset(serving=True)
     at = time.time() if now is None else now
@@ -125,7 +135,7 @@ def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
     load = table.loads.get(version_of(load_id))
     if load is None:
         raise LoadNotFound(f"no load {load_id}")
-    if load.status not in (LoadStatus.PREPARED, LoadStatus.ACTIVATED):
+    if load.status not in (LoadStatus.PREPARED, LoadStatus.HELD, LoadStatus.ACTIVATED):
         raise LoadNotWritable(f"load {load_id} is {load.status}; it cannot be activated")
     missing = load.unrecorded_chunks
     if load.status == LoadStatus.PREPARED and missing:
@@ -168,12 +178,22 @@ def _lose_activation(
     raise ActivationConflict(message) from cause
 
 
+def _staged_report(load: LoadItem, staging: Staging) -> LoadReport:
+    """The staged report (with its per-bucket table), or the load item's summary of it."""
+    try:
+        return LoadReport.from_dict(json.loads(staging.get(load.load_id, REPORT)))
+    except Exception:  # a missing report (local file or S3 NoSuchKey) is a courtesy, not a gate
+        return load.report
+
+
+def _held_report(load: LoadItem, staging: Staging, reason: str | None) -> LoadReport:
+    report = _staged_report(load, staging)
+    return report.with_(load_id=load.load_id, status=str(LoadStatus.HELD), held=reason)
+
+
 def _final_report(load: LoadItem, finished: LoadItem, at: float, staging: Staging) -> LoadReport:
     """The staged report (with its per-bucket table) plus what the writes cost."""
-    try:
-        report = LoadReport.from_dict(json.loads(staging.get(load.load_id, REPORT)))
-    except Exception:  # a missing report (local file or S3 NoSuchKey) is a courtesy, not a gate
-        report = load.report
+    report = _staged_report(load, staging)
     duration = max(at - load.created_at, 1e-9)
     phases = dict(report.phases or {})
     phases["load"] = {"seconds": round(duration, 3), "items": finished.items_written}

@@ -56,7 +56,7 @@ T = TypeVar("T")
 
 @dataclass
 class LoadResult:
-    status: str  #: "activated", "unchanged" or "dry-run"
+    status: str  #: "activated", "held" (by the guard), "unchanged" or "dry-run"
     load_id: str
     version: int
     items: int
@@ -116,7 +116,7 @@ def run_load(
     totals = _write_until_recorded(prepared, write_pass, table)
     outcome = activate(prepared.load_id, table, staging, lease_seconds=options.lock_lease_seconds)
     return LoadResult(
-        str(LoadStatus.ACTIVATED),
+        str(outcome.status),
         prepared.load_id,
         prepared.version,
         prepared.items,

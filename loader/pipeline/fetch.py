@@ -30,6 +30,7 @@ from loader.feeds.config import FeedConfig, build_feed, credentials_from_secret
 from loader.feeds.errors import FeedConfigInvalid
 from loader.feeds.fetch import check_feed, fetch_release
 from loader.feeds.http_client import HttpClient
+from loader.pipeline.guard import DEFAULT_FEED_MAX_CHANGE_RATIO, DEFAULT_MIN_SIZE_RATIO
 from loader.records import FeedState
 from loader.settings import FEEDS_PREFIX
 from loader.store.s3 import S3Sinks
@@ -99,7 +100,9 @@ def fetch_feed(
         }
     folder = sinks(f"{FEEDS_PREFIX}/{deployed.dataset}")
     fetched = fetch_release(feed, check.release, folder, dataset=deployed.dataset, workdir=workdir)
-    options = {**deployed.options, "format": fetched.load_format}
+    # The guard's defaults, under any the dataset's sourceOptions set (docs/feeds.md, The guard).
+    guard = {"max_change_ratio": DEFAULT_FEED_MAX_CHANGE_RATIO, "min_size_ratio": DEFAULT_MIN_SIZE_RATIO}
+    options = {**guard, **deployed.options, "format": fetched.load_format}
     if fetched.locations:
         options["locations"] = folder.uri(fetched.locations)
     return {

@@ -76,7 +76,7 @@ from loader.pipeline import start as start_task  # noqa: E402
 from loader.pipeline import write as write_task  # noqa: E402
 from loader.pipeline.resolve import resolve_partition  # noqa: E402
 from loader.pipeline.scan import scan_source  # noqa: E402
-from loader.records import dataset_of  # noqa: E402
+from loader.records import LoadStatus, dataset_of  # noqa: E402
 from loader.settings import (  # noqa: E402
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
@@ -296,6 +296,10 @@ def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @metrics.log_metrics
 def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     outcome = activate_task.activate(event["load_id"], _table(), _staging(), export=event.get("export"))
+    if outcome.status == LoadStatus.HELD:
+        # Held by the guard (its own ReleaseHeld metric is out): nothing was activated.
+        logger.warning("held", extra={"load_id": event["load_id"]})
+        return {"load_id": event["load_id"], "version": outcome.version, "status": str(outcome.status)}
     # Each dataset's data-age alarm fires when no activation of it arrived within its allowed age.
     metrics.add_dimension(name=METRIC_DATASET_DIMENSION, value=dataset_of(event["load_id"]))
     metrics.add_metric(name=METRIC_DATASET_ACTIVATED, unit=MetricUnit.Count, value=1)

@@ -5,7 +5,11 @@
      as if rows were writes applied in file order (MaxMind's DB writers agree);
    - ``most-specific``: each row is cut into its CIDR blocks and the longest
      prefix covering an address wins; among equal prefixes, the later row;
-   - ``reject``: any overlap fails, naming the lines of both rows.
+   - ``reject``: any overlap fails, naming the lines of both rows;
+   - ``merge``: where rows overlap, the piece carries the fields of every
+     covering row (``merge_fields``): lists are joined without repeats, and of
+     two values of one field the later row's wins. Lists of different kinds
+     (a cloud range that is also a Tor exit) answer with both.
 2. ``coalesce``: adjacent segments whose rows carry the same data become one.
 
 **Complexity.** ``resolve`` sorts the claims (O(n log n)) and walks them once
@@ -19,6 +23,8 @@ claims costs O(k log k) whatever its shape: contiguous, nested chains, one
 huge range over millions of small ones, or k identical rows. Every claim of a
 multi-claim cluster overlaps another (it starts before the cluster's reach so
 far), so the overlapping rows are counted without looking inside the heap.
+``merge`` sweeps a cluster keeping every covering claim: O(k log k + s * d)
+for s stretches at most d deep, and network lists overlap a few deep at most.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ipmeta.schema import keys
 from ipmeta.schema.ips import Family
@@ -62,6 +68,8 @@ class Segment:
 class Resolution:
     segments: list[Segment]
     overlapping_rows: int  #: rows that shared addresses with another row
+    #: ``merge``: a segment's ``row`` past the last input row names the rows it merges, in order.
+    merged: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 #: A claim on addresses: (start, end, priority, row). Higher priority wins.
@@ -88,17 +96,29 @@ def resolve(
     position = order if order is not None else range(len(rows))
     segments: list[Segment] = []
     overlapping: set[int] = set()
+    merged: dict[tuple[int, ...], int] = {}
     for family in (4, 6):
         indexes = [index for index, row in enumerate(rows) if row.family == family]
         if not indexes:
             continue
         claims = list(_claims(rows, indexes, position, policy, keys.ADDRESS_BITS[family]))
+        if policy == "merge":
+            covered, overlapped = sweep_merged(claims)
+            for start, end, covering in covered:
+                row = (
+                    covering[0]
+                    if len(covering) == 1
+                    else merged.setdefault(covering, len(rows) + len(merged))
+                )
+                segments.append(Segment(family, start, end, row))
+            overlapping |= overlapped
+            continue
         spans, overlapped = sweep(claims)
         if policy == "reject" and overlapped:
             raise_first_overlap(claims, position, describe or (lambda index: _origin(rows[index], index)))
         segments.extend(Segment(family, start, end, row) for start, end, row in spans)
         overlapping |= overlapped
-    return Resolution(segments, len(overlapping))
+    return Resolution(segments, len(overlapping), {row: covering for covering, row in merged.items()})
 
 
 def _origin(row: Ranged, index: int) -> str:
@@ -123,9 +143,50 @@ def sweep(claims: list[Claim]) -> tuple[list[tuple[int, int, int]], set[int]]:
 
     Sorts ``claims`` in place. Adjacent spans of the same row are merged.
     """
-    claims.sort()
     spans: list[tuple[int, int, int]] = []
     overlapping: set[int] = set()
+    for cluster in _clusters(claims):
+        if len(cluster) == 1:
+            start, end, _, row = cluster[0]
+            _append(spans, start, end, row)
+        else:
+            overlapping.update(claim[3] for claim in cluster)
+            _sweep_cluster(cluster, spans)
+    return spans, overlapping
+
+
+def sweep_merged(claims: list[Claim]) -> tuple[list[tuple[int, int, tuple[int, ...]]], set[int]]:
+    """``(start, end, rows)`` spans in address order, each with every row covering it by priority.
+
+    Sorts ``claims`` in place. Adjacent spans of the same rows are merged.
+    """
+    spans: list[tuple[int, int, tuple[int, ...]]] = []
+    overlapping: set[int] = set()
+    for cluster in _clusters(claims):
+        if len(cluster) > 1:
+            overlapping.update(claim[3] for claim in cluster)
+        points = sorted({claim[0] for claim in cluster} | {claim[1] + 1 for claim in cluster})
+        covering: dict[int, tuple[int, int]] = {}  # row -> (priority, end)
+        next_claim = 0
+        for here, following in itertools.pairwise(points):
+            while next_claim < len(cluster) and cluster[next_claim][0] == here:
+                _, end, priority, row = cluster[next_claim]
+                covering[row] = max(covering.get(row, (priority, end)), (priority, end))
+                next_claim += 1
+            for row in [row for row, (_, end) in covering.items() if end < here]:
+                del covering[row]
+            if covering:
+                rows = tuple(sorted(covering, key=lambda row: covering[row][0]))
+                if spans and spans[-1][2] == rows and spans[-1][1] + 1 == here:
+                    spans[-1] = (spans[-1][0], following - 1, rows)
+                else:
+                    spans.append((here, following - 1, rows))
+    return spans, overlapping
+
+
+def _clusters(claims: list[Claim]) -> Iterator[list[Claim]]:
+    """Maximal runs of claims that chain-overlap in start order (sorts ``claims`` in place)."""
+    claims.sort()
     count, first = len(claims), 0
     while first < count:
         reach = claims[first][1]
@@ -133,15 +194,21 @@ def sweep(claims: list[Claim]) -> tuple[list[tuple[int, int, int]], set[int]]:
         while after < count and claims[after][0] <= reach:
             reach = max(reach, claims[after][1])
             after += 1
-        if after == first + 1:
-            start, end, _, row = claims[first]
-            _append(spans, start, end, row)
-        else:
-            cluster = claims[first:after]
-            overlapping.update(claim[3] for claim in cluster)
-            _sweep_cluster(cluster, spans)
+        yield claims[first:after]
         first = after
-    return spans, overlapping
+
+
+def merge_fields(values: Sequence[Sequence[Any]]) -> list[Any]:
+    """The fields of several rows, in order, as one: lists joined without repeats, else the last set value."""
+    merged = list(values[0])
+    for later in values[1:]:
+        for column, value in enumerate(later):
+            held = merged[column]
+            if isinstance(held, list) and isinstance(value, list):
+                merged[column] = held + [item for item in value if item not in held]
+            elif value is not None and value != "":
+                merged[column] = value
+    return merged
 
 
 def _sweep_cluster(cluster: list[Claim], spans: list[tuple[int, int, int]]) -> None:

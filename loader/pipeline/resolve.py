@@ -221,7 +221,12 @@ def _segments(
     claims: list[normalize.Claim] = []
     for index in range(len(rows.seqs)):
         claims.extend(_claims_of(rows, index, options.overlaps, bits))
-    spans, overlapped = normalize.sweep(claims)
+    if options.overlaps == "merge":
+        covered, overlapped = normalize.sweep_merged(claims)
+        made: dict[tuple[int, ...], int] = {}
+        spans = [(start, end, _merged_row(rows, covering, made)) for start, end, covering in covered]
+    else:
+        spans, overlapped = normalize.sweep(claims)
     if options.overlaps == "reject" and overlapped:
         normalize.raise_first_overlap(claims, rows.seqs, lambda index: rows.origins[index])
     summary.overlapping_rows = len(overlapped)
@@ -234,6 +239,21 @@ def _segments(
         segments = merged
     summary.segments = len(segments)
     return segments
+
+
+def _merged_row(rows: _Rows, covering: tuple[int, ...], merged: dict[tuple[int, ...], int]) -> int:
+    """The row of a stretch several rows cover (``merge``): their fields as one, added once per row set."""
+    if len(covering) == 1:
+        return covering[0]
+    row = merged.get(covering)
+    if row is None:
+        values = normalize.merge_fields([json.loads(rows.texts[rows.data[index]]) for index in covering])
+        # The latest covering row's position: the merged row sorts with it wherever seq orders rows.
+        seq = max(rows.seqs[index] for index in covering)
+        row = merged[covering] = len(rows.seqs)
+        first, last = min(rows.starts[i] for i in covering), max(rows.ends[i] for i in covering)
+        rows.add(seq, first, last, json.dumps(values, separators=(",", ":")))
+    return row
 
 
 def _claims_of(rows: _Rows, index: int, policy: str, bits: int) -> list[normalize.Claim]:

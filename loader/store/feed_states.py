@@ -63,3 +63,40 @@ class FeedStates(DatasetItems):
             ReturnValues="UPDATED_NEW",
         )
         return int(response["Attributes"][FEED_FAILURES]["N"])
+
+
+#: The network lists' releases, by feed name (``network:aws``), on the dataset's feed item.
+LIST_RELEASES: Final = "lists"
+
+
+class ListStates(FeedStates):
+    """The states of the several feeds of one dataset (the public network lists): one release each.
+
+    Kept beside the dataset's own feed state, in a map by feed name, so each
+    list's next run compares with its own release.
+    """
+
+    def get(self, feed: str) -> FeedState | None:
+        item = self._get(self.space.feed_state, keys.META_SORT_KEY) or {}
+        release = (item.get(LIST_RELEASES) or {}).get(feed)
+        if not release:
+            return None
+        return FeedState.from_dict({str(name): str(value) for name, value in release.items()})
+
+    def put(self, state: FeedState) -> None:
+        key = item_key(self.space.feed_state, keys.META_SORT_KEY)
+        # A document path needs its map: made once, then each list's entry is set alone.
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=key,
+            UpdateExpression="SET #lists = if_not_exists(#lists, :empty), #failures = :zero",
+            ExpressionAttributeNames={"#lists": LIST_RELEASES, "#failures": FEED_FAILURES},
+            ExpressionAttributeValues={":empty": {"M": {}}, ":zero": {"N": "0"}},
+        )
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=key,
+            UpdateExpression="SET #lists.#feed = :release",
+            ExpressionAttributeNames={"#lists": LIST_RELEASES, "#feed": state.feed},
+            ExpressionAttributeValues={":release": serialize_value(state.to_dict())},
+        )

@@ -5,10 +5,11 @@ small class per concern (each its own module): ``versions`` (the pointer, the
 version counter, version metadata, the list of datasets), ``loads`` (load items
 and their chunk marks), ``lock`` (the load lock), ``manifests``, ``covers``
 (cover lists and cover heads), ``partitions`` (whole partitions counted, read,
-deleted), ``feed_states``, ``regions`` (home's pointer with its generation, and each
-replica region's own) and ``writer`` (batched puts and deletes). Reads the
-lookup makes too (the active version, version metadata, cover lists) go through
-``lookup``, the lookup's own ``ipmeta.store.dynamodb.Store`` on the same client.
+deleted), ``feed_states`` (``list_states``: the network lists'), ``regions``
+(home's pointer with its generation, and each replica region's own) and
+``writer`` (batched puts and deletes). Reads the lookup makes too (the active
+version, version metadata, cover lists) go through ``lookup``, the lookup's own
+``ipmeta.store.dynamodb.Store`` on the same client.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ipmeta.store.dynamodb import Store, make_client
 from loader.records import dataset_of
 from loader.store.batch_writes import BatchWriter
 from loader.store.cover_lists import CoverLists
-from loader.store.feed_states import FeedStates
+from loader.store.feed_states import FeedStates, ListStates
 from loader.store.load_lock import LoadLock
 from loader.store.loads import Loads
 from loader.store.manifests import Manifests
@@ -64,6 +65,7 @@ class LoaderTable:
         self.covers = CoverLists(client, table_name, space, self.writer)
         self.partitions = PartitionItems(client, table_name, space, self.writer)
         self.feed_states = FeedStates(client, table_name, space)
+        self.list_states = ListStates(client, table_name, space)
         self.regions = RegionPointers(client, table_name, space)
 
     @classmethod

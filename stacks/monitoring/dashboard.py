@@ -364,6 +364,15 @@ class Monitoring(Construct):
                         threshold=threshold,
                         name=feed.name,
                     ),
+                    # A release the guard held waits for a person: `ipmeta activate`, or the next one.
+                    CustomMetricWithAlarm(
+                        metric=metrics.release_held(feed.name).with_(label=f"{feed.name}: releases held"),
+                        alarm_friendly_name=f"ReleaseHeld{feed.construct_suffix}",
+                        add_alarm=_threshold(
+                            f"A release of dataset {feed.name} changed too much or shrank; it is held",
+                            1,
+                        ),
+                    ),
                 ],
             )
             for feed in self._config.feed_sources

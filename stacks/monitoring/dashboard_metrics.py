@@ -4,7 +4,8 @@
   and misses, Queries, answers by status family; service ``lookup``, no other dimension.
 - **The loader's lines** (``loader.pipeline.handlers``): ``DatasetActivated``,
   ``ItemsWritten`` and ``LoadSeconds`` per dataset at each activation; per feed, at the end
-  of each run, ``FeedFailuresInARow`` and how the run ended (``FeedRuns<Outcome>``).
+  of each run, ``FeedFailuresInARow`` and how the run ended (``FeedRuns<Outcome>``); per
+  dataset, ``ReleaseHeld`` when the guard holds a release (``loader.pipeline.guard``).
 
 Each is hourly where the loader publishes a few times a day, and the data-age and feed
 alarms read exactly these (``tests/infra/test_alarms_kept.py`` holds them).
@@ -35,6 +36,7 @@ from stacks.constants import (
     METRIC_QUERIES,
     METRIC_REGION_BEHIND,
     METRIC_REGION_DIMENSION,
+    METRIC_RELEASE_HELD,
     METRICS_NAMESPACE,
 )
 
@@ -86,6 +88,11 @@ def load_seconds(dataset: str) -> cloudwatch.Metric:
 def feed_failures(feed: str) -> cloudwatch.Metric:
     """What every run of ``feed`` that ends publishes: its failed runs in a row (0 after a success)."""
     return loader_metric(METRIC_FEED_FAILURES, METRIC_FEED_DIMENSION, feed, cloudwatch.Stats.MAXIMUM)
+
+
+def release_held(dataset: str) -> cloudwatch.Metric:
+    """What the guard publishes (value 1) each time it holds a release of ``dataset``."""
+    return loader_metric(METRIC_RELEASE_HELD, METRIC_DATASET_DIMENSION, dataset, cloudwatch.Stats.SUM)
 
 
 def feed_runs(feed: str) -> list[cloudwatch.Metric]:

@@ -21,6 +21,7 @@ from stacks.constants import (
     LOADER_MODULE,
     LOADER_SERVICE_NAME,
     METRIC_FEED_FAILURES,
+    METRIC_RELEASE_HELD,
     RECORD_RELEASE_TASK,
 )
 from stacks.load.loader_workflow import FEED_RETRY_ERRORS
@@ -235,6 +236,18 @@ def test_each_feed_alarms_when_it_failed_n_runs_in_a_row(synthesized: Synthesize
     assert ages == ["No version of dataset city was activated in the last 120 hours"]
 
 
+def test_each_feed_alarms_on_any_release_the_guard_held(synthesized: Synthesized) -> None:
+    alarms = {
+        next(d["Value"] for d in alarm["Dimensions"] if d["Name"] == "dataset"): alarm
+        for alarm in cfn_alarms(synthesized.templates[FEEDS]).values()
+        if alarm.get("MetricName") == METRIC_RELEASE_HELD
+    }
+    assert set(alarms) == FEED_NAMES
+    for alarm in alarms.values():
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+        assert (alarm["Statistic"], alarm["TreatMissingData"]) == ("Sum", "notBreaching")
+
+
 def test_source_url_is_a_url_feed_of_the_default_dataset(synthesized: Synthesized) -> None:
     template = synthesized.templates[SOURCE_URL]
     _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_TASK}")
@@ -262,6 +275,8 @@ def test_source_url_is_a_url_feed_of_the_default_dataset(synthesized: Synthesize
         ({"feeds": [{"vendor": "dbip", "edition": "city-lite", "cron": 6}]}, "cron"),
         ({"feeds": [{"vendor": "url", "edition": "http://example.com/x.csv"}]}, "not an https URL"),
         ({"feeds": ["maxmind:GeoLite2-City"]}, "expected an object"),
+        ({"feeds": [{"vendor": "network", "edition": "aws,tor"}]}, "does not schedule them yet"),
+        ({"feeds": [{"vendor": "network", "edition": "aws,nosuch"}]}, "'nosuch' is not in the catalogue"),
         (
             {
                 "feeds": [

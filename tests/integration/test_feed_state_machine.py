@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import pytest
 from moto import mock_aws
 
 from ipmeta.schema.settings import Settings
+from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.feeds import http_client
 from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
@@ -296,3 +298,50 @@ def test_a_csv_edition_loads_its_blocks_with_its_locations_from_the_bucket(feed_
         f"{prefix}/GeoLite2-City-Locations-en.csv",
     )
     assert load.items_written > 0
+
+
+def asn_edition(date: str, first_network: int) -> Edition:
+    """An ASN release of 200 /24s from ``first_network``.0.0.0 on, each its own AS (so none coalesce)."""
+    ranges = [
+        (
+            4,
+            (first_network << 24) | (n << 8),
+            (first_network << 24) | (n << 8) | 0xFF,
+            {"autonomous_system_number": n},
+        )
+        for n in range(1, 201)
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "db.mmdb"
+        write_database(ranges, path, DatabaseMetadata(EDITION, {"en": date}))
+        mmdb = path.read_bytes()
+    return Edition(date, maxmind_tarball(EDITION, date, mmdb), md5_of(mmdb))
+
+
+def test_a_scheduled_release_that_changed_too_much_is_held_alarmed_and_not_loaded_again(
+    feed_machine: FeedMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a release of 200 ranges loaded by the feed's schedule
+    feed_machine.maxmind.editions[EDITION] = asn_edition("2026-11-24", 20)
+    assert feed_machine.run()["status"] == "SUCCEEDED"
+    capsys.readouterr()
+    # When the next release moves every range elsewhere
+    feed_machine.maxmind.editions[EDITION] = asn_edition("2026-11-27", 30)
+    held = feed_machine.run()
+    # Then the run succeeds without activating: version 2 is held, version 1 serves
+    assert held["status"] == "SUCCEEDED", held
+    assert held["output"]["activation"]["status"] == "held"
+    assert feed_machine.dataset.lookup.read_active_version(consistent=True) == 1
+    assert [(load.version, str(load.status)) for load in feed_machine.dataset.loads.list_all()] == [
+        (1, "activated"),
+        (2, "held"),
+    ]
+    # And the alarm's metric is out, for this dataset
+    printed = capsys.readouterr().out
+    [line] = [json.loads(text) for text in printed.splitlines() if '"ReleaseHeld"' in text]
+    assert (line["ReleaseHeld"], line["dataset"]) == ([1.0], DATASET)
+    assert '"DatasetActivated"' not in printed
+    # When the schedule comes again, on the same release: it is unchanged, no load starts
+    again = feed_machine.run()
+    assert again["output"]["status"] == "unchanged"
+    assert [load.version for load in feed_machine.dataset.loads.list_all()] == [1, 2]

@@ -228,3 +228,37 @@ def test_the_checks_see_a_console_error_and_a_policy_violation(
     found = page.problems()
     assert "console: broken" in found
     assert "csp: img-src https://example.com/x.png" in found
+
+
+@pytest.fixture(scope="module")
+def network_server(
+    dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalApiServer]:
+    """The public network lists' samples loaded as ``ipmeta update --feed network:...`` loads them."""
+    settings = Settings(
+        table_name="ipmeta-page-kinds-test", dynamodb_endpoint=dynalite_endpoint, pointer_cache_seconds=0
+    )
+    create_table_if_missing(make_client(settings), settings.table_name)
+    table = LoaderTable.from_settings(settings)
+    samples = ROOT / "tests" / "fixtures" / "network"
+    options = LoadOptions(dataset="network", format="network", overlaps="merge")
+    sources = [samples / "aws.json", samples / "tor.txt"]
+    driver.run_load(sources, options, table, LocalStaging(tmp_path_factory.mktemp("kinds-staging")))
+    with running_api_server(table) as server:
+        yield server
+
+
+def test_the_kinds_of_an_address_are_tags_beside_it(network_server: LocalApiServer, page: Browser) -> None:
+    # When a person looks up an AWS address that is also a Tor exit
+    page.open(f"{network_server.url}/?ip=3.5.140.10")
+    page.wait_for(ANSWER_SHOWN)
+    # Then each kind is a tag beside the address, in the lists' order
+    tags = page.evaluate("[...document.querySelectorAll('#answer-kinds .tag')].map(tag => tag.textContent)")
+    assert tags == ["cloud", "tor"]
+    # And an address of one list only has its one tag
+    page.open(f"{network_server.url}/?ip=52.94.76.1")
+    page.wait_for("document.getElementById('answer-ip').textContent === '52.94.76.1'")
+    assert page.evaluate("[...document.querySelectorAll('#answer-kinds .tag')].map(t => t.textContent)") == [
+        "cloud"
+    ]
+    assert page.problems() == []

@@ -465,3 +465,27 @@ def test_the_openapi_document_describes_ipinfos_lite_and_lookup() -> None:
     assert set(schemas["IpinfoCore"]["properties"]) >= {"ip", "geo", "as", "is_anycast"}  # "as", not "as_"
     # The root's copies (ipinfoAtRoot) are served, not documented twice
     assert not [path for path in paths if path.startswith(("/lite", "/lookup"))]
+
+
+def test_ipinfo_privacy_comes_from_the_network_kinds_only_where_a_list_covers_the_address() -> None:
+    fields = ipinfo_document.field_map({})
+    # Given an AWS range that is also a Tor exit, as the network dataset merges them
+    both = {"network_kinds": ["cloud", "tor"], "cloud_provider": "aws", "tor_exit": True, "country": "KR"}
+    # Then the classic answer's privacy says tor and hosting, the provider as its service
+    assert ipinfo_document.details("3.5.140.10", both, False, fields)["privacy"] == {
+        "vpn": False,
+        "proxy": False,
+        "tor": True,
+        "relay": False,
+        "hosting": True,
+        "service": "aws",
+    }
+    relay = {"network_kinds": ["relay"], "relay": "icloud-private-relay"}
+    privacy = ipinfo_document.details("172.224.224.1", relay, False, fields)["privacy"]
+    assert (privacy["relay"], privacy["hosting"], privacy["service"]) == (True, False, "icloud-private-relay")
+    # And an address no list covers has no privacy at all: the lists do not say what it is not
+    assert "privacy" not in ipinfo_document.details("81.2.69.160", {"country": "GB"}, False, fields)
+    # A deployment may name its own columns for it
+    renamed = ipinfo_document.field_map({"privacy": ["kinds", "relay_name", "provider"]})
+    answer = ipinfo_document.details("1.2.3.4", {"kinds": ["tor"]}, False, renamed)
+    assert answer["privacy"]["tor"] is True

@@ -115,6 +115,36 @@ def test_reject_fails_exactly_when_two_rows_share_an_address(rows: list[SourceRo
     assert rows[second].start <= rows[first].end
 
 
+def covering_oracle(rows: Sequence[SourceRow], address: int) -> tuple[int, ...]:
+    return tuple(index for index, row in enumerate(rows) if row.start <= address <= row.end)
+
+
+@settings(max_examples=300, deadline=None)
+@given(overlapping_rows())
+def test_merge_gives_every_address_all_the_rows_that_cover_it_in_file_order(rows: list[SourceRow]) -> None:
+    resolution = normalize.resolve(rows, "merge")
+    assert_sorted_and_disjoint(resolution.segments)
+    for address in range(LOW - 1, HIGH + 2):
+        owner = owner_of(resolution.segments, address)
+        expected = covering_oracle(rows, address)
+        if not expected:
+            assert owner is None
+        elif len(expected) == 1:
+            assert owner == expected[0]
+        else:
+            assert owner is not None
+            assert resolution.merged[owner] == expected
+
+
+def test_merge_joins_lists_and_lets_the_later_row_set_a_field() -> None:
+    # Given a cloud row and a Tor row, as network lists store them (values in column order)
+    cloud = [["cloud"], "aws", ["AMAZON"], None, "x"]
+    tor = [["tor"], None, ["AMAZON", "EC2"], True, ""]
+    # Then the merged row has both kinds, both services once, and every set value
+    assert normalize.merge_fields([cloud, tor]) == [["cloud", "tor"], "aws", ["AMAZON", "EC2"], True, "x"]
+    assert normalize.merge_fields([tor, cloud]) == [["tor", "cloud"], "aws", ["AMAZON", "EC2"], True, "x"]
+
+
 def test_most_specific_prefers_the_nested_block_even_when_it_comes_first() -> None:
     # Given a /24 listed before the /16 that contains it
     small = SourceRow(

@@ -25,6 +25,8 @@ class VersionStatus(StrEnum):
     """
 
     LOADING = "loading"
+    #: Whole, but held by the guard (a release that changed too much): it answers only once activated.
+    HELD = "held"
     ACTIVE = "active"
     RETIRED = "retired"
     FAILED = "failed"

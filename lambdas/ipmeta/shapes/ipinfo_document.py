@@ -11,6 +11,14 @@
   "longitude", "timezone", "postal_code"}, "as": {"asn", "name", "domain", "type"}}`` and the
   flags ``is_anonymous``, ``is_anycast``, ``is_hosting``, ``is_satellite`` where a dataset holds them.
 
+**Privacy** (the classic answer's ``privacy`` object, ipinfo's privacy detection): written when
+the merged data holds ``network_kinds``, the public network lists' column
+(``loader.formats.network_lists``, docs/feeds.md): ``tor`` is the ``tor`` kind (Tor's exit
+list), ``relay`` the ``relay`` kind (iCloud Private Relay), ``hosting`` the ``cloud`` kind (a
+cloud or CDN provider's ranges); ``vpn`` and ``proxy`` are false, as no public list names them,
+and ``service`` names the relay or the provider when one does. An address no list covers has
+no ``privacy``: the lists say what an address is, not what it is not.
+
 Every answer is ``{"ip", "bogon": true}`` for a bogon. Fields a dataset does not hold are left
 out, never guessed. Each field is read from the merged view (``ipmeta.lookup.answers``: each
 column from the first dataset, in precedence order, that has it) with the known flat layouts
@@ -63,9 +71,10 @@ DEFAULT_FIELDS: Final[Mapping[str, tuple[Candidate, ...]]] = {
     "is_anycast": (("traits.is_anycast",),),
     "is_hosting": (("anonymizer.is_hosting_provider",), ("traits.is_hosting_provider",)),
     "is_satellite": (("traits.is_satellite_provider",),),
+    "privacy": (("network_kinds", "relay", "cloud_provider"),),
 }
 #: How many columns each field reads.
-_WIDTH: Final = {"loc": 2, "org": 2}
+_WIDTH: Final = {"loc": 2, "org": 2, "privacy": 3}
 #: Core's flags, in the order ipinfo writes them.
 CORE_FLAGS: Final = ("is_anonymous", "is_anycast", "is_hosting", "is_satellite")
 #: The seven continent codes GeoNames (and so MaxMind and ipinfo) use, and their names.
@@ -108,6 +117,22 @@ def _autonomous_system(values: Sequence[Any]) -> tuple[int, str | None] | None:
     return None if number is None else (number, as_text(values[1]))
 
 
+def _privacy(values: Sequence[Any]) -> dict[str, Any] | None:
+    """ipinfo's ``privacy`` object from the network kinds (a list), the relay and the cloud provider."""
+    kinds, relay, provider = values
+    if not isinstance(kinds, list):
+        return None
+    service = as_text(relay) if "relay" in kinds else as_text(provider) if "cloud" in kinds else None
+    return {
+        "vpn": False,
+        "proxy": False,
+        "tor": "tor" in kinds,
+        "relay": "relay" in kinds,
+        "hosting": "cloud" in kinds,
+        "service": service or "",
+    }
+
+
 def _flag(values: Sequence[Any]) -> bool | None:
     return as_flag(values[0])
 
@@ -120,6 +145,7 @@ def _text(values: Sequence[Any]) -> str | None:
 _KINDS: Final[Mapping[str, Callable[[Sequence[Any]], Any]]] = {
     "loc": _location,
     "org": _autonomous_system,
+    "privacy": _privacy,
     **dict.fromkeys(CORE_FLAGS, _flag),
 }
 
@@ -165,6 +191,7 @@ def details(ip: str, data: Mapping[str, Any] | None, bogon: bool, fields: FieldM
         elif name == "org" and value is not None:
             value = f"AS{value[0]} {value[1] or ''}".rstrip()
         _put(answer, name, value)
+    _put(answer, "privacy", view.value("privacy"))
     return answer
 
 

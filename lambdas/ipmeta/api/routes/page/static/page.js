@@ -138,9 +138,21 @@
     map.invalidateSize();
   }
 
+  // The public network lists' kinds (cloud, tor, relay, crawler, drop): one tag each.
+  function kindTags(data) {
+    const kinds = Array.isArray(data.network_kinds) ? data.network_kinds : [];
+    return kinds.map((kind) => {
+      const tag = document.createElement("span");
+      tag.className = "tag kind";
+      tag.textContent = String(kind);
+      return tag;
+    });
+  }
+
   function render(answer) {
     byId("answer-ip").textContent = answer.ip;
     show(byId("answer-bogon"), Boolean(answer.bogon));
+    byId("answer-kinds").replaceChildren(...kindTags(answer.data || {}));
     byId("answer-range").textContent = describeRange(answer.range);
     dataTable(byId("merged"), answer.data || {});
     const sections = byId("datasets");

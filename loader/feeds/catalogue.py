@@ -1,0 +1,191 @@
+"""The catalogue of public network-kind lists by name: where each is published, how often, its limits.
+
+``ipmeta update --feed network:aws,tor,apple-relay`` loads the lists named into
+one dataset (``network`` by default) with ``--overlaps merge``, so one Query
+answers every kind at once (docs/feeds.md). Any entry may name its own URL
+(``aws=https://mirror/ip-ranges.json``: a mirror, a test server); an entry the
+owner publishes as two files (Cloudflare's and Spamhaus's v4 and v6 lists)
+then takes its URLs joined by ``|``.
+
+The files are read by ``loader.formats.network_lists`` (same names, one parser
+per owner format): each is stored as ``<list>-<n>.<ext>``, which is how the
+reader knows its list. Each entry holds what the guard needs
+(``max_change_ratio``, ``min_ranges``) and a schedule the owner's publishing
+pace justifies.
+
+Azure's Service Tags file is renamed every week (``ServiceTags_Public_<date>.json``);
+its stable address is the download page, and the catalogue names the page:
+the week's file is the first ``ServiceTags_Public_*.json`` link on it
+(``discover_url``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Final
+from urllib.parse import urlsplit
+
+from loader.feeds.errors import FeedConfigInvalid, FeedProtocolError
+from loader.feeds.http_client import HttpClient, Request
+from loader.feeds.url import UrlFeed, check_url
+
+#: The dataset the lists load into unless the spec names another.
+NETWORK_DATASET: Final = "network"
+#: A discovery page is read whole, so it is capped.
+MAX_DISCOVERY_BYTES: Final = 2 << 20
+
+
+@dataclass(frozen=True)
+class NetworkList:
+    name: str
+    #: The owner's published files (two where IPv4 and IPv6 are separate).
+    urls: tuple[str, ...]
+    #: What a row of the list says of an address (``network_kinds``).
+    kind: str
+    #: EventBridge schedule expression of the stack's scheduled fetch.
+    schedule: str
+    #: A release whose ranges differ from the active release's by more than this share is held.
+    max_change_ratio: float
+    #: A release with fewer ranges than this is refused: an empty or cut file.
+    min_ranges: int = 1
+    #: The page whose link names the current file, where the file's own name changes.
+    discovery: str = ""
+
+    def file_name(self, part: int, url: str) -> str:
+        """``<list>-<n><suffix>``: the name ``loader.formats.network_lists.list_of`` reads the list from."""
+        suffix = "".join(PurePosixPath(urlsplit(url).path).suffixes[-1:]) or ".txt"
+        return f"{self.name}-{part + 1}{suffix}"
+
+
+def _list(name: str, kind: str, schedule: str, ratio: float, *urls: str, discovery: str = "") -> NetworkList:
+    return NetworkList(name, urls, kind, schedule, ratio, discovery=discovery)
+
+
+#: Cloud ranges grow by a few percent a month; Tor's exits churn daily; DROP and crawlers change slowly.
+CATALOGUE: Final[Mapping[str, NetworkList]] = {
+    entry.name: entry
+    for entry in (
+        _list("aws", "cloud", "rate(6 hours)", 0.1, "https://ip-ranges.amazonaws.com/ip-ranges.json"),
+        _list("gcp", "cloud", "rate(1 day)", 0.1, "https://www.gstatic.com/ipranges/cloud.json"),
+        _list(
+            "azure",
+            "cloud",
+            "rate(7 days)",
+            0.1,
+            discovery="https://www.microsoft.com/en-us/download/details.aspx?id=56519",
+        ),
+        _list(
+            "oracle",
+            "cloud",
+            "rate(1 day)",
+            0.1,
+            "https://docs.oracle.com/en-us/iaas/tools/public_ip_ranges.json",
+        ),
+        _list(
+            "cloudflare",
+            "cloud",
+            "rate(7 days)",
+            0.2,
+            "https://www.cloudflare.com/ips-v4",
+            "https://www.cloudflare.com/ips-v6",
+        ),
+        _list("fastly", "cloud", "rate(7 days)", 0.2, "https://api.fastly.com/public-ip-list"),
+        _list("github", "cloud", "rate(1 day)", 0.2, "https://api.github.com/meta"),
+        _list(
+            "googlebot",
+            "crawler",
+            "rate(1 day)",
+            0.2,
+            "https://developers.google.com/static/search/apis/ipranges/googlebot.json",
+        ),
+        _list("bingbot", "crawler", "rate(1 day)", 0.2, "https://www.bing.com/toolbox/bingbot.json"),
+        _list("tor", "tor", "rate(1 hour)", 0.5, "https://check.torproject.org/torbulkexitlist"),
+        _list("apple-relay", "relay", "rate(1 day)", 0.2, "https://mask-api.icloud.com/egress-ip-ranges.csv"),
+        _list(
+            "spamhaus-drop",
+            "drop",
+            "rate(12 hours)",
+            0.2,
+            "https://www.spamhaus.org/drop/drop.txt",
+            "https://www.spamhaus.org/drop/dropv6.txt",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ChosenList:
+    """A catalogue entry as a spec chose it: its own URLs, or those the spec named."""
+
+    entry: NetworkList
+    urls: tuple[str, ...]
+
+    @property
+    def named_urls(self) -> bool:
+        return self.urls != self.entry.urls
+
+
+def parse_network_lists(text: str) -> tuple[ChosenList, ...]:
+    """``aws,tor=http://127.0.0.1:8000/tor.txt,cloudflare=URL4|URL6``: the lists chosen, each once."""
+    chosen: dict[str, ChosenList] = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, equals, urls = item.partition("=")
+        entry = CATALOGUE.get(name.strip())
+        if entry is None:
+            raise FeedConfigInvalid(
+                f"network list {name.strip()!r} is not in the catalogue; use some of {', '.join(CATALOGUE)}"
+            )
+        if entry.name in chosen:
+            raise FeedConfigInvalid(f"network list {entry.name} is named twice")
+        own = tuple(url.strip() for url in urls.split("|")) if equals else entry.urls
+        if equals and not all(own):
+            raise FeedConfigInvalid(f"network list {entry.name}: an empty URL")
+        for url in own:
+            check_url(url, f"network list {entry.name}")
+        chosen[entry.name] = ChosenList(entry, own)
+    if not chosen:
+        raise FeedConfigInvalid("network: name at least one list, e.g. network:aws,tor")
+    return tuple(chosen.values())
+
+
+_SERVICE_TAGS_LINK: Final = re.compile(
+    rb'https://download\.microsoft\.com/[^"\'<>\s]*ServiceTags_Public_\d{8}\.json'
+)
+
+
+def discover_url(entry: NetworkList, page: bytes) -> str:
+    """The current file's URL, from the page that links it (Azure's weekly Service Tags)."""
+    found = _SERVICE_TAGS_LINK.search(page)
+    if found is None:
+        raise FeedProtocolError(
+            f"network:{entry.name}: {entry.discovery} links no ServiceTags_Public_<date>.json; "
+            "name the file with azure=URL"
+        )
+    return found.group(0).decode("ascii")
+
+
+def list_feeds(chosen: ChosenList, http: HttpClient) -> list[UrlFeed]:
+    """One feed per published file of a list: named ``network:<list>[/<n>]``, stored as ``<list>-<n>.<ext>``.
+
+    A list without URLs (Azure's) is found on its discovery page first.
+    """
+    entry = chosen.entry
+    urls = chosen.urls or (_discovered(entry, http),)
+    return [
+        UrlFeed(
+            url,
+            http,
+            load_format="network",
+            name=f"network:{entry.name}" + (f"/{part + 1}" if len(urls) > 1 else ""),
+            stored_as=entry.file_name(part, url),
+        )
+        for part, url in enumerate(urls)
+    ]
+
+
+def _discovered(entry: NetworkList, http: HttpClient) -> str:
+    page = http.get_small(Request(entry.discovery, f"network:{entry.name}"), MAX_DISCOVERY_BYTES)
+    return discover_url(entry, page)

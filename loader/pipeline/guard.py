@@ -1,0 +1,146 @@
+"""The guard against a broken release: a written version that changed too much is held, not activated.
+
+``activate`` asks ``judge`` before it switches the pointer. A release is held when
+
+- it changes more than ``max_change_ratio`` of the version it would replace:
+  the share the load's diff measured (``share_of_base``: the items a delta over
+  the active version's base writes, over that base's items), so a release that
+  rewrites 90% of the ranges is held under any ratio below 0.9;
+- it holds fewer items than ``min_size_ratio`` of that version's (a truncated
+  or nearly empty file: an empty one is refused by its reader before this);
+- or its caller held it before the load (``held_by``: one list of a combined
+  network dataset moved past its own ratio, ``list_change``).
+
+A dataset whose active version holds under ``GUARD_MIN_ITEMS`` items is not
+measured: one range of ten is already 10%. A held version is whole and verified:
+its load and version are ``held``, ``ipmeta versions`` lists it so, the lock
+is freed, and ``ReleaseHeld`` (the feed's alarm metric) is published. ``ipmeta activate LOAD_ID`` activates it
+as it is (``activate(..., accept_held=True)``). The first version of a dataset
+is never held: there is nothing to compare it with.
+
+Defaults per kind (docs/feeds.md): vendor databases drift 1-2% a release, so
+their feeds hold above 10%; cloud lists 10-20%; Tor's exit list churns daily,
+so it holds above 50%; every feed holds a release under half the size of the
+active one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
+from ipmeta.schema.records import VersionStatus
+from ipmeta.schema.settings import METRICS_NAMESPACE
+from loader.formats import FormatOptions, SourceRow, open_rows
+from loader.records import LoadItem, LoadStatus
+from loader.settings import LOADER_SERVICE_NAME, METRIC_DATASET_DIMENSION, METRIC_RELEASE_HELD
+from loader.store.table import LoaderTable
+
+#: The guard's limit for a feed's release: vendor databases drift 1-2% a release (docs/feeds.md).
+DEFAULT_FEED_MAX_CHANGE_RATIO: Final = 0.1
+#: Every feed's floor: a release under half the active version's size is held.
+DEFAULT_MIN_SIZE_RATIO: Final = 0.5
+#: Below this many items in the active version a share is noise (one range of ten is 10%):
+#: such a dataset's releases are not measured.
+GUARD_MIN_ITEMS: Final = 100
+
+
+@dataclass(frozen=True)
+class Verdict:
+    held: bool
+    reason: str = ""
+
+
+def judge(load: LoadItem, table: LoaderTable) -> Verdict:
+    """Whether ``load``'s release must be held, and why (``activate`` asks, before the switch)."""
+    options = load.options
+    if options.held_by:
+        return Verdict(True, options.held_by)
+    if not load.previous or (options.max_change_ratio is None and options.min_size_ratio is None):
+        return Verdict(False)
+    previous = table.loads.get(load.previous)
+    active_items = release_items(previous) if previous is not None else 0
+    if active_items < GUARD_MIN_ITEMS:
+        return Verdict(False)
+    size = release_items(load)
+    if options.min_size_ratio is not None and size < options.min_size_ratio * active_items:
+        floor = f"{options.min_size_ratio:.0%} of the active version's {active_items:,}"
+        return Verdict(True, f"{size:,} items, under {floor}")
+    share = (load.report.delta or {}).get("share_of_base")
+    if options.max_change_ratio is not None and share is not None and float(share) > options.max_change_ratio:
+        return Verdict(
+            True, f"changes {float(share):.0%} of the active version, above {options.max_change_ratio:.0%}"
+        )
+    return Verdict(False)
+
+
+def release_items(load: LoadItem) -> int:
+    """The items of the release as a full version: a delta's own items are only what changed."""
+    delta = load.report.delta or {}
+    if delta.get("written_as") != "delta":
+        return load.items
+    return sum(int(delta.get(name, 0)) for name in ("unchanged", "replaced", "added"))
+
+
+def hold(load: LoadItem, table: LoaderTable, verdict: Verdict, *, now: float | None = None) -> None:
+    """Mark the load and its version held, free the lock, and raise the alarm's metric."""
+    at = int(time.time() if now is None else now)
+    table.versions.set_status(load.version, VersionStatus.HELD, at)
+    held = load.report.with_(status=str(LoadStatus.HELD), held=verdict.reason)
+    table.loads.set_status(load.version, LoadStatus.HELD, at, report=held, error=verdict.reason)
+    table.lock.release(load.load_id)
+    publish_held(table.dataset)
+
+
+def publish_held(dataset: str) -> None:
+    """One metric line (EMF, on stdout): the alarm on ``ReleaseHeld`` fires on any."""
+    line = EphemeralMetrics(
+        namespace=METRICS_NAMESPACE,
+        default_dimensions={"service": LOADER_SERVICE_NAME, METRIC_DATASET_DIMENSION: dataset},
+    )
+    line.add_metric(name=METRIC_RELEASE_HELD, unit=MetricUnit.Count, value=1)
+    line.flush_metrics()
+
+
+def list_change(before: Collection[tuple[int, int, int]], after: Collection[tuple[int, int, int]]) -> float:
+    """The share of a list's ranges (``(family, start, end)``) a release replaced: what it added or
+    removed, the larger, over what the list had (90 of 100 exits swapped: 0.9; ten times as many: 9)."""
+    old, new = set(before), set(after)
+    return max(len(new - old), len(old - new)) / max(1, len(old))
+
+
+class ListLimits(Protocol):
+    """A catalogue entry's guard (``loader.feeds.catalogue.NetworkList``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def max_change_ratio(self) -> float: ...
+
+
+def moved_too_far(before: Path, after: Path, limits: ListLimits) -> str:
+    """Why a network list's new file must hold its dataset's release, or ``""``: too many ranges
+    added or removed, or under ``DEFAULT_MIN_SIZE_RATIO`` of the ranges it had.
+
+    A list of a combined dataset is measured alone: the Tor list changing wholesale
+    is a small share of a dataset of cloud ranges, and must still be seen.
+    """
+    old, new = _ranges(before), _ranges(after)
+    change = list_change(old, new)
+    if len(new) < DEFAULT_MIN_SIZE_RATIO * len(old):
+        floor = f"{DEFAULT_MIN_SIZE_RATIO:.0%} of the {len(old):,} loaded"
+        return f"{limits.name}: {len(new):,} ranges, under {floor}"
+    if change > limits.max_change_ratio:
+        return f"{limits.name}: changes {change:.0%} of its ranges, above {limits.max_change_ratio:.0%}"
+    return ""
+
+
+def _ranges(path: Path) -> set[tuple[int, int, int]]:
+    """The ranges of a network list file; its bad rows are the load's to report."""
+    rows = open_rows(path, path.name, FormatOptions(format="network"))
+    return {(row.family, row.start, row.end) for row in rows if isinstance(row, SourceRow)}

@@ -1,0 +1,268 @@
+"""`ipmeta update --feed network:...`: the public network lists from the fake vendor, one dataset, one Query.
+
+The samples (``tests/fixtures/network``) are served as static files; each list
+names its URL on the fake server, as a mirror would. The dataset is loaded with
+``--overlaps merge``, so an AWS range that is also a Tor exit answers both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ipmeta.schema.settings import Settings
+from ipmeta_cli.main import main
+from loader.store.table import LoaderTable
+from tests.fakes.vendors import FakeServer, Reply, Seen, file_route, serving
+from tests.integration.conftest import RequestCounter, get_json, running_api_server
+
+SAMPLES = Path(__file__).parent.parent / "fixtures" / "network"
+#: The acceptance's lists, and the sample each is served from.
+LISTS = {
+    "aws": "aws.json",
+    "gcp": "gcp.json",
+    "tor": "tor.txt",
+    "apple-relay": "apple-relay.csv",
+    "googlebot": "googlebot.json",
+}
+
+
+@pytest.fixture
+def published() -> dict[str, bytes]:
+    return {name: (SAMPLES / name).read_bytes() for name in LISTS.values()}
+
+
+@pytest.fixture
+def vendor(published: dict[str, bytes]) -> Iterator[FakeServer]:
+    with serving(file_route(published)) as server:
+        yield server
+
+
+def spec(server: FakeServer) -> str:
+    return "network:" + ",".join(f"{name}={server.url}/files/{file}" for name, file in LISTS.items())
+
+
+def update(data: Path, *arguments: str) -> int:
+    return main(["update", "--data-dir", str(data), *arguments])
+
+
+def active(store: LoaderTable) -> int | None:
+    return store.for_dataset("network").lookup.read_active_version(consistent=True)
+
+
+def test_one_command_loads_every_list_into_one_dataset_and_one_query_answers_both_kinds(
+    vendor: FakeServer,
+    counted_store: tuple[LoaderTable, RequestCounter],
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store, counter = counted_store
+    # When `ipmeta update --feed network:aws=URL,gcp=URL,tor=URL,apple-relay=URL,googlebot=URL` runs
+    assert update(tmp_path, "--feed", spec(vendor)) == 0
+    out = capsys.readouterr().out
+    # Then the five lists are one dataset, one version
+    assert "into dataset network" in out
+    assert active(store) == 1
+    with running_api_server(store, pointer_cache_seconds=60.0) as server:
+        get_json(server, "/v1/ip/66.249.64.1")  # the pointer and the catalog, read once and cached
+        counter.reset()
+        # When an address in an AWS range that is also a Tor exit is looked up
+        status, body = get_json(server, "/v1/ip/3.5.140.10")
+        # Then one Query answered it, with the fields of both lists
+        assert counter.operations() == ["Query"]
+        # And ipinfo's route says so in its privacy object
+        privacy = get_json(server, "/ipinfo/3.5.140.10")[1]["privacy"]
+    assert status == 200, body
+    data = body["data"]
+    assert data["network_kinds"] == ["cloud", "tor"]
+    assert (data["cloud_provider"], data["cloud_region"], data["tor_exit"]) == ("aws", "ap-northeast-2", True)
+    assert data["cloud_services"] == ["AMAZON", "S3"]
+    assert (privacy["tor"], privacy["hosting"], privacy["relay"], privacy["service"]) == (
+        True,
+        True,
+        False,
+        "aws",
+    )
+    assert (body["range"]["start"], body["range"]["end"]) == ("3.5.140.10", "3.5.140.10")
+
+
+def test_each_kind_answers_for_ipv4_and_ipv6_and_an_unchanged_rerun_loads_nothing(
+    vendor: FakeServer,
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert update(tmp_path, "--feed", spec(vendor)) == 0
+    with running_api_server(store) as server:
+        answers = {
+            ip: get_json(server, f"/v1/ip/{ip}")[1]["data"]
+            for ip in (
+                "3.5.141.1",
+                "2600:1f14::1",
+                "34.80.0.1",
+                "2600:1900:4010::1",
+                "185.220.101.1",
+                "2001:67c:e60:c0c:192:42:116:16",
+                "172.224.224.1",
+                "2a02:26f7:b3c0:4000::1",
+                "66.249.66.1",
+                "2001:4860:4801:10::1",
+            )
+        }
+    assert answers["3.5.141.1"]["network_kinds"] == ["cloud"]
+    assert answers["2600:1f14::1"]["cloud_services"] == ["AMAZON", "EC2"]
+    assert answers["34.80.0.1"]["cloud_provider"] == "gcp"
+    assert answers["2600:1900:4010::1"]["cloud_region"] == "europe-west1"
+    assert answers["185.220.101.1"] == {"network_kinds": ["tor"], "tor_exit": True}
+    assert answers["2001:67c:e60:c0c:192:42:116:16"]["tor_exit"] is True
+    assert answers["172.224.224.1"]["relay_city"] == "London"
+    assert answers["2a02:26f7:b3c0:4000::1"]["relay_country"] == "FR"
+    assert answers["66.249.66.1"]["crawler"] == "googlebot"
+    assert answers["2001:4860:4801:10::1"]["crawler"] == "googlebot"
+    # When it runs again on the same releases: conditional requests only, nothing loaded
+    capsys.readouterr()
+    vendor.forget()
+    assert update(tmp_path, "--feed", spec(vendor)) == 0
+    assert capsys.readouterr().out.strip() == "network:network: unchanged (5 files)"
+    assert all(seen.headers.get("if-none-match") for seen in vendor.seen)
+    assert active(store) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "reply_kind", "code"),
+    [
+        (b'{"syncToken": "1", "prefixes": [{"ip_prefix": "3.5.140.0/22"', None, "SOURCE_UNREADABLE"),
+        (b"<html><body>Sign in to the hotel Wi-Fi</body></html>", None, "SOURCE_UNREADABLE"),
+        (None, "cut", "FEED_DOWNLOAD_TRUNCATED"),
+        (
+            b'{"prefixes": [{"ip_prefix": "52.94.76.0/22", "region": "us-west-2", "service": "EC2"},'
+            b' {"ip_prefix": "3.5.140.1/22", "region": "ap-northeast-2", "service": "S3"}],'
+            b' "ipv6_prefixes": []}',
+            None,
+            None,
+        ),
+        (b'{"syncToken": "2", "prefixes": [], "ipv6_prefixes": []}', None, "SOURCE_UNREADABLE"),
+    ],
+    ids=["malformed-json", "html", "truncated", "host-bits", "empty"],
+)
+def test_a_bad_release_is_refused_clearly_and_the_active_version_keeps_serving(  # noqa: PLR0917 - pytest passes fixtures by position
+    published: dict[str, bytes],
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    body: bytes | None,
+    reply_kind: str | None,
+    code: str | None,
+) -> None:
+    with serving(file_route(published)) as server:
+        assert update(tmp_path, "--feed", spec(server)) == 0
+    capsys.readouterr()
+    # Given a new AWS release that is broken
+    broken = {**published, "aws.json": body if body is not None else published["aws.json"] + b"\n"}
+    route = file_route(broken)
+
+    def cut_when_asked(seen: Seen) -> Reply:
+        reply = route(seen)
+        if reply_kind == "cut" and seen.path.endswith("/aws.json") and reply.status == 200:
+            reply.cut_after = 100
+        return reply
+
+    with serving(cut_when_asked) as server:
+        # When the update runs
+        status = update(tmp_path, "--feed", spec(server))
+    err = capsys.readouterr().err
+    # Then it fails with a message naming the list, and version 1 still answers
+    assert status == 1
+    assert "aws" in err
+    if code:
+        assert f"({code})" in err
+    else:
+        assert "host bits set" in err
+    assert active(store) == 1
+
+
+def tor_release(count: int, first: int = 1) -> bytes:
+    return "".join(f"185.220.{(n >> 8) & 255}.{n & 255}\n" for n in range(first, first + count)).encode()
+
+
+def test_a_tor_release_that_changes_90_percent_is_held_and_activates_on_request(  # noqa: PLR0917 - fixtures
+    published: dict[str, bytes],
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")  # the alarm's metric line is printed
+    # Given the lists loaded, with a Tor list of 100 exits
+    first = {**published, "tor.txt": tor_release(100)}
+    with serving(file_route(first)) as server:
+        assert update(tmp_path, "--feed", spec(server)) == 0
+    capsys.readouterr()
+    # When the next Tor release replaces 90 of them
+    moved = {**published, "tor.txt": tor_release(10) + tor_release(90, first=1000)}
+    with serving(file_route(moved)) as server:
+        status = update(tmp_path, "--feed", spec(server))
+        out, err = capsys.readouterr()
+        # Then the release is loaded but held: version 1 still answers, the alarm's metric is out
+        assert status == 1
+        assert "(RELEASE_HELD)" in err
+        assert "tor: changes 90% of its ranges, above 50%" in err
+        assert active(store) == 1
+        metric = next(json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"'))
+        assert (metric["ReleaseHeld"], metric["dataset"]) == ([1.0], "network")
+        # And `ipmeta versions` shows it held
+        assert main(["versions", "--data-dir", str(tmp_path), "--dataset", "network", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [(row["version"], row["status"]) for row in rows] == [("v2", "held"), ("v1", "active")]
+        # When the scheduled run comes again, on the same release: nothing is fetched or loaded again
+        server.forget()
+        assert update(tmp_path, "--feed", spec(server)) == 0
+        assert capsys.readouterr().out.strip() == "network:network: unchanged (5 files)"
+    # When `ipmeta activate` accepts the held one, it serves
+    assert main(["activate", "--data-dir", str(tmp_path), "network.v2"]) == 0
+    assert active(store) == 2
+    with running_api_server(store) as api:
+        assert get_json(api, "/v1/ip/185.220.3.232")[1]["data"]["tor_exit"] is True
+
+
+def test_a_release_ten_times_larger_is_held(
+    published: dict[str, bytes],
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with serving(file_route({**published, "tor.txt": tor_release(20)})) as server:
+        assert update(tmp_path, "--feed", spec(server)) == 0
+    with serving(file_route({**published, "tor.txt": tor_release(200)})) as server:
+        assert update(tmp_path, "--feed", spec(server)) == 1
+    assert "tor: changes 900% of its ranges" in capsys.readouterr().err
+    assert active(store) == 1
+
+
+def test_a_geofeed_url_feed_loads_the_rfc_example_and_answers_country_region_and_city(
+    store: LoaderTable, table_environment: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given RFC 8805's example feed, published at a URL
+    with serving(file_route({"geofeed.csv": (SAMPLES / "rfc8805.csv").read_bytes()})) as server:
+        # When `ipmeta update --feed geofeed:URL` runs
+        assert update(tmp_path, "--feed", f"geo=geofeed:{server.url}/files/geofeed.csv") == 0
+    assert "into dataset geo" in capsys.readouterr().out
+    with running_api_server(store) as api:
+        answers = {
+            ip: get_json(api, f"/v1/ip/{ip}")[1]["data"]
+            for ip in ("192.0.2.5", "192.0.2.6", "192.0.2.200", "2001:db8:cafe::1", "2001:db8:1::1")
+        }
+    # Then each address answers its entry's country, region and city; the narrower entry wins
+    assert answers["192.0.2.5"] == {"country": "US", "region": "US-AL", "city": "Alabaster"}
+    assert answers["192.0.2.6"] == {"country": "US", "region": "US-AL"}
+    assert answers["192.0.2.200"] == {"country": "PL", "region": "PL-MZ", "postal": "02-784"}
+    assert answers["2001:db8:cafe::1"] == {"country": "PL", "region": "PL-MZ", "postal": "02-784"}
+    assert answers["2001:db8:1::1"] == {"country": "PL"}

@@ -1,0 +1,81 @@
+"""The guard on any load (``loader.pipeline.guard``): ``ipmeta load --max-change-ratio`` holds a release
+that rewrote most of the active version, or shrank under the floor; ``ipmeta activate`` serves it.
+
+The same ``activate`` runs in the Activate state, so scheduled reloads (``sourceUrl``) with a
+ratio in their options are held alike.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ipmeta.schema.settings import Settings
+from ipmeta_cli.main import main
+from loader.store.table import LoaderTable
+
+
+def ranges(path: Path, count: int, label: str, *, same: int = 0) -> Path:
+    """``count`` /24s from 10.0.0.0, each its own label (so none coalesce); the first ``same`` as the
+    first release labels them."""
+    labels = [f"first-{n}" if n < same else f"{label}-{n}" for n in range(count)]
+    lines = ["network,label"] + [f"10.{(n >> 8) & 255}.{n & 255}.0/24,{labels[n]}" for n in range(count)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def load(tmp_path: Path, source: Path, *guard: str) -> int:
+    return main(["load", "--data-dir", str(tmp_path), "--dataset", "ranges", *guard, str(source)])
+
+
+def active(store: LoaderTable) -> int | None:
+    return store.for_dataset("ranges").lookup.read_active_version(consistent=True)
+
+
+GUARD = ("--max-change-ratio", "0.1", "--min-size-ratio", "0.5")
+
+
+@pytest.mark.parametrize(
+    ("count", "label", "reason"),
+    [(200, "renamed", "changes"), (60, "first", "items, under 50%")],
+    ids=["90-percent-changed", "shrunk-under-the-floor"],
+)
+def test_a_release_past_the_guard_is_held_then_activated_on_request(  # noqa: PLR0917 - fixtures
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    count: int,
+    label: str,
+    reason: str,
+) -> None:
+    # Given 200 ranges active
+    assert load(tmp_path, ranges(tmp_path / "first.csv", 200, "first"), *GUARD) == 0
+    # When a release relabels 90% of them (or keeps under half)
+    second = ranges(tmp_path / "second.csv", count, label, same=20)
+    capsys.readouterr()
+    assert load(tmp_path, second, *GUARD) == 0
+    out = capsys.readouterr().out
+    # Then it is written and verified but held: version 1 still serves
+    assert "held" in out
+    assert active(store) == 1
+    assert main(["versions", "--data-dir", str(tmp_path), "--dataset", "ranges", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(row["version"], row["status"]) for row in listed] == [("v2", "held"), ("v1", "active")]
+    held = store.for_dataset("ranges").loads.get(2)
+    assert held is not None
+    assert reason in str(held.error)
+    # When `ipmeta activate` accepts it, it serves
+    assert main(["activate", "--data-dir", str(tmp_path), "ranges.v2"]) == 0
+    assert active(store) == 2
+
+
+def test_a_release_within_the_ratio_activates(
+    store: LoaderTable, table_environment: Settings, tmp_path: Path
+) -> None:
+    assert load(tmp_path, ranges(tmp_path / "first.csv", 200, "first"), *GUARD) == 0
+    second = ranges(tmp_path / "second.csv", 200, "moved", same=190)  # 5% relabelled
+    assert load(tmp_path, second, *GUARD) == 0
+    assert active(store) == 2
