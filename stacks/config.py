@@ -327,6 +327,10 @@ class IpmetaConfig(BaseModel):
     hosted_zone_name: str = ""
     #: A replica region whose pointer has trailed home's this long raises its ``RegionBehind`` alarm.
     replica_lag_alarm_minutes: int = 30
+    #: ``ipmeta enrich`` on AWS (``stacks/enrich_workflow.py``): the ``s3://bucket/prefix/`` the job may
+    #: read (inputs and manifests) and write (outputs). Both empty: no enrich state machine.
+    enrich_inputs: list[str] = []
+    enrich_outputs: list[str] = []
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:
@@ -736,6 +740,17 @@ class IpmetaConfig(BaseModel):
                 f"apiKeyCacheSeconds must be 0..{_MAX_API_KEY_CACHE_SECONDS}",
             ),
             *self._url_rules(),
+            (
+                bool(self.enrich_inputs) != bool(self.enrich_outputs),
+                "enrichInputs and enrichOutputs go together: where a job may read, and where it may write",
+            ),
+            *(
+                (
+                    not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?", uri),
+                    f"enrichInputs and enrichOutputs hold s3://bucket/prefix/ addresses, not {uri!r}",
+                )
+                for uri in (*self.enrich_inputs, *self.enrich_outputs)
+            ),
             # A cache the function cannot hold beside its code ends in out-of-memory kills.
             (
                 not 0 <= self.lookup_cache_mb <= self.lookup_memory_mb - LOOKUP_BASELINE_MB,

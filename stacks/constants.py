@@ -124,6 +124,8 @@ STACK_ID: Final = "Ipmeta"
 TABLE_ID: Final = "Table"
 API_ID: Final = "LookupApi"
 LOADER_WORKFLOW_ID: Final = "LoaderWorkflow"
+#: With ``enrichInputs`` and ``enrichOutputs``: ``ipmeta enrich`` on AWS (``stacks/enrich_workflow.py``).
+ENRICH_WORKFLOW_ID: Final = "EnrichWorkflow"
 SCHEDULE_ID: Final = "Reloads"
 MONITORING_ID: Final = "Monitoring"
 #: With ``replicaRegions``: home's part of the replication, each region's stack (``Ipmeta-eu-west-1``),
@@ -143,6 +145,8 @@ OUTPUT_API_KEY_ID: Final = "ApiKeyId"
 OUTPUT_TABLE_NAME: Final = "TableName"
 OUTPUT_BUCKET_NAME: Final = "SourceBucketName"
 OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
+#: With ``enrichInputs``: the enrich state machine, which ``ipmeta enrich s3://… --stack NAME`` starts.
+OUTPUT_ENRICH_STATE_MACHINE_ARN: Final = "EnrichStateMachineArn"
 OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
 #: The HTTP API's and the function URL's keys (``apiType=http``, ``url``), in place of ``ApiKeyId``.
 OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"

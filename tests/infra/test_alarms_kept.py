@@ -23,6 +23,7 @@ from tests.infra.conftest import (
     ALL_VARIANTS,
     DATASETS,
     DEFAULT,
+    ENRICH,
     EXPORT_MMDB,
     FEEDS,
     HTTP_API,
@@ -62,6 +63,7 @@ DATA_AGE: Mapping[str, Mapping[str, int]] = {
             URL_EDGE,
             HTTP_EDGE,
             REST_EDGE,
+            ENRICH,
         )
     },
     DATASETS: {"city": 96, "asn": 48, "blocklist": 48},
@@ -176,9 +178,13 @@ def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[st
             for operation in operations
         )
         yield f"table {name} throttled", (throttled, GTE, float(threshold), 1, 1, "notBreaching")
-    machine = frozenset({("StateMachineArn", _only(template, "AWS::StepFunctions::StateMachine"))})
-    failures = frozenset(("AWS/States", name, machine, "Sum", FIVE_MINUTES) for name in EXECUTION_FAILURES)
-    yield "loads failed", (failures, GTE, 1.0, 1, 1, "notBreaching")
+    for logical_id in resources_of_type(template, "AWS::StepFunctions::StateMachine"):
+        # The loader's, and with enrichInputs the enrich state machine's (``stacks/enrich_workflow.py``).
+        machine = frozenset({("StateMachineArn", f"Ref:{logical_id}")})
+        failures = frozenset(
+            ("AWS/States", name, machine, "Sum", FIVE_MINUTES) for name in EXECUTION_FAILURES
+        )
+        yield f"{logical_id} executions failed", (failures, GTE, 1.0, 1, 1, "notBreaching")
     yield from _loader_metric_alarms(variant)
 
 
