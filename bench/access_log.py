@@ -30,7 +30,8 @@ from typing import Any, cast
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
-from ipmeta.api import dependencies, key_check
+from ipmeta.api import dependencies
+from ipmeta.api.fronts import key_check
 from ipmeta.api.handler import handler
 from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE
 from ipmeta.store.dynamodb import Store

@@ -99,7 +99,8 @@ def peak_mb():
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 started = time.perf_counter()
 from ipmeta.api.handler import handler
-from ipmeta.api import dependencies, key_check
+from ipmeta.api import dependencies
+from ipmeta.api.fronts import key_check
 dependencies.current()
 import_ms = (time.perf_counter() - started) * 1000
 after_import = peak_mb()

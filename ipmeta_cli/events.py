@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ipmeta.api.credentials import route_of_path
+from ipmeta.api.fronts.credentials import route_of_path
 from ipmeta.schema.settings import Front
 
 #: The REST front's stage, as behind a custom domain: not part of the URL.

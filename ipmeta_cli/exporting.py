@@ -1,4 +1,4 @@
-"""`ipmeta export`: a retained dataset version written out as a MaxMind DB or a CSV."""
+"""`ipmeta export`: a retained dataset version written out as a MaxMind DB, a CSV or Parquet."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def command_export(args: argparse.Namespace) -> int:
         table = the_dataset(LoaderTable.from_settings(settings), args.dataset)
         meta = _retained_version(table, args.version)
         ranges = _with_progress(ranges_of_version(table, meta), meta.items)
-        stats = _write(args, meta, ranges)
+        stats = _write(args, table.dataset, meta, ranges)
     summary = {
         "dataset": table.dataset,
         "version": f"v{meta.version}",
@@ -57,10 +57,16 @@ def _retained_version(table: LoaderTable, version_text: str | None) -> VersionMe
     return meta
 
 
-def _write(args: argparse.Namespace, meta: VersionMeta, ranges: Iterable[ExportRange]) -> ExportStats:
+def _write(
+    args: argparse.Namespace, dataset: str, meta: VersionMeta, ranges: Iterable[ExportRange]
+) -> ExportStats:
     from loader.export.files import write_csv, write_mmdb
+    from loader.export.parquet import write_parquet
+    from loader.export.snapshots import snapshot_info
     from loader.pipeline.export_task import mmdb_description
 
+    if args.format == "parquet":  # a local path or s3://bucket/key (docs/parquet.md)
+        return write_parquet(ranges, args.out, snapshot_info(dataset, meta))
     out = Path(args.out)
     if args.format == "csv":
         return write_csv(ranges, out, list(meta.column_types), meta.column_types)
@@ -118,10 +124,12 @@ def _describe(summary: dict[str, Any]) -> str:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from loader.export.files import EXPORT_FORMATS
 
-    export = commands.add_parser("export", help="write a dataset version as a MaxMind DB or a CSV")
+    export = commands.add_parser("export", help="write a dataset version as a MaxMind DB, a CSV or Parquet")
     add_backend_arguments(export)
-    export.add_argument("out", metavar="OUT", help="the file to write (.mmdb; .csv, or .csv.gz)")
-    export.add_argument("--format", choices=EXPORT_FORMATS, required=True)
+    export.add_argument(
+        "out", metavar="OUT", help="the file to write (.mmdb; .csv, .csv.gz; .parquet, s3://)"
+    )
+    export.add_argument("--format", choices=(*EXPORT_FORMATS, "parquet"), required=True)
     add_dataset_argument(export, "the only dataset the table serves")
     export.add_argument("--version", metavar="VERSION", help="e.g. v3 (default: the active version)")
     export.add_argument(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ipmeta.schema.settings import DEFAULT_FRONT, ENV_SHOW_SOURCES, Front
-from ipmeta_cli import exporting, loading, lookups, planning, replicas, reverse, updating, versions
+from ipmeta_cli import enriching, exporting, loading, lookups, planning, replicas, reverse, updating, versions
 from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
@@ -150,6 +150,7 @@ def parser() -> argparse.ArgumentParser:
     loading.register(commands)
     planning.register(commands)
     exporting.register(commands)
+    enriching.register(commands)
     lookups.register(commands)
     versions.register(commands)
     reverse.register(commands)

@@ -38,9 +38,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ipmeta.api import key_check
-from ipmeta.api.credentials import REFUSAL_STATUS, client_of, refusal_body, request_key, route_of_path
-from ipmeta.api.page_routes import is_page_path
+from ipmeta.api.fronts import key_check
+from ipmeta.api.fronts.credentials import (
+    REFUSAL_STATUS,
+    client_of,
+    needs_key,
+    refusal_body,
+    request_key,
+    route_of_path,
+)
 from ipmeta.schema.errors import IpmetaError, RequestTimeout, ServerBusy
 from ipmeta.schema.settings import DEFAULT_FRONT, Front
 from ipmeta_cli.dynalite import die_with_parent
@@ -259,7 +265,7 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
     #: One per server class; a forked worker has its own copy, as each container is its own.
     invocation_lock: threading.Lock
     #: The keys a request must carry one of, in a form its route family takes in AWS
-    #: (``ipmeta.api.credentials.request_key``); empty: none.
+    #: (``ipmeta.api.fronts.credentials.request_key``); empty: none.
     api_keys: dict[str, str] = {}  # noqa: RUF012 - set per server class, never mutated
     _handshake_failed = False
     #: A refusal left input unread (a body, the rest of a header block): the connection closes,
@@ -377,10 +383,8 @@ class ProxyRequestHandler(BaseHTTPRequestHandler):
         the route family the path would match. Preflights pass, as API Gateway answers them
         without a key, and so do the lookup page's GETs (they hold no data). Behind the url
         front the function checks keys itself (``key_check``)."""
-        if not self.api_keys or self.command == "OPTIONS":
-            return True
         split = urlsplit(self.path)
-        if self.command in ("GET", "HEAD") and is_page_path(unquote(split.path)):
+        if not self.api_keys or not needs_key(self.command, unquote(split.path)):
             return True
         query = query_parameters(split.query)
         every_header: dict[str, list[str]] = {}
@@ -441,7 +445,7 @@ def tls_context(certificate: str, key: str) -> ssl.SSLContext:
 class LocalApiServer(ThreadingHTTPServer):
     """The local API; with ``tls`` it speaks HTTPS (the GeoIP2 clients speak nothing else), with
     ``api_keys`` it refuses requests without one of them where a deployment's ``front`` does:
-    the server itself (REST, HTTP API), or the function (url, ``ipmeta.api.key_check``)."""
+    the server itself (REST, HTTP API), or the function (url, ``ipmeta.api.fronts.key_check``)."""
 
     daemon_threads = True
     allow_reuse_address = True

@@ -7,7 +7,9 @@ The parts, by role (``tests/unit/test_layout.py`` holds each to its imports):
   Lambda ``handlers`` the stack names;
 - ``loader.formats``: the source readers (range CSV, MaxMind DB, GeoIP2 CSV,
   DB-IP CSV), rows out with typed values;
-- ``loader.export``: a version back out as a MaxMind DB or a CSV;
+- ``loader.export``: a version back out as a MaxMind DB, a CSV or Parquet;
+- ``loader.enrich``: files of addresses annotated by a sort-merge against a
+  version snapshot (its Parquet export), the engine of ``ipmeta enrich``;
 - ``loader.planning``: the capacity and cost model behind ``ipmeta plan``,
   pure arithmetic that never writes;
 - ``loader.store``: data access, the only loader code that calls boto3: the
@@ -23,7 +25,8 @@ The modules at this level are the vocabulary the packages share: ``errors``
 nothing from the packages but ``loader.formats``.
 
 Imports point one way: ``pipeline`` may use ``store``, ``export``, ``feeds``
-and ``formats``; ``export`` may use ``store`` and ``formats``; ``store`` uses
-neither; ``formats``, ``planning`` and ``feeds`` use only the shared modules. Nothing
+and ``formats``; ``enrich`` may use ``export`` and ``formats``, never ``store``;
+``export`` may use ``store`` and ``formats``; ``store`` uses neither;
+``formats``, ``planning`` and ``feeds`` use only the shared modules. Nothing
 here imports ``ipmeta_cli`` or ``stacks``, and the lookup imports none of it.
 """

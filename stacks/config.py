@@ -29,6 +29,7 @@ from pydantic.alias_generators import to_camel
 
 from ipmeta.schema import keys
 from ipmeta.schema.keys import DEFAULT_DATASET
+from ipmeta.schema.settings import DEFAULT_FRONT, Front
 from stacks.constants import CHUNK_PREFIX, DATASETS_PREFIX
 
 if TYPE_CHECKING:
@@ -36,12 +37,6 @@ if TYPE_CHECKING:
 
 BILLING_ON_DEMAND: Final = "onDemand"
 BILLING_PROVISIONED: Final = "provisioned"
-#: The lookup API's fronts: API Gateway REST (API keys, usage plans), HTTP API (a key authorizer),
-#: or the lookup function's own URL (the key checked in the function; the default, at the floor
-#: of the bill: docs/decisions.md, "The default front").
-API_TYPE_REST: Final = "rest"
-API_TYPE_HTTP: Final = "http"
-API_TYPE_URL: Final = "url"
 
 #: Child executions a Distributed Map of the loader runs at once, at most: far beyond what a
 #: table absorbs (each writer does ~1,000 items/s), and within Step Functions' 10,000.
@@ -267,14 +262,15 @@ class IpmetaConfig(BaseModel):
     source_url: str = ""
     data_max_age_hours: int = 48
     alarm_email: str = ""
-    api_type: Literal["rest", "http", "url"] = API_TYPE_URL
+    #: The lookup API's front (``ipmeta.schema.settings.Front``): docs/decisions.md, "The default front".
+    api_type: Front = DEFAULT_FRONT
     api_tracing: bool = False
     api_key_cache_seconds: int = 300
     #: ``apiType=url``: the lookup function's reserved concurrency, its throttle (0: none reserved).
     lookup_reserved_concurrency: int = 20
     #: ``apiType=url``: the share of answers the function's access log records (4xx and 5xx: all).
     access_log_sample_rate: float = 0.01
-    #: CloudFront in front of the front, caching lookup answers (``stacks/edge.py``).
+    #: CloudFront in front of the front, caching lookup answers (``stacks/fronts/edge.py``).
     edge: bool = False
     #: ``edge``: how long CloudFront keeps a lookup answer; every activation invalidates them.
     edge_cache_seconds: int = 3600
@@ -314,20 +310,20 @@ class IpmetaConfig(BaseModel):
     #: Show each version's sources whole in ``/v1/datasets`` (bucket, keys, URLs) rather than by
     #: file name: an admin's choice, as every key holder reads that listing.
     show_sources: bool = False
-    #: Regions that get a replica of the table and a lookup stack of their own (``stacks/replicas.py``,
-    #: docs/deploy.md, "Several regions"). Empty: one region, as before.
+    #: Regions that get a replica of the table and a lookup stack of their own
+    #: (``stacks/regions/replicas.py``, docs/deploy.md, "Several regions"). Empty: one region, as before.
     replica_regions: list[str] = []
     #: The home stack's region, which replicas need known at synth (default: ``CDK_DEFAULT_REGION``,
     #: the region of the CLI's profile).
     home_region: str = ""
     #: One hostname for every region's front: Route 53 latency records, with health checks, in the
-    #: hosted zone ``hostedZoneId`` / ``hostedZoneName`` (``stacks/regional_hostname.py``).
+    #: hosted zone ``hostedZoneId`` / ``hostedZoneName`` (``stacks/regions/regional_hostname.py``).
     domain_name: str = ""
     hosted_zone_id: str = ""
     hosted_zone_name: str = ""
     #: A replica region whose pointer has trailed home's this long raises its ``RegionBehind`` alarm.
     replica_lag_alarm_minutes: int = 30
-    #: ``ipmeta enrich`` on AWS (``stacks/enrich_workflow.py``): the ``s3://bucket/prefix/`` the job may
+    #: ``ipmeta enrich`` on AWS (``stacks/load/enrich_workflow.py``): the ``s3://bucket/prefix/`` the job may
     #: read (inputs and manifests) and write (outputs). Both empty: no enrich state machine.
     enrich_inputs: list[str] = []
     enrich_outputs: list[str] = []
@@ -576,9 +572,9 @@ class IpmetaConfig(BaseModel):
                 "a REST stage takes a regional one",
             ),
             (
-                self.api_type != API_TYPE_REST,
+                self.api_type is not Front.REST,
                 f"wafWebAclArn: AWS WAF cannot be associated with an HTTP API or a function URL "
-                f"(apiType={self.api_type}); use edge=true with a CloudFront (global) web ACL, "
+                f"(apiType={self.api_type.value}); use edge=true with a CloudFront (global) web ACL, "
                 "or apiType=rest",
             ),
         ]
@@ -627,7 +623,7 @@ class IpmetaConfig(BaseModel):
                 "after an activation, which invalidates home's only; choose one",
             ),
             (
-                bool(self.domain_name) and (self.api_type == API_TYPE_URL or self.edge),
+                bool(self.domain_name) and (self.api_type is Front.URL or self.edge),
                 "domainName needs apiType=http or rest without edge: the one hostname is an API "
                 "Gateway custom domain per region, and a function URL or a distribution takes none",
             ),

@@ -11,9 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from ipmeta.api.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
-from ipmeta.api.credentials import AUTHORIZATION_HEADER, GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS
-from ipmeta.api.page_routes import STATIC_PREFIX
+from ipmeta.api.fronts.authorizer import API_KEY_HEADER, ENV_API_KEYS_SECRET_ARN
+from ipmeta.api.fronts.credentials import (
+    AUTHORIZATION_HEADER,
+    GEOIP2_KEYS,
+    IPINFO_KEYS,
+    STATIC_PREFIX,
+    V1_KEYS,
+)
 from ipmeta.schema.settings import (
     ENV_ACCESS_LOG_SAMPLE_RATE,
     ENV_API_KEY_CACHE_SECONDS,
@@ -124,7 +129,7 @@ STACK_ID: Final = "Ipmeta"
 TABLE_ID: Final = "Table"
 API_ID: Final = "LookupApi"
 LOADER_WORKFLOW_ID: Final = "LoaderWorkflow"
-#: With ``enrichInputs`` and ``enrichOutputs``: ``ipmeta enrich`` on AWS (``stacks/enrich_workflow.py``).
+#: With ``enrichInputs`` and ``enrichOutputs``: ``ipmeta enrich`` on AWS (``stacks/load/enrich_workflow.py``).
 ENRICH_WORKFLOW_ID: Final = "EnrichWorkflow"
 SCHEDULE_ID: Final = "Reloads"
 MONITORING_ID: Final = "Monitoring"
@@ -160,9 +165,9 @@ OUTPUT_DISTRIBUTION_ID: Final = "DistributionId"
 
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"
-AUTHORIZER_HANDLER: Final = "ipmeta.api.authorizer.handler"
+AUTHORIZER_HANDLER: Final = "ipmeta.api.fronts.authorizer.handler"
 #: The REST front's request authorizer: any form of key, handed to the usage plan.
-USAGE_PLAN_AUTHORIZER_HANDLER: Final = "ipmeta.api.usage_plan_authorizer.handler"
+USAGE_PLAN_AUTHORIZER_HANDLER: Final = "ipmeta.api.fronts.usage_plan_authorizer.handler"
 LOADER_MODULE: Final = "loader.pipeline.handlers"
 #: The loader's Lambda handlers (``loader.pipeline.handlers``), in the order the state machine runs them.
 LOADER_TASKS: Final = (
@@ -216,12 +221,12 @@ API_STAGE_NAME: Final = "api"
 #: The HTTP API serves from its default stage: no stage in the URL, so paths are /v1/... as locally.
 HTTP_API_STAGE_NAME: Final = "$default"
 #: Each route family's first path segment: its authorizer reads the key in the family's forms
-#: (``ipmeta.api.credentials``), and its identity source is the family's header.
+#: (``ipmeta.api.fronts.credentials``), and its identity source is the family's header.
 API_VERSION_PATH: Final = V1_KEYS.path
 #: The GeoIP2 web service's and ipinfo's (``ipmeta.shapes``' documents).
 GEOIP2_PATH: Final = GEOIP2_KEYS.path
 IPINFO_PATH: Final = IPINFO_KEYS.path
-#: The lookup page is ``/``; its files are under this first segment (``ipmeta.api.page_routes``).
+#: The lookup page is ``/``; its files are under this first segment (``ipmeta.api.routes.page_routes``).
 PAGE_STATIC_PATH: Final = STATIC_PREFIX.strip("/")
 
 #: The change event goes to the account's default EventBridge bus.

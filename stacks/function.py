@@ -158,19 +158,7 @@ class PythonFunction(Construct):
         reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=log_retention,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"{description} (Lambda execution role)",
-        )
-        self.log_group.grant_write(self.role)
+        self.log_group, self.role = self._build_logs_and_role(description, log_retention)
         self.function = lambda_.Function(
             self,
             "Function",
@@ -204,3 +192,16 @@ class PythonFunction(Construct):
             f"({POWERTOOLS_LAYER_NAME}) and the code is tested on 3.13; the runtime, "
             "the layer name and CI move to a new Python together.",
         )
+
+    def _build_logs_and_role(
+        self, description: str, log_retention: logs.RetentionDays
+    ) -> tuple[logs.LogGroup, iam.Role]:
+        log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{description} (Lambda execution role)",
+        )
+        log_group.grant_write(role)
+        return log_group, role

@@ -7,7 +7,6 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack, Token
 from constructs import Construct
 
-from stacks.api import LookupApi
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_ID,
@@ -27,12 +26,13 @@ from stacks.constants import (
     SCHEDULE_ID,
     TABLE_ID,
 )
-from stacks.enrich_workflow import EnrichWorkflow
-from stacks.loader_workflow import LoaderWorkflow
-from stacks.monitoring import Monitoring
-from stacks.regional_hostname import RegionalHostname
-from stacks.replicas import HomeReplication, import_shared_key
-from stacks.schedule import ScheduledReloads
+from stacks.fronts.lookup_api import LookupApi
+from stacks.load.enrich_workflow import EnrichWorkflow
+from stacks.load.loader_workflow import LoaderWorkflow
+from stacks.load.schedule import ScheduledReloads
+from stacks.monitoring.dashboard import Monitoring
+from stacks.regions.regional_hostname import RegionalHostname
+from stacks.regions.replicas import HomeReplication, import_shared_key
 from stacks.table import RangesTable
 
 
@@ -85,8 +85,8 @@ class IpmetaStack(Stack):
         self._build_outputs()
 
     def _build_regions(self, config: IpmetaConfig) -> None:
-        """With ``replicaRegions``: home's part of them (``stacks/replicas.py``); with ``domainName``:
-        home's part of the one hostname (``stacks/regional_hostname.py``)."""
+        """With ``replicaRegions``: home's part of them (``stacks/regions/replicas.py``); with ``domainName``:
+        home's part of the one hostname (``stacks/regions/regional_hostname.py``)."""
         self.replication: HomeReplication | None = None
         self.hostname: RegionalHostname | None = None
         self._region_outputs: dict[str, tuple[str, str]] = {}

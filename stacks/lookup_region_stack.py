@@ -3,12 +3,12 @@
 The same lookup function and front as home's (``LookupApi``, every option of the
 deployment), reading the table's replica in this region and following this
 region's own pointer (``IPMETA_POINTER_REGION``), which the region's arrival check
-moves once a version has wholly arrived here (``stacks/arrival_check.py``). No
+moves once a version has wholly arrived here (``stacks/regions/arrival_check.py``). No
 loader, no bucket, no state machine, no schedule of loads; the only write any of
 its roles may make is the check's, to this region's pointer items. The front reads
-home's secrets, replicated here (``stacks/replicas.py``). Its alarms go to a topic
-of its own (``stacks/region_alarms.py``); with ``domainName`` it joins the one
-hostname (``stacks/regional_hostname.py``).
+home's secrets, replicated here (``stacks/regions/replicas.py``). Its alarms go to a topic
+of its own (``stacks/monitoring/region_alarms.py``); with ``domainName`` it joins the one
+hostname (``stacks/regions/regional_hostname.py``).
 
 Home's values (the table's name, the secrets' ARNs in this region) are home's
 outputs, read with ``Fn::GetStackOutput`` when this stack deploys
@@ -25,8 +25,6 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from ipmeta.schema import keys
-from stacks.api import LookupApi, SharedSecrets
-from stacks.arrival_check import ArrivalCheck
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_ID,
@@ -39,9 +37,11 @@ from stacks.constants import (
     OUTPUT_SHARED_KEY_ID,
     TABLE_ID,
 )
-from stacks.region_alarms import RegionAlarms
-from stacks.regional_hostname import RegionalHostname
-from stacks.replicas import HomeReplication, Published, import_shared_key
+from stacks.fronts.lookup_api import LookupApi, SharedSecrets
+from stacks.monitoring.region_alarms import RegionAlarms
+from stacks.regions.arrival_check import ArrivalCheck
+from stacks.regions.regional_hostname import RegionalHostname
+from stacks.regions.replicas import HomeReplication, Published, import_shared_key
 
 
 class LookupRegionStack(Stack):

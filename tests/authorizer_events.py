@@ -18,8 +18,8 @@ from typing import Any, cast
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api import authorizer, usage_plan_authorizer
-from ipmeta.api.credentials import FORM_HEADERS, TOKEN_PARAMETER, KeyForm
+from ipmeta.api.fronts import authorizer, usage_plan_authorizer
+from ipmeta.api.fronts.credentials import FORM_HEADERS, TOKEN_PARAMETER, KeyForm
 from ipmeta_cli.server import LocalLambdaContext
 
 Pairs = Sequence[tuple[str, str]]

@@ -3,7 +3,7 @@
 Every class is a ``loader.errors.LoadError``, so the CLI prints it as one line
 and a Lambda reports the class name as ``errorType``: the Fetch state's Retry names
 the three worth trying again soon (``FeedUnavailable``, ``FeedTimeout`` and
-``DownloadTruncated``: ``stacks.loader_workflow.FEED_RETRY_ERRORS``); the others
+``DownloadTruncated``: ``stacks.load.loader_workflow.FEED_RETRY_ERRORS``); the others
 fail the run, and the next scheduled one tries again.
 Messages name the feed, the account or the URL without its query string, and
 never a key, a token or a header value.

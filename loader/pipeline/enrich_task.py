@@ -1,4 +1,5 @@
-"""The enrich state machine's steps (``stacks/enrich_workflow.py``): plan, snapshot, part, summary, abort.
+"""The enrich state machine's steps (``stacks/load/enrich_workflow.py``): plan, snapshot, part,
+summary, abort.
 
 The execution's input (docs/enrich.md, "Starting it another way")::
 
@@ -164,6 +165,7 @@ def plan_job(
     shared = {
         "column": job.column,
         "format": job.format,
+        "output": job.output.uri,
         "versions": [
             {"dataset": v.dataset, "version": v.version, "snapshot": v.snapshot(staging.bucket).uri}
             for v in pinned
@@ -185,10 +187,17 @@ def map_results(results: Mapping[str, Any], store: EnrichObjects) -> list[dict[s
     """Each child's output, from the Distributed Map's ResultWriter manifest (``ResultWriterDetails``)."""
     manifest = store.read_json(str(results["Bucket"]), str(results["Key"]))
     files = manifest.get("ResultFiles", {})
-    if files.get("FAILED") or files.get("PENDING"):
-        raise SourceError(f"the map's results list failed or pending children: {results['Key']}")
-    outputs = []
     bucket = str(manifest.get("DestinationBucket") or results["Bucket"])
+    failed = [
+        child for entry in files.get("FAILED", []) for child in store.read_json(bucket, str(entry["Key"]))
+    ]
+    if failed or files.get("PENDING"):
+        first = failed[0] if failed else {}
+        raise SourceError(
+            f"{len(failed)} parts failed (the first: {first.get('Error')}: {first.get('Cause')}); "
+            f"the map's results: s3://{bucket}/{results['Key']}"
+        )
+    outputs = []
     for entry in files.get("SUCCEEDED", []):
         for child in store.read_json(bucket, str(entry["Key"])):
             outputs.append(_child_output(child))
@@ -256,3 +265,69 @@ def pin_versions(datasets: Sequence[str] | None, versions: Mapping[str, int]) ->
         catalog.get(), store.for_dataset, ",".join(datasets) if datasets else None, selector
     )
     return [PinnedVersion(target.dataset, target.version) for target in targets.versions]
+
+
+# --- the engine, on one snapshot or one part (``loader.enrich``) ------------------------------
+
+
+def parquet_row_groups(source: InputObject, filesystem: Any = None) -> list[int]:
+    """A Parquet object's row groups' sizes, from its footer (a few ranged reads, not the object)."""
+    import pyarrow.parquet as pq
+
+    from loader.export.parquet import resolve
+
+    fs, path = resolve(f"s3://{source.bucket}/{source.key}", filesystem)
+    metadata = pq.ParquetFile(path, filesystem=fs).metadata
+    return [metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups)]
+
+
+def ensure_snapshot(pinned: Mapping[str, Any], table: Any, filesystem: Any = None) -> dict[str, Any]:
+    """The pinned version's snapshot, exported from ``table`` unless it exists: a version never changes,
+    so every later job on it reads this file and not the table."""
+    import pyarrow.fs as pafs
+
+    from loader.export.parquet import resolve
+    from loader.export.snapshots import export_snapshot
+
+    uri = str(pinned["snapshot"])
+    fs, path = resolve(uri, filesystem)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        return {**pinned, "written": False}
+    dataset = table.for_dataset(str(pinned["dataset"]))
+    meta = dataset.lookup.get_version_meta(int(pinned["version"]))
+    if meta is None or not meta.retained:
+        raise SourceError(f"{pinned['dataset']} v{pinned['version']} is no longer retained")
+    stats = export_snapshot(dataset, meta, uri, filesystem)
+    return {**pinned, "written": True, "ranges": getattr(stats, "ranges", None)}
+
+
+def run_part(item: Mapping[str, Any], filesystem: Any = None) -> dict[str, Any]:
+    """One child's item (``{"part", "job"}``): its part enriched by the engine, and the part's summary."""
+    from loader.enrich.job import Output, enrich_part
+    from loader.enrich.parts import Part as EnginePart
+    from loader.enrich.snapshot import Snapshot, load_dataset_snapshot
+
+    part = Part.from_item(item["part"])
+    job = item["job"]
+    column = job.get("column")
+    source = EnginePart(
+        f"s3://{part.bucket}/{part.key}",
+        column="ip" if column is None else str(column),
+        format=part.format,
+        byte_range=part.byte_range,
+        row_groups=range(*part.row_groups) if part.row_groups else None,
+        filesystem=filesystem,
+    )
+    snapshot = Snapshot(
+        tuple(load_dataset_snapshot(str(pinned["snapshot"]), filesystem) for pinned in job["versions"])
+    )
+    output_bucket = S3Location.parse(str(job["output"])).bucket
+    # A retried child rewrites its own part: the plan refused an output that held anything.
+    output = Output(f"s3://{output_bucket}/{part.output}", job.get("format") or part.format, True, filesystem)
+    summary = enrich_part(source, snapshot, output)
+    return {
+        "index": part.index,
+        "output": output.uri,
+        **{name: getattr(summary, name) for name in SUMMED},
+        "problems": summary.problems,
+    }

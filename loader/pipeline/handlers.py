@@ -405,7 +405,7 @@ def _abort_load(event: dict[str, Any]) -> dict[str, Any]:
     return {"aborted": load_id, "error": message}
 
 
-# --- ipmeta enrich on AWS (``stacks/enrich_workflow.py``) ------------------------------------
+# --- ipmeta enrich on AWS (``stacks/load/enrich_workflow.py``) ------------------------------------
 # Imported when first called: the load's functions never pay for pyarrow, which only these
 # functions' layer carries.
 
@@ -421,11 +421,31 @@ def enrich_plan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
         job,
         _enrich_objects(),
         pin=enrich_task.pin_versions,
-        row_groups=None,
+        row_groups=functools.partial(enrich_task.parquet_row_groups, filesystem=_enrich_filesystem()),
         staging=S3Location(os.environ[ENV_SOURCE_BUCKET], f"{_staging().prefix}/"),
     )
     logger.info("enrich planned", extra={"job_id": plan["job_id"], "parts": plan["parts"]["count"]})
     return plan
+
+
+@logger.inject_lambda_context
+def enrich_snapshot(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One pinned version (``{"dataset", "version", "snapshot"}``): its Parquet snapshot, written once."""
+    from loader.pipeline import enrich_task
+
+    written = enrich_task.ensure_snapshot(event, _table(), _enrich_filesystem())
+    logger.info("snapshot", extra=written)
+    return written
+
+
+@logger.inject_lambda_context
+def enrich_part(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One child of EnrichParts (``{"part", "job"}``): the part enriched, and its summary."""
+    from loader.pipeline import enrich_task
+
+    summary = enrich_task.run_part(event, _enrich_filesystem())
+    logger.info("part enriched", extra={key: summary[key] for key in ("index", "rows", "seconds")})
+    return summary
 
 
 @logger.inject_lambda_context
@@ -448,6 +468,11 @@ def enrich_abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
     outcome = enrich_task.abort_job(event, _enrich_objects())
     logger.error("enrich failed", extra={**outcome, "error": json.dumps(event.get("error"))})
     return outcome
+
+
+def _enrich_filesystem() -> Any:
+    """How the engine reaches S3: None, pyarrow's own S3 file system (tests hand it their stand-in)."""
+    return None
 
 
 def _enrich_objects() -> Any:

@@ -146,13 +146,14 @@ LOG_EVENT_OVERHEAD_BYTES: Final = 26
 #: One API Gateway access-log line: about 210 bytes with typical values, rounded up;
 #: ``tests/infra/test_lookup_api.py`` renders both gateways' synthesized formats to check it.
 ACCESS_LOG_LINE_BYTES: Final = 230
-#: One line of the function's own access log (the url front, ``ipmeta.api.access_log``): the
+#: One line of the function's own access log (the url front, ``ipmeta.api.fronts.access_log``): the
 #: largest of its shapes, measured (an IPv6 caller refused on an IPv6 address: 189 bytes; a lookup
 #: 141 to 166; ``bench/access_log.py``, bench/results/access_log.json), rounded up.
 FUNCTION_ACCESS_LOG_LINE_BYTES: Final = 190
 #: What one request logs behind API Gateway: its access-log line only, since the lookup function
 #: drops Lambda's START, END and REPORT lines and publishes no per-request metric line
-#: (``stacks/api.py``). Behind the url front: the function's line, for a sample (``UrlLogging``).
+#: (``stacks/fronts/lookup_api.py``). Behind the url front: the function's line, for a sample
+#: (``UrlLogging``).
 DEFAULT_LOG_BYTES: Final = {
     ApiFront.REST: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,
     ApiFront.HTTP: ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES,

@@ -45,13 +45,13 @@ SECRET_PER_MONTH: Final = 0.40
 #: The region's alarm topic's customer-managed key (``alarmTopicEncryption``).
 TOPIC_KEY_PER_MONTH: Final = 1.00
 ALARM_METRIC_PER_MONTH: Final = 0.10
-#: A replica region's alarm metrics (``stacks/region_alarms.py``): the front's 5xx, errors and
+#: A replica region's alarm metrics (``stacks/monitoring/region_alarms.py``): the front's 5xx, errors and
 #: throttles of the lookup, its authorizer and the arrival check, the replica's throttled reads
 #: (three operations), and RegionBehind.
 REGION_ALARM_METRICS: Final = 1 + 3 * 2 + 3 + 1
 #: Secrets each replica region holds a copy of: the page-token key, and the front's keys.
 REGION_SECRETS: Final = 2
-#: The arrival check runs every minute (``stacks/arrival_check.py``): its size, and a run
+#: The arrival check runs every minute (``stacks/regions/arrival_check.py``): its size, and a run
 #: that finds every pointer current (a consistent read of the datasets' list and, per dataset,
 #: of home's pointer and the region's).
 ARRIVAL_MEMORY_MB: Final = 512

@@ -1,6 +1,6 @@
 """Hostile input to what the template deploys: the key authorizers, and the stack's own context.
 
-**The authorizers** (``ipmeta.api.usage_plan_authorizer`` behind REST, ``ipmeta.api.authorizer``
+**The authorizers** (``ipmeta.api.fronts.usage_plan_authorizer`` behind REST, ``ipmeta.api.fronts.authorizer``
 behind the HTTP API) get API Gateway's REQUEST events carrying keys in every form and
 combination, per route family: both headers, a header twice or under two spellings, empty
 values, broken Basic, Bearer with spaces, ``?token=`` where the family takes none, huge keys,
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Environment
 
-from ipmeta.api import authorizer
+from ipmeta.api.fronts import authorizer
 from stacks.config import ConfigError
 from stacks.constants import STACK_ID
 from stacks.ipmeta_stack import IpmetaStack

@@ -1,6 +1,6 @@
 """Every alarm the stack had before the dashboard (issue 29) is still there, by metric and threshold.
 
-Written against the hand-built alarms of ``stacks/monitoring.py`` before they moved onto
+Written against the hand-built alarms of ``stacks/monitoring/dashboard.py`` before they moved onto
 cdk-monitoring-constructs, and kept as they were: whatever builds an alarm, its metric
 (namespace, name, dimensions, statistic, period; a math expression's metrics and their
 sum), its comparison, threshold, evaluation periods, datapoints and missing-data rule must
@@ -179,7 +179,7 @@ def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[st
         )
         yield f"table {name} throttled", (throttled, GTE, float(threshold), 1, 1, "notBreaching")
     for logical_id in resources_of_type(template, "AWS::StepFunctions::StateMachine"):
-        # The loader's, and with enrichInputs the enrich state machine's (``stacks/enrich_workflow.py``).
+        # The loader's, and with enrichInputs the enrich state machine's (``stacks/load/enrich_workflow.py``).
         machine = frozenset({("StateMachineArn", f"Ref:{logical_id}")})
         failures = frozenset(
             ("AWS/States", name, machine, "Sum", FIVE_MINUTES) for name in EXECUTION_FAILURES

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
-from ipmeta.api.credentials import FORM_HEADERS, RouteFamily, family_of_route, refusal_body
+from ipmeta.api.fronts.credentials import FORM_HEADERS, RouteFamily, family_of_route, refusal_body
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
     API_KEY_HEADER,
@@ -27,7 +27,7 @@ from stacks.constants import (
     LOOKUP_HANDLER,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
-from stacks.http_api import AUTHORIZER_MEMORY_MB
+from stacks.fronts.http_front import AUTHORIZER_MEMORY_MB
 from tests.authorizer_events import admitted_forms
 from tests.infra.cfn import (
     as_list,

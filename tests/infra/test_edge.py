@@ -33,7 +33,7 @@ from stacks.constants import (
     OUTPUT_API_URL,
     OUTPUT_DISTRIBUTION_ID,
 )
-from stacks.edge import COPY_AUTHORIZATION
+from stacks.fronts.edge import COPY_AUTHORIZATION
 from tests.infra.cfn import (
     as_list,
     function_by_handler,

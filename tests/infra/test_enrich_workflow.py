@@ -13,13 +13,13 @@ import pytest
 from loader.pipeline.enrich_parts import S3Location
 from loader.pipeline.enrich_task import ENRICH_TASKS, RESULTS_PREFIX, SNAPSHOT_PREFIX, STAGING_PREFIX
 from stacks.constants import CHUNK_PREFIX, LOADER_MODULE, OUTPUT_ENRICH_STATE_MACHINE_ARN, REPO_ROOT
-from stacks.enrich_workflow import (
+from stacks.load.enrich_workflow import (
     PANDAS_LAYER_NAME,
     PANDAS_LAYER_VERSIONS,
     S3_SLOW_DOWN_ERRORS,
     SIZING,
 )
-from stacks.loader_workflow import LAMBDA_SERVICE_ERRORS, TASK_TIMEOUT_MARGIN
+from stacks.load.loader_workflow import LAMBDA_SERVICE_ERRORS, TASK_TIMEOUT_MARGIN
 from tests.infra.cfn import (
     alarms,
     as_list,

@@ -19,8 +19,8 @@ import pytest
 from loader.pipeline.export_task import EXPORT_PREFIX
 from stacks.config import IpmetaConfig
 from stacks.constants import ENV_EXPORTS_ENABLED, LOADER_MODULE, LOOKUP_HANDLER, REPO_ROOT
-from stacks.loader_functions import EXPORT_TASK, TABLE_ACTIONS, sizing
-from stacks.loader_workflow import TASK_TIMEOUT_MARGIN
+from stacks.load.loader_functions import EXPORT_TASK, TABLE_ACTIONS, sizing
+from stacks.load.loader_workflow import TASK_TIMEOUT_MARGIN
 from tests.infra.cfn import (
     as_list,
     function_by_handler,

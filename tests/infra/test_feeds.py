@@ -23,7 +23,7 @@ from stacks.constants import (
     METRIC_FEED_FAILURES,
     RECORD_RELEASE_TASK,
 )
-from stacks.loader_workflow import FEED_RETRY_ERRORS
+from stacks.load.loader_workflow import FEED_RETRY_ERRORS
 from tests.infra.cfn import (
     alarms as cfn_alarms,
 )

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ipmeta.api import authorizer as http_authorizer
-from ipmeta.api.credentials import FORM_HEADERS, family_of_route
+from ipmeta.api.fronts import authorizer as http_authorizer
+from ipmeta.api.fronts.credentials import FORM_HEADERS, family_of_route
 from stacks.constants import (
     API_KEY_HEADER,
     AUTHORIZER_HANDLER,
@@ -25,7 +25,7 @@ from stacks.constants import (
     OUTPUT_API_KEYS_SECRET_ARN,
     OUTPUT_API_URL,
 )
-from stacks.http_api import (
+from stacks.fronts.http_front import (
     ACCESS_LOG_FIELDS,
     AUTHORIZER_MEMORY_MB,
     GEOIP2_PATHS,
@@ -81,7 +81,7 @@ def test_every_route_is_an_api_path_sent_to_the_lookup_function_as_payload_2_0(
     integration_id, integration = only(template, "AWS::ApiGatewayV2::Integration")
     lookup_id, _ = function_by_handler(template, LOOKUP_HANDLER)
     assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
-    # A function URL's shape too: one event reader for both (ipmeta.api.front_events)
+    # A function URL's shape too: one event reader for both (ipmeta.api.fronts.front_events)
     assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
     assert integration["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [lookup_id, "Arn"]}
     for route in routes.values():

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from ipmeta.schema import keys
-from stacks.api import LOOKUP_INDEX_ACTIONS, LOOKUP_TABLE_ACTIONS
 from stacks.constants import CHUNK_PREFIX, LOADER_MODULE, LOADER_TASKS, LOOKUP_HANDLER
-from stacks.loader_functions import SOURCE_READERS, STAGING_ACTIONS, TABLE_ACTIONS
+from stacks.fronts.lookup_api import LOOKUP_INDEX_ACTIONS, LOOKUP_TABLE_ACTIONS
+from stacks.load.loader_functions import SOURCE_READERS, STAGING_ACTIONS, TABLE_ACTIONS
 from tests.infra.cfn import (
     as_list,
     function_by_handler,

@@ -22,8 +22,8 @@ from stacks.constants import (
     LOADER_TASKS,
     REPO_ROOT,
 )
-from stacks.loader_functions import sizing
-from stacks.loader_workflow import (
+from stacks.load.loader_functions import sizing
+from stacks.load.loader_workflow import (
     CHUNKS_PER_CHILD,
     LAMBDA_SERVICE_ERRORS,
     THROTTLE_RETRY_BACKOFF_RATE,

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
-from stacks.arrival_check import ARRIVAL_RATE, ARRIVAL_READ_ACTIONS, ARRIVAL_WRITE_ACTIONS
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
     ARRIVAL_TASK,
@@ -24,6 +23,7 @@ from stacks.constants import (
     LOOKUP_HANDLER,
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
+from stacks.regions.arrival_check import ARRIVAL_RATE, ARRIVAL_READ_ACTIONS, ARRIVAL_WRITE_ACTIONS
 from tests.infra.cfn import as_list, function_by_handler, only, policy_statements_of_role, resources_of_type
 from tests.infra.conftest import (
     DEFAULT,

@@ -7,7 +7,7 @@ event, an HTTP API's payload 2.0, a function URL's payload 2.0) and the real han
 - the answers are the REST front's, byte for byte, on every front;
 - a key is admitted, on every front, exactly in its route family's forms: by the REST front's
   request authorizer (then the usage plan), by the HTTP front's authorizer against its secret, and
-  by the function itself behind the url front (``ipmeta.api.key_check``), which refuses everything
+  by the function itself behind the url front (``ipmeta.api.fronts.key_check``), which refuses everything
   else with 401 ``AUTHORIZATION_INVALID`` before any read.
 """
 
@@ -22,10 +22,10 @@ from typing import Any, cast
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api import authorizer, dependencies, key_check
-from ipmeta.api.credentials import KeyForm, family_of_route, route_of_path
+from ipmeta.api import dependencies
+from ipmeta.api.fronts import authorizer, key_check
+from ipmeta.api.fronts.credentials import KeyForm, family_of_route, is_page_path, route_of_path
 from ipmeta.api.handler import handler
-from ipmeta.api.page_routes import is_page_path
 from ipmeta.schema.settings import Front, Settings
 from ipmeta_cli.events import EVENT_BUILDERS, proxy_event
 from ipmeta_cli.server import LocalLambdaContext
@@ -80,7 +80,8 @@ ROUTES: tuple[tuple[str, str, bytes], ...] = (
 )
 ROUTE_IDS = [f"{method} {path}" for method, path, _ in ROUTES]
 #: The routes that hold data and take a key: all but the lookup page, which has no authorizer on
-#: any front (``stacks/api.py``, ``stacks/http_api.py``) and no key check behind the url front.
+#: any front (``stacks/fronts/rest_front.py``, ``stacks/fronts/http_front.py``) and no key check behind
+#: the url front.
 KEYED_ROUTES = tuple(route for route in ROUTES if not is_page_path(route[1].partition("?")[0]))
 KEYED_ROUTE_IDS = [f"{method} {path}" for method, path, _ in KEYED_ROUTES]
 

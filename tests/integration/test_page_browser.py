@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ipmeta.api.handler import handler
-from ipmeta.api.page_routes import CONTENT_SECURITY_POLICY
+from ipmeta.api.routes.page_routes import CONTENT_SECURITY_POLICY
 from ipmeta.schema.settings import Settings
 from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.server import LocalApiServer

@@ -35,7 +35,7 @@ from loader.records import LoadStatus
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
 from loader.store.table import LoaderTable
 from stacks.constants import LOADER_MODULE
-from stacks.loader_workflow import CHUNKS_PER_CHILD
+from stacks.load.loader_workflow import CHUNKS_PER_CHILD
 from tests.infra.cfn import iter_states, state_machine_definition
 from tests.infra.conftest import DEFAULT, Synthesized
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ipmeta.api.app import cors_config, openapi_document
-from ipmeta.api.ip_routes import caller_address, parse_batch_body, parse_fields
 from ipmeta.api.models import ERROR_CODES
 from ipmeta.api.responses import etag_matches
+from ipmeta.api.routes.ip_routes import caller_address, parse_batch_body, parse_fields
 from ipmeta.lookup.catalog import parse_version
 from ipmeta.schema import errors
 from ipmeta.schema.errors import IpmetaError

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipmeta.api.credentials import client_of, request_key
+from ipmeta.api.fronts.credentials import client_of, request_key
 from ipmeta.schema.ips import parse_ip
 from ipmeta.shapes import exact_json, geoip2_document, ipinfo_document
 

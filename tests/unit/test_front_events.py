@@ -22,7 +22,8 @@ from typing import Any, cast
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api import dependencies, key_check
+from ipmeta.api import dependencies
+from ipmeta.api.fronts import key_check
 from ipmeta.api.handler import handler
 from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE, Front
 from ipmeta.store.dynamodb import Store

@@ -1,7 +1,7 @@
 """The HTTP API front: its payload 2.0 events through the real lookup handler, and its key authorizer.
 
 The HTTP API's integration sends payload format 2.0 (issue 27: a function URL's shape too),
-and the one resolver reads it beside REST's proxy event (``ipmeta.api.front_events``). The
+and the one resolver reads it beside REST's proxy event (``ipmeta.api.fronts.front_events``). The
 differences that could matter are spelled out in ``http_api_v2_event``: lower-case header names
 joined with commas, the query in ``rawQueryString``, the caller under ``requestContext.http``, and
 the ``$default`` stage, which puts no stage in the URL. The answers must be the REST front's,
@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api import authorizer, dependencies, usage_plan_authorizer
+from ipmeta.api import dependencies
+from ipmeta.api.fronts import authorizer, usage_plan_authorizer
 from ipmeta.api.handler import handler
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.events import http_api_event, proxy_event
@@ -193,7 +194,7 @@ def test_the_authorizer_reads_the_secret_its_environment_names(monkeypatch: pyte
 
     monkeypatch.undo()
     monkeypatch.setenv(authorizer.ENV_API_KEYS_SECRET_ARN, "arn:aws:secretsmanager:us-east-1:1:secret:keys")
-    monkeypatch.setattr("ipmeta.api.authorizer.parameters.get_secret", get_secret)
+    monkeypatch.setattr("ipmeta.api.fronts.authorizer.parameters.get_secret", get_secret)
     assert authorizer.api_keys() == {"default": "k" * 40}
     assert asked == {
         "name": "arn:aws:secretsmanager:us-east-1:1:secret:keys",

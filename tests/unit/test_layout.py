@@ -67,7 +67,7 @@ MAX_FUNCTION_LINES = 60
 #: One small class per concern of the loader's data access, never one class that serves them all.
 MAX_STORE_CLASS_METHODS = 20
 #: The loader's packages, by role; its top-level modules are the vocabulary they share.
-LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds")
+LOADER_PACKAGES = ("pipeline", "formats", "export", "planning", "store", "feeds", "enrich")
 #: What each part of the loader may import from the loader besides itself. ``errors``
 #: stands apart from the other shared modules because ``formats`` may import it alone.
 LOADER_IMPORTS_ALLOWED = {
@@ -80,10 +80,12 @@ LOADER_IMPORTS_ALLOWED = {
     # The vendor feeds reach the network through their own HTTP module and hand
     # files to the pipeline (which may import them), never the other way.
     "feeds": {"errors", "shared"},
-    "pipeline": {"errors", "shared", "formats", "store", "export", "feeds"},
+    # The enrich engine reads snapshots (files), never the table: no store, no pipeline.
+    "enrich": {"errors", "shared", "formats", "export"},
+    "pipeline": {"errors", "shared", "formats", "store", "export", "feeds", "enrich"},
 }
 #: The export modules that write files: pure over sorted ranges, so no table access.
-FILE_WRITERS = ("loader/export/files.py", "loader/export/mmdb_writer.py")
+FILE_WRITERS = ("loader/export/files.py", "loader/export/mmdb_writer.py", "loader/export/parquet.py")
 
 
 def python_files(*folders: str) -> Iterator[Path]:
@@ -105,17 +107,21 @@ def imported_modules(tree: ast.Module) -> set[str]:
     return names
 
 
-def loader_imports(tree: ast.Module) -> set[str]:
-    """The loader modules a file imports, ``from loader import x`` read as ``loader.x``."""
+def package_imports(tree: ast.Module, package: str) -> set[str]:
+    """The modules of ``package`` a file imports, ``from loader import x`` read as ``loader.x``."""
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "loader":
-            names.update(f"loader.{alias.name}" for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.module == package:
+            names.update(f"{package}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-    return {name for name in names if name.split(".")[0] == "loader"}
+    return {name for name in names if name.split(".")[0] == package}
+
+
+def loader_imports(tree: ast.Module) -> set[str]:
+    return package_imports(tree, "loader")
 
 
 def loader_part(module: str) -> str:
@@ -360,7 +366,7 @@ def test_each_shared_helper_is_used_by_the_tests_and_by_the_benchmarks(module: s
 def test_no_function_is_longer_than_sixty_lines() -> None:
     long = [
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-        for path in python_files(*RUNTIME_FOLDERS)
+        for path in python_files(*RUNTIME_FOLDERS, "stacks")
         for node in ast.walk(tree_of(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and node.end_lineno is not None
@@ -423,8 +429,9 @@ def test_the_lookup_packages_are_exactly_the_ones_with_rules_and_hold_every_modu
     assert sorted(path.name for path in package.glob("*.py")) == ["__init__.py"]
 
 
-def test_no_module_name_is_repeated_in_the_lookup_package() -> None:
-    names = [path.stem for path in python_files("lambdas/ipmeta") if path.stem != "__init__"]
+@pytest.mark.parametrize("package", ["lambdas/ipmeta", "stacks"])
+def test_no_module_name_is_repeated_in_a_package(package: str) -> None:
+    names = [path.stem for path in python_files(package) if path.stem != "__init__"]
     assert sorted({name for name in names if names.count(name) > 1}) == []
 
 
@@ -444,6 +451,82 @@ def test_the_lookup_package_rules_catch_an_import_against_the_direction() -> Non
     assert lookup_part("ipmeta.store.dynamodb") not in LOOKUP_PACKAGES_ALLOWED["shapes"]
 
 
+# -- the API: shared modules at the top, the fronts and the routes each in their own folder ---------
+
+API_PACKAGE = LOOKUP_PACKAGE / "api"
+#: The modules ``lambdas/ipmeta/api/`` may hold at its top, its ``__init__`` included.
+MAX_API_TOP_MODULES = 10
+#: The API's sub-packages and what of the API and of ipmeta each may import (besides itself):
+#: the fronts decide whether a request passes before any route runs, from the schema alone, so an
+#: authorizer's container loads nothing of the lookup; the routes may read a front's event shape.
+API_SUBPACKAGES_ALLOWED: dict[str, set[str]] = {
+    "fronts": {"ipmeta.schema"},
+    "routes": {
+        "ipmeta.schema",
+        "ipmeta.lookup",
+        "ipmeta.store",
+        "ipmeta.shapes",
+        "ipmeta.api",
+        "ipmeta.api.dependencies",
+        "ipmeta.api.models",
+        "ipmeta.api.responses",
+        "ipmeta.api.observability",
+        "ipmeta.api.fronts",
+    },
+}
+
+
+def api_import_allowed(imported: str, allowed: set[str]) -> bool:
+    """``ipmeta.api.fronts.credentials`` is allowed by ``ipmeta.api.fronts``; ``ipmeta.api`` alone
+    (``from ipmeta.api import dependencies``) names the package, not a module of it."""
+    return any(
+        imported == prefix or imported.startswith(prefix + ".") for prefix in allowed - {"ipmeta.api"}
+    ) or (imported == "ipmeta.api" and "ipmeta.api" in allowed)
+
+
+def test_the_api_keeps_at_most_ten_modules_at_its_top_and_the_rest_by_role() -> None:
+    top = sorted(path.name for path in API_PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_API_TOP_MODULES, top
+    folders = sorted(path.name for path in API_PACKAGE.iterdir() if (path / "__init__.py").is_file())
+    assert folders == sorted(API_SUBPACKAGES_ALLOWED)
+
+
+@pytest.mark.parametrize("package", sorted(API_SUBPACKAGES_ALLOWED))
+def test_each_api_subpackage_says_what_it_holds_and_may_import(package: str) -> None:
+    folder = API_PACKAGE / package
+    docstring = ast.get_docstring(tree_of(folder / "__init__.py")) or ""
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
+    assert [module for module in modules if f"``{module}``" not in docstring] == []
+    assert "import" in docstring.lower()
+    # And the API's own docstring names the folder
+    assert f"``{package}/``" in (ast.get_docstring(tree_of(API_PACKAGE / "__init__.py")) or "")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [path for package in API_SUBPACKAGES_ALLOWED for path in python_files(f"lambdas/ipmeta/api/{package}")],
+    ids=module_of,
+)
+def test_each_api_subpackage_imports_only_what_its_role_allows(path: Path) -> None:
+    package = path.relative_to(API_PACKAGE).parts[0]
+    allowed = API_SUBPACKAGES_ALLOWED[package] | {f"ipmeta.api.{package}"}
+    imported = {name for name in imported_modules(tree_of(path)) if name.split(".")[0] == "ipmeta"}
+    assert {name for name in imported if not api_import_allowed(name, allowed)} == set()
+
+
+def test_the_api_subpackage_rules_catch_an_import_against_the_direction() -> None:
+    # A front importing a route or the resolver, and a route importing the resolver, are refused.
+    fronts = API_SUBPACKAGES_ALLOWED["fronts"] | {"ipmeta.api.fronts"}
+    assert not api_import_allowed("ipmeta.api.routes.page_routes", fronts)
+    assert not api_import_allowed("ipmeta.api.app", fronts)
+    assert not api_import_allowed("ipmeta.lookup.answers", fronts)
+    assert api_import_allowed("ipmeta.api.fronts.credentials", fronts)
+    routes = API_SUBPACKAGES_ALLOWED["routes"] | {"ipmeta.api.routes"}
+    assert not api_import_allowed("ipmeta.api.app", routes)
+    assert not api_import_allowed("ipmeta.api.handler", routes)
+    assert api_import_allowed("ipmeta.api.fronts.front_events", routes)
+
+
 # -- no definition only tests or benchmarks use -----------------------------------------------------
 
 PRODUCT_FOLDERS = ("lambdas", "loader", "ipmeta_cli", "stacks")
@@ -455,6 +538,15 @@ CALLED_BY_A_LIBRARY = {
     "ProxyRequestHandler.log_message",
     # io.BufferedReader's raw-stream interface, which the local server's rfile reads through.
     "DeadlineReader.readinto",
+    # The same interface, through which pyarrow reads enrich's inputs (gzip inflated, byte ranges).
+    "_Plain.readinto",
+    "_Plain.readable",
+    "_Inflating.readinto",
+    "_Inflating.readable",
+    "_Prefixed.readinto",
+    "_Prefixed.readable",
+    "_ByteRange.readinto",
+    "_ByteRange.readable",
     # CDK's ILocalBundling interface.
     "_LoaderSources.try_bundle",
     # powertools' resolver turns each raw event into its event class through it.
@@ -594,3 +686,69 @@ def test_the_unused_definition_check_sees_an_unused_function_and_a_used_one() ->
     # Then the imported one and the constant it reads are used, and the one only its docstring names is not
     definitions = [name for name, _, _ in product_definitions(trees[ROOT / "loader" / "example.py"])]
     assert [name for name in definitions if not reads.reads("loader.example", name)] == ["unused"]
+
+
+# -- the stacks, by role ------------------------------------------------------------------------------
+
+#: The sub-packages of ``stacks`` and what each may import of the others (the shared top-level
+#: modules always): a front knows nothing of loads, alarms or regions; the alarms and the regions
+#: read a front; the stacks at the top assemble everything (``stacks/__init__.py``).
+STACKS_PACKAGES_ALLOWED: dict[str, set[str]] = {
+    "shared": set(),
+    "fronts": {"shared"},
+    "load": {"shared"},
+    "monitoring": {"shared", "fronts"},
+    "regions": {"shared", "fronts"},
+    "assembly": {"shared", "fronts", "load", "monitoring", "regions"},
+}
+#: The top-level modules that build stacks from the parts; every other one is shared vocabulary.
+STACKS_ASSEMBLY = frozenset({"ipmeta_stack", "lookup_region_stack", "deployment"})
+MAX_STACKS_TOP_MODULES = 12
+
+
+def stacks_part(module: str) -> str:
+    """``stacks.fronts.edge`` is in ``fronts``; ``stacks.ipmeta_stack`` in ``assembly``; ``stacks.nag``
+    in ``shared``."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in STACKS_PACKAGES_ALLOWED):
+        return parts[1]
+    return "assembly" if parts[1:] and parts[1] in STACKS_ASSEMBLY else "shared"
+
+
+@pytest.mark.parametrize("path", list(python_files("stacks")), ids=module_of)
+def test_each_stacks_part_imports_only_the_parts_below_it(path: Path) -> None:
+    part = stacks_part(module_of(path))
+    allowed = STACKS_PACKAGES_ALLOWED[part] | {part, "shared"}
+    against = {name for name in package_imports(tree_of(path), "stacks") if stacks_part(name) not in allowed}
+    assert against == set(), f"{part} may import only {sorted(allowed)}"
+
+
+def test_the_stacks_rules_catch_an_import_against_the_direction() -> None:
+    # A front importing the alarms, and a shared module importing a front, are refused.
+    assert stacks_part("stacks.monitoring.dashboard") not in STACKS_PACKAGES_ALLOWED["fronts"]
+    assert stacks_part("stacks.fronts.lookup_api") not in STACKS_PACKAGES_ALLOWED["shared"]
+    assert stacks_part("stacks.ipmeta_stack") == "assembly"
+    assert stacks_part("stacks.config") == "shared"
+    source = "from stacks import nag\nfrom stacks.load import schedule"
+    imported = package_imports(ast.parse(source), "stacks")
+    assert imported == {"stacks.nag", "stacks.load"}
+
+
+def test_the_stacks_top_holds_few_modules_and_its_packages_are_the_ones_with_rules() -> None:
+    top = sorted(path.stem for path in (ROOT / "stacks").glob("*.py") if path.stem != "__init__")
+    assert len(top) <= MAX_STACKS_TOP_MODULES, top
+    folders = sorted(path.name for path in (ROOT / "stacks").iterdir() if (path / "__init__.py").is_file())
+    assert folders == sorted(set(STACKS_PACKAGES_ALLOWED) - {"shared", "assembly"})
+    # The top's docstring names every module and package there, and the import direction
+    docstring = ast.get_docstring(tree_of(ROOT / "stacks" / "__init__.py")) or ""
+    assert [name for name in (*top, *folders) if f"``{name}``" not in docstring] == []
+    assert "import" in docstring.lower()
+
+
+@pytest.mark.parametrize("package", sorted(set(STACKS_PACKAGES_ALLOWED) - {"shared", "assembly"}))
+def test_each_stacks_package_says_what_it_holds_and_may_import(package: str) -> None:
+    folder = ROOT / "stacks" / package
+    docstring = ast.get_docstring(tree_of(folder / "__init__.py")) or ""
+    modules = sorted(path.stem for path in folder.glob("*.py") if path.stem != "__init__")
+    assert [module for module in modules if f"``{module}``" not in docstring] == []
+    assert "import" in docstring.lower()

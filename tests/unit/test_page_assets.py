@@ -1,6 +1,6 @@
 """The lookup page's files: Leaflet as npm ships it (the pinned version, its licence), and no inline code.
 
-The page ships with the lookup function (``lambdas/ipmeta/api/page/``), so the Leaflet files are
+The page ships with the lookup function (``lambdas/ipmeta/api/routes/page/``), so the Leaflet files are
 copies, committed; these tests keep them equal to ``node_modules/leaflet`` at the version
 ``package.json`` pins.
 """
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta.api.page_routes import CONTENT_TYPES, static_files
+from ipmeta.api.routes.page_routes import CONTENT_TYPES, static_files
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "lambdas" / "ipmeta" / "api" / "page"
+PAGE = ROOT / "lambdas" / "ipmeta" / "api" / "routes" / "page"
 SHIPPED = PAGE / "static" / "leaflet"
 NPM = ROOT / "node_modules" / "leaflet"
 LEAFLET_FILES = (

@@ -1,7 +1,9 @@
-"""The lookup API: resolver, CORS, the one place errors become responses, and the docs.
+"""The lookup API's resolver: CORS, the one place errors become responses, and the docs.
 
-Routes live in ``lookups`` and ``datasets``; they raise domain errors and
-``NotModified``, and the handlers below turn those into HTTP answers.
+Every front's event reaches one route table (``LookupResolver``); the routes (``routes/``) raise
+domain errors and ``NotModified``, and the exception handlers below turn those into each API
+family's own error shape. Where no front checked the key (the url and edge fronts), the key check
+(``fronts.key_check``) refuses the request before its route runs.
 """
 
 from __future__ import annotations
@@ -19,19 +21,20 @@ from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, 
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from ipmeta.api import (
+from ipmeta.api.fronts import key_check
+from ipmeta.api.fronts.credentials import is_page_path
+from ipmeta.api.fronts.front_events import FrontEvent, as_get, front_event, method_of
+from ipmeta.api.models import ERROR_CODES, ErrorResponse
+from ipmeta.api.observability import logger
+from ipmeta.api.responses import NotModified
+from ipmeta.api.routes import (
     dataset_routes,
     geoip2_routes,
     ip_routes,
     ipinfo_routes,
-    key_check,
     page_routes,
     range_routes,
 )
-from ipmeta.api.front_events import FrontEvent, as_get, front_event, method_of
-from ipmeta.api.models import ERROR_CODES, ErrorResponse
-from ipmeta.api.observability import logger
-from ipmeta.api.responses import NotModified
 from ipmeta.schema.errors import FieldNotFound, InvalidIpAddress, IpmetaError
 from ipmeta.schema.ips import parse_ip
 from ipmeta.schema.settings import ApiSettings
@@ -57,7 +60,7 @@ __all__ = ["app", "logger"]
 
 
 class LookupResolver(APIGatewayRestResolver):
-    """One resolver and one route table for every front's event (``ipmeta.api.front_events``).
+    """One resolver and one route table for every front's event (``ipmeta.api.fronts.front_events``).
 
     - **Every front's event**: REST's proxy event (payload 1.0) and payload 2.0 (HTTP API,
       function URL) are each read by their own event class, chosen per event, and answered in
@@ -67,7 +70,7 @@ class LookupResolver(APIGatewayRestResolver):
       powertools routes it nowhere (every GET route answered 404). A HEAD gets the GET's status
       and headers (ETag, Cache-Control, 304s included) and no body; no Content-Length is
       claimed for the body left out.
-    - **The key, where no front checked it** (``ipmeta.api.key_check``): refused before the
+    - **The key, where no front checked it** (``ipmeta.api.fronts.key_check``): refused before the
       route, its validation and any read, in the answer's family shape.
     """
 
@@ -133,7 +136,7 @@ def is_ipinfo_path(path: str) -> bool:
     other APIs and the lookup page do not own."""
     if path == ipinfo_document.PATH_PREFIX or path.startswith(ipinfo_document.PATH_PREFIX + "/"):
         return True
-    owned = path.startswith(("/v1/", "/geoip/")) or path == "/v1" or page_routes.is_page_path(path)
+    owned = path.startswith(("/v1/", "/geoip/")) or path == "/v1" or is_page_path(path)
     return not owned and ipinfo_routes.served_at_root()
 
 

@@ -23,8 +23,8 @@ from typing import Any  # noqa: E402
 from aws_lambda_powertools.logging import correlation_paths  # noqa: E402
 from aws_lambda_powertools.utilities.typing import LambdaContext  # noqa: E402
 
-from ipmeta.api.access_log import access_logged  # noqa: E402
 from ipmeta.api.app import app  # noqa: E402
+from ipmeta.api.fronts.access_log import access_logged  # noqa: E402
 from ipmeta.api.observability import counting_answers, logger, publish_at_shutdown  # noqa: E402
 
 gc.freeze()

@@ -151,7 +151,7 @@ class BatchItemTooLong(IpmetaError):
 class AuthorizationInvalid(IpmetaError):
     """No key in the route family's form, or one no client has: refused before any read.
 
-    Raised by the function itself behind the url front (``ipmeta.api.key_check``); the API
+    Raised by the function itself behind the url front (``ipmeta.api.fronts.key_check``); the API
     Gateway fronts refuse such a request before it reaches the function."""
 
     status = 401

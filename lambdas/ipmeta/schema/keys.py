@@ -270,7 +270,7 @@ def decode_index_sort_key(sort_key: str) -> tuple[int, int]:
 MAX_INDEXED_VALUE_BYTES: Final = 1024
 
 #: A page of a reverse listing (``ipmeta.lookup.reverse``): ranges by default and at most.
-#: Here, with the other limits the routes declare, so that ``ipmeta.api.range_routes`` can
+#: Here, with the other limits the routes declare, so that ``ipmeta.api.routes.range_routes`` can
 #: declare them without importing the listing at every cold start of the lookup.
 DEFAULT_PAGE_LIMIT: Final = 100
 MAX_PAGE_LIMIT: Final = 1000

@@ -3,7 +3,7 @@ and how far its pointer trails home's.
 
 An alarm publishes only to a topic of its own region, so each region has one
 (encrypted like home's with ``alarmTopicEncryption``). The thresholds are home's
-(``stacks/monitoring.py``); what only a replica has is ``RegionBehind``: the
+(``stacks/monitoring/dashboard.py``); what only a replica has is ``RegionBehind``: the
 arrival check publishes ``RegionBehindSeconds`` every minute, and the alarm fires
 when the region has trailed home longer than ``replicaLagAlarmMinutes``, or when
 the check stopped publishing at all. The region keeps serving its previous
@@ -23,9 +23,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from stacks.config import IpmetaConfig
-from stacks.dashboard_metrics import region_behind_metric
-from stacks.front_metrics import MonitoredFront
-from stacks.monitoring import (
+from stacks.fronts.front_metrics import MonitoredFront
+from stacks.monitoring.dashboard import (
     API_5XX_THRESHOLD,
     LAMBDA_ERRORS_THRESHOLD,
     LAMBDA_THROTTLES_THRESHOLD,
@@ -33,6 +32,7 @@ from stacks.monitoring import (
     READ_THROTTLES_THRESHOLD,
     alarm_topic_key,
 )
+from stacks.monitoring.dashboard_metrics import region_behind_metric
 
 
 class RegionAlarms(Construct):

@@ -31,9 +31,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from stacks.api import LookupApi
 from stacks.config import IpmetaConfig
 from stacks.constants import ENV_REPLICA_REGIONS
+from stacks.fronts.lookup_api import LookupApi
 from stacks.nag import acknowledge
 
 #: The length of the shared REST key: API Gateway takes 20 to 128 characters.
@@ -86,9 +86,9 @@ class HomeReplication(Construct):
             table.add_replica(region=region)
         #: The secrets each region's front reads, as home holds them.
         self.page_token_key = lookup.page_token_key
-        front_keys = lookup.http or lookup.function_url
-        self.api_keys = front_keys.keys if front_keys is not None else None
-        self.shared_key = self._build_shared_key() if lookup.rest is not None else None
+        self.api_keys = lookup.front.keys
+        # API Gateway's keys belong to one region: the REST front needs one key of every region's.
+        self.shared_key = self._build_shared_key() if lookup.front.usage_plan is not None else None
         for secret in (self.page_token_key, self.api_keys, self.shared_key):
             if isinstance(secret, secretsmanager.Secret):
                 for region in self.regions:
@@ -157,5 +157,6 @@ def import_shared_key(
         description="ipmeta API key shared by every region",
         value=secret.secret_value.unsafe_unwrap(),
     )
-    lookup.usage_plan.add_api_key(key)
+    assert lookup.front.usage_plan is not None
+    lookup.front.usage_plan.add_api_key(key)
     return key

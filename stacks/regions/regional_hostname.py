@@ -16,16 +16,13 @@ from __future__ import annotations
 from typing import Final
 
 from aws_cdk import Duration, Stack
-from aws_cdk import aws_apigateway as apigateway
-from aws_cdk import aws_apigatewayv2 as apigatewayv2
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_route53 as route53
-from aws_cdk import aws_route53_targets as targets
 from constructs import Construct
 
-from stacks.api import LookupApi
 from stacks.config import IpmetaConfig
+from stacks.fronts.lookup_api import LookupApi
 
 #: 5xx answers in a minute that make the region unhealthy, two minutes in a row.
 UNHEALTHY_5XX_PER_MINUTE: Final = 25
@@ -44,7 +41,7 @@ class RegionalHostname(Construct):
         certificate = acm.Certificate(
             self, "Certificate", domain_name=self.name, validation=acm.CertificateValidation.from_dns(zone)
         )
-        target = self._build_domain(lookup, certificate)
+        target = lookup.front.custom_domain(self, self.name, certificate)
         self.unhealthy = cloudwatch.Alarm(
             self,
             "FrontUnhealthy",
@@ -77,25 +74,3 @@ class RegionalHostname(Construct):
     @property
     def url(self) -> str:
         return f"https://{self.name}/"
-
-    def _build_domain(self, lookup: LookupApi, certificate: acm.ICertificate) -> route53.IAliasRecordTarget:
-        """The name on this region's front, its root mapped to the API's stage (``/v1/...``, no stage)."""
-        if lookup.http is not None:
-            domain = apigatewayv2.DomainName(self, "Domain", domain_name=self.name, certificate=certificate)
-            apigatewayv2.ApiMapping(
-                self, "Mapping", api=lookup.http.api, domain_name=domain, stage=lookup.http.stage
-            )
-            return targets.ApiGatewayv2DomainProperties(
-                domain.regional_domain_name, domain.regional_hosted_zone_id
-            )
-        assert lookup.rest is not None
-        rest_domain = apigateway.DomainName(
-            self,
-            "Domain",
-            domain_name=self.name,
-            certificate=certificate,
-            endpoint_type=apigateway.EndpointType.REGIONAL,
-            security_policy=apigateway.SecurityPolicy.TLS_1_2,
-        )
-        rest_domain.add_base_path_mapping(lookup.rest, stage=lookup.rest.deployment_stage)
-        return targets.ApiGatewayDomain(rest_domain)

@@ -33,6 +33,27 @@ AUTHORIZATION_HEADER = "authorization"
 TOKEN_PARAMETER = "token"
 
 
+#: The lookup page (``/``) and its files (``/static/...``): they hold no data, so no front asks
+#: them for a key (``ipmeta.api.routes.page_routes`` serves them).
+PAGE_PATH: Final = "/"
+STATIC_PREFIX: Final = "/static"
+
+
+def is_page_path(path: str) -> bool:
+    """The page's own paths: ``/`` and ``/static/...``; they need no key, and ipinfo at the root
+    (``ipinfoAtRoot``) does not own them."""
+    return path in (PAGE_PATH, STATIC_PREFIX) or path.startswith(STATIC_PREFIX + "/")
+
+
+def needs_key(method: str, path: str) -> bool:
+    """Whether a request must carry a key, on every front and the local server: all but a
+    preflight (``OPTIONS``: browsers send no key on one, and API Gateway answers it without
+    one) and the lookup page's ``GET``/``HEAD`` (it holds no data; its lookups carry the key)."""
+    if method == "OPTIONS":
+        return False
+    return not (method in ("GET", "HEAD") and is_page_path(path))
+
+
 class KeyForm(StrEnum):
     """Where a request carries its key."""
 

@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.credentials import request_key
+from ipmeta.api.fronts.credentials import request_key
 
 #: The message API Gateway turns into its 401 UNAUTHORIZED response.
 UNAUTHORIZED = "Unauthorized"

@@ -51,9 +51,9 @@ from cdk_monitoring_constructs import (
 )
 from constructs import Construct
 
-from stacks import dashboard_metrics as metrics
 from stacks.config import IpmetaConfig
-from stacks.front_metrics import PERCENTILES, MonitoredFront
+from stacks.fronts.front_metrics import PERCENTILES, MonitoredFront
+from stacks.monitoring import dashboard_metrics as metrics
 
 PERIOD: Final = Duration.minutes(5)
 #: Who publishes an alarm's notification, and what it needs of an encrypted topic's key.
@@ -449,7 +449,7 @@ class Monitoring(Construct):
     def _monitor_replica_regions(self) -> None:
         """One section per replica region: how far behind home it serves, and what it answers.
 
-        Each region's own alarms live in its stack (``stacks/region_alarms.py``); here its
+        Each region's own alarms live in its stack (``stacks/monitoring/region_alarms.py``); here its
         metrics are read across regions, so one dashboard shows every region.
         """
         for region in self._config.replica_regions:

@@ -1,10 +1,9 @@
 """A front of the lookup function as the dashboard and the alarms see it, whatever the front is.
 
 The REST API and the HTTP API each describe themselves with one ``MonitoredFront``
-(``api_gateway_front``, called by ``stacks/api.py`` and ``stacks/http_api.py``), the
-function URL with its own (``stacks/url_front.py``); ``stacks/monitoring.py`` draws and alarms
-on any list of them. A front added later (a function URL, CloudFront) brings its own
-metrics here, and nothing in the dashboard changes.
+(``api_gateway_front``, called by ``rest_front`` and ``http_front``), the function URL with its
+own (``url_front``); ``stacks/monitoring/dashboard.py`` draws and alarms on any list of them.
+A front added later brings its own metrics here, and nothing in the dashboard changes.
 """
 
 from __future__ import annotations

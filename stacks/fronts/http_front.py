@@ -2,11 +2,11 @@
 
 - **Same handler, same routes.** The integration sends payload format 2.0, a function
   URL's shape too; the lookup's one resolver reads it beside REST's proxy event
-  (``ipmeta.api.front_events``; ``tests/unit/test_http_api_events.py`` feeds it one).
+  (``ipmeta.api.fronts.front_events``; ``tests/unit/test_http_api_events.py`` feeds it one).
 - **Same paths.** The ``$default`` stage puts no stage name in the URL:
   ``https://<id>.execute-api.<region>.amazonaws.com/v1/ip/1.1.1.1``.
 - **A key per client.** A Lambda authorizer checks the key against a generated
-  secret, in the route family's form (``ipmeta.api.credentials``): ``x-api-key`` on
+  secret, in the route family's form (``ipmeta.api.fronts.credentials``): ``x-api-key`` on
   ``/v1``, HTTP Basic's password on the GeoIP2 web service, ``Bearer`` or ``?token=``
   on ipinfo's routes. API Gateway caches its answer per identity source (the
   family's header, the only one it reads), so most requests invoke nothing; ipinfo's routes have no
@@ -29,12 +29,16 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_apigatewayv2 as apigatewayv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_route53 as route53
+from aws_cdk import aws_route53_targets as targets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ipmeta.api.credentials import GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS, RouteFamily
+from ipmeta.api.fronts.credentials import GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS, RouteFamily
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_VERSION_PATH,
@@ -48,10 +52,12 @@ from stacks.constants import (
     GEOIP2_PATH,
     HTTP_API_STAGE_NAME,
     IPINFO_PATH,
+    OUTPUT_API_KEYS_SECRET_ARN,
     PAGE_STATIC_PATH,
     POWERTOOLS_SERVICE_NAME_ENV,
 )
-from stacks.front_metrics import MonitoredFront, api_gateway_front
+from stacks.fronts.edge import http_api_origin
+from stacks.fronts.front_metrics import MonitoredFront, api_gateway_front
 from stacks.function import PythonFunction, lookup_code
 from stacks.nag import acknowledge
 
@@ -73,7 +79,7 @@ IPINFO_PATHS: Final = (f"/{IPINFO_PATH}", f"/{IPINFO_PATH}/{{proxy+}}")
 #: ``ipinfoAtRoot``: ipinfo's own API_URL has no path (the other families keep theirs).
 ROOT_PATHS: Final = ("/", "/{proxy+}")
 #: The lookup page and its files: GET (and HEAD, as on every GET route), no authorizer
-#: (``ipmeta.api.page_routes``).
+#: (``ipmeta.api.routes.page_routes``).
 PAGE_PATHS: Final = ("/", f"/{PAGE_STATIC_PATH}/{{proxy+}}")
 PAGE_METHODS: Final = (apigatewayv2.HttpMethod.GET, apigatewayv2.HttpMethod.HEAD)
 
@@ -120,6 +126,16 @@ def keys_secret(scope: Construct, front: str) -> secretsmanager.Secret:
     return secret
 
 
+def keys_secret_outputs(keys: secretsmanager.ISecret) -> dict[str, tuple[str, str]]:
+    """Where a client's key comes from, behind a front whose keys are a secret."""
+    return {
+        OUTPUT_API_KEYS_SECRET_ARN: (
+            keys.secret_arn,
+            "API keys by client: aws secretsmanager get-secret-value --secret-id <arn>",
+        )
+    }
+
+
 @jsii.implements(apigatewayv2.IAccessLogSettings)
 class _AccessLogs:
     def __init__(self, log_group: logs.ILogGroup) -> None:
@@ -141,14 +157,16 @@ class HttpLookupFront(Construct):
         construct_id: str,
         *,
         config: IpmetaConfig,
-        handler: lambda_.IFunction,
+        handler: PythonFunction,
         keys: secretsmanager.ISecret | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
         #: Given in a replica region: home's keys, replicated there, so one key works everywhere.
-        self.keys = keys or self._build_keys_secret()
+        self.keys: secretsmanager.ISecret = keys or self._build_keys_secret()
+        self.usage_plan: apigateway.UsagePlan | None = None
         self.authorizer = self._build_authorizer_function()
+        self.functions: Mapping[str, lambda_.IFunction] = {"authorizer": self.authorizer.function}
         self.api = apigatewayv2.HttpApi(
             self,
             "HttpApi",
@@ -171,11 +189,26 @@ class HttpLookupFront(Construct):
         )
         # Every route but the lookup page's has the authorizer, and the stage logs every request:
         # cdk-nag's APIG4 is acknowledged on the page's routes alone.
-        self._build_routes(handler)
+        self._build_routes(handler.function)
 
     @property
     def url(self) -> str:
         return self.stage.url
+
+    def key_outputs(self) -> dict[str, tuple[str, str]]:
+        return keys_secret_outputs(self.keys)
+
+    def edge_origins(self) -> dict[str, cloudfront.IOrigin]:
+        return {"origin": http_api_origin(self.api)}
+
+    def custom_domain(
+        self, scope: Construct, domain_name: str, certificate: acm.ICertificate
+    ) -> route53.IAliasRecordTarget:
+        domain = apigatewayv2.DomainName(scope, "Domain", domain_name=domain_name, certificate=certificate)
+        apigatewayv2.ApiMapping(scope, "Mapping", api=self.api, domain_name=domain, stage=self.stage)
+        return targets.ApiGatewayv2DomainProperties(
+            domain.regional_domain_name, domain.regional_hosted_zone_id
+        )
 
     def monitored_front(self) -> MonitoredFront:
         """The HTTP API as the dashboard sees it: API-wide metrics (``ApiId``), as the 5xx alarm always

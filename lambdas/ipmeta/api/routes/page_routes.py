@@ -31,12 +31,11 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from ipmeta.api.front_events import RestEvent
+from ipmeta.api.fronts.credentials import PAGE_PATH, STATIC_PREFIX
+from ipmeta.api.fronts.front_events import RestEvent
 
 router = APIGatewayRouter()  # type: ignore[no-untyped-call]
 
-PAGE_PATH: Final = "/"
-STATIC_PREFIX: Final = "/static"
 #: The page's map tiles, in the browser: the only other origin the page may load from.
 TILE_ORIGIN: Final = "https://tile.openstreetmap.org"
 CONTENT_SECURITY_POLICY: Final = "; ".join(
@@ -67,14 +66,8 @@ _SECURITY_HEADERS: Final = {
 }
 
 
-def is_page_path(path: str) -> bool:
-    """The page's own paths: ``/`` and ``/static/...``; they need no key, and ipinfo at the root
-    (``ipinfoAtRoot``) does not own them."""
-    return path in (PAGE_PATH, STATIC_PREFIX) or path.startswith(STATIC_PREFIX + "/")
-
-
 def _page_folder() -> Traversable:
-    return resources.files("ipmeta.api") / "page"
+    return resources.files("ipmeta.api.routes") / "page"
 
 
 @cache

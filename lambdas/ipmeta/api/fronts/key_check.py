@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ipmeta.api.page_routes import is_page_path
+from ipmeta.api.fronts.credentials import needs_key
 from ipmeta.schema.errors import AuthorizationInvalid, IpmetaError, RouteNotServed
 from ipmeta.schema.settings import (
     DEFAULT_API_KEY_CACHE_SECONDS,
@@ -39,7 +39,7 @@ from ipmeta.schema.settings import (
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from ipmeta.api.front_events import FrontEvent
+    from ipmeta.api.fronts.front_events import FrontEvent
 
     class KeyRing(Protocol):
         def keys(self) -> Mapping[str, Any]:
@@ -126,11 +126,9 @@ class KeyCheck:
             event.http_method not in ("POST", "OPTIONS") or event.path not in BATCH_PATHS
         ):
             return RouteNotServed(f"this URL serves POST {', '.join(sorted(BATCH_PATHS))} only")
-        if self.ring is None or event.http_method == "OPTIONS":
+        if self.ring is None or not needs_key(event.http_method, event.path):
             return None
-        if event.http_method in ("GET", "HEAD") and is_page_path(event.path):
-            return None  # the lookup page holds no data; its lookups carry the key
-        from ipmeta.api.credentials import REFUSAL_MESSAGE, client_of, request_key, route_of_path
+        from ipmeta.api.fronts.credentials import REFUSAL_MESSAGE, client_of, request_key, route_of_path
 
         headers, query, multi_headers, multi_query = event.key_inputs
         key = request_key(

@@ -1,30 +1,37 @@
 """The front at the floor of the bill (``apiType=url``): the lookup function's own URL, no API Gateway.
 
 - **Same handler, same routes, same answers.** A function URL sends payload 2.0, which the
-  lookup's one resolver reads (``ipmeta.api.front_events``).
-- **Keys are checked in the function** (``ipmeta.api.key_check``), in every client's form, in
+  lookup's one resolver reads (``ipmeta.api.fronts.front_events``).
+- **Keys are checked in the function** (``ipmeta.api.fronts.key_check``), in every client's form, in
   constant time, against a secret of client name -> key (the HTTP front's shape), read once per
   container and again every ``apiKeyCacheSeconds``. A refused key is 401 ``AUTHORIZATION_INVALID``
   in its API's own error shape, before any read.
 - **The throttle** is the function's reserved concurrency (``lookupReservedConcurrency``): what
   the front gives up is a throttle and a quota per key (docs/decisions.md).
 - **The access log** is the function's: one line per request, sampled (``accessLogSampleRate``),
-  every 4xx and 5xx (``ipmeta.api.access_log``).
+  every 4xx and 5xx (``ipmeta.api.fronts.access_log``).
 - **Behind CloudFront** (``edge``) the URL is ``AWS_IAM``, callable only by the distribution
   through its origin access control. Signed POSTs need their body's SHA-256, which clients do not
   send, so the batch routes reach the function through a second URL, of the ``batch`` alias, that
-  serves them alone (``stacks/edge.py``; docs/decisions.md, "Batches behind the edge").
+  serves them alone (``stacks/fronts/edge.py``; docs/decisions.md, "Batches behind the edge").
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import cast
+
 from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from stacks.config import IpmetaConfig
+from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
     BATCH_ALIAS,
     CORS_ALLOW_HEADERS,
@@ -37,9 +44,10 @@ from stacks.constants import (
     ENV_BATCH_ALIAS,
     ENV_EDGE_AUTHORIZATION_HEADER,
 )
-from stacks.front_metrics import FIVE_MINUTES, MonitoredFront
+from stacks.fronts.edge import batch_url_origin, function_url_origin
+from stacks.fronts.front_metrics import FIVE_MINUTES, MonitoredFront
+from stacks.fronts.http_front import keys_secret, keys_secret_outputs
 from stacks.function import PythonFunction
-from stacks.http_api import keys_secret
 from stacks.nag import acknowledge
 
 #: What a preflight may ask for (a function URL's CORS takes at most six methods).
@@ -62,8 +70,14 @@ class UrlLookupFront(Construct):
         self._config = config
         self._function = handler.function
         #: ``keys``: home's secret replicated here, in a replica region; else the front's own.
-        self.keys = self._build_keys(handler, keys)
+        self.keys: secretsmanager.ISecret | None = self._build_keys(handler, keys)
+        self.usage_plan: apigateway.UsagePlan | None = None
+        self.functions: Mapping[str, lambda_.IFunction] = {}
         function = handler.function
+        if config.lookup_reserved_concurrency:
+            # Behind its own URL the function's concurrency is the front's throttle.
+            resource = cast(lambda_.CfnFunction, function.node.default_child)
+            resource.reserved_concurrent_executions = config.lookup_reserved_concurrency
         function.add_environment(ENV_ACCESS_LOG_SAMPLE_RATE, str(config.access_log_sample_rate))
         auth = lambda_.FunctionUrlAuthType.AWS_IAM if config.edge else lambda_.FunctionUrlAuthType.NONE
         self.function_url = function.add_function_url(auth_type=auth, cors=self._cors())
@@ -76,12 +90,29 @@ class UrlLookupFront(Construct):
                 self.function_url,
                 "LambdaFunctionUrlAuth",
                 "The URL is the API's front: every request's key is checked in the function "
-                "(ipmeta.api.key_check) against the keys secret, before any read.",
+                "(ipmeta.api.fronts.key_check) against the keys secret, before any read.",
             )
 
     @property
     def url(self) -> str:
         return self.function_url.url
+
+    def key_outputs(self) -> dict[str, tuple[str, str]]:
+        assert self.keys is not None
+        return keys_secret_outputs(self.keys)
+
+    def edge_origins(self) -> dict[str, cloudfront.IOrigin]:
+        assert self.batch_url is not None
+        return {
+            "origin": function_url_origin(self.function_url),
+            "batch_origin": batch_url_origin(self.batch_url),
+        }
+
+    def custom_domain(
+        self, scope: Construct, domain_name: str, certificate: acm.ICertificate
+    ) -> route53.IAliasRecordTarget:
+        # IpmetaConfig refuses domainName with apiType=url: a function URL takes no custom domain.
+        raise ConfigError(f"{domain_name}: a function URL takes no custom domain")
 
     def monitored_front(self) -> MonitoredFront:
         """The function URL as the dashboard sees it: Lambda's ``Url*`` metrics of the function,

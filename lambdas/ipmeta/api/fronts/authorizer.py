@@ -1,6 +1,6 @@
 """The HTTP API front's Lambda authorizer: the caller's key against the keys in one secret.
 
-The key is read in the route family's form only (``ipmeta.api.credentials.request_key``):
+The key is read in the route family's form only (``ipmeta.api.fronts.credentials.request_key``):
 ``x-api-key`` on ``/v1``, HTTP Basic's password on the GeoIP2 routes, ``Bearer`` or
 ``?token=`` on the ipinfo routes. API Gateway calls it only when its authorizer
 cache has no answer for the family's identity header (``apiKeyCacheSeconds``), so
@@ -32,7 +32,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.credentials import API_KEY_HEADER, client_of, request_key
+from ipmeta.api.fronts.credentials import API_KEY_HEADER, client_of, request_key
 from ipmeta.schema.settings import ENV_API_KEYS_SECRET_ARN
 
 __all__ = ["API_KEY_HEADER", "ENV_API_KEYS_SECRET_ARN", "client_of", "handler"]

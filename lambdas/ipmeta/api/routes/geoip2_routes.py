@@ -15,10 +15,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta.api import dependencies
-from ipmeta.api.ip_routes import caller_of
 from ipmeta.api.models import GeoIP2Document, GeoIP2Error
 from ipmeta.api.observability import count_lookups
 from ipmeta.api.responses import cache_control
+from ipmeta.api.routes.ip_routes import caller_of
 from ipmeta.lookup.answers import CombinedResult, lookup_address
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ipmeta.api.front_events import method_of
+from ipmeta.api.fronts.front_events import method_of
 from ipmeta.schema.settings import ENV_ACCESS_LOG_SAMPLE_RATE
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]

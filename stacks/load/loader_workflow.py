@@ -25,7 +25,7 @@ Distributed Map runs each partition and each batch of chunks as a child
 execution, so the parent's history holds a few dozen events whatever the
 dataset's size (an execution may hold 25,000), and every payload between
 states is a few ids and an S3 key (far below 256 KB). The functions are the
-ones in ``loader/pipeline/handlers.py``; ``stacks.loader_functions`` sizes and grants them.
+ones in ``loader/pipeline/handlers.py``; ``stacks.load.loader_functions`` sizes and grants them.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from stacks.constants import (
     FETCH_TASK,
     RECORD_RELEASE_TASK,
 )
-from stacks.loader_functions import EXPORT_TASK, LoaderFunctions, sizing
+from stacks.load.loader_functions import EXPORT_TASK, LoaderFunctions, sizing
 from stacks.nag import acknowledge, acknowledge_map_children, arn_ref
 
 #: Errors the Lambda service itself raises; retrying them is always safe.

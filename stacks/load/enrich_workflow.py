@@ -15,11 +15,13 @@ write), the stack holds a second state machine::
   engine every ``ipmeta enrich`` runs on one part and writes its output part; their summaries
   go to S3 (ResultWriter), never into the parent's state;
 - Summarize adds the children's summaries (rows, invalid rows, unmatched rows, seconds) and
-  writes ``_SUMMARY.json`` beside the parts; EnrichAbort deletes a failed job's parts.
+  writes ``_SUMMARY.json`` beside the parts, or fails the job if any child failed: the map
+  tolerates failed children so that every child has finished when EnrichAbort deletes the
+  job's parts (a child stopped mid-write could otherwise leave its part behind).
 
 The tasks are ``loader.pipeline.handlers.enrich_*``: the loader's code asset plus the public
 AWS SDK for pandas layer, which brings pyarrow and numpy built for arm64 (docs/decisions.md).
-Timeouts, retries and the children's concurrency are the loader's (``stacks.loader_workflow``).
+Timeouts, retries and the children's concurrency are the loader's (``stacks.load.loader_workflow``).
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ from stacks.constants import (
     POWERTOOLS_SERVICE_NAME_ENV,
 )
 from stacks.function import PythonFunction, loader_code
-from stacks.loader_functions import construct_name
-from stacks.loader_workflow import STATE_MACHINE_TIMEOUT, lambda_task
+from stacks.load.loader_functions import construct_name
+from stacks.load.loader_workflow import STATE_MACHINE_TIMEOUT, lambda_task
 from stacks.nag import acknowledge, acknowledge_map_children, arn_ref
 
 #: The AWS SDK for pandas managed layer for Python 3.13 on arm64: pyarrow and numpy, built and
@@ -273,6 +275,9 @@ class EnrichWorkflow(Construct):
             ),
             max_concurrency=self._config.map_max_concurrency,
             map_execution_type=sfn.StateMachineType.STANDARD,
+            # Every child runs to its end, failed or not, before Summarize reads the results and
+            # fails the job: an abort while a child still writes would leave its part behind.
+            tolerated_failure_percentage=100,
             result_writer_v2=sfn.ResultWriterV2(
                 bucket=self._bucket, prefix=f"{CHUNK_PREFIX}/{RESULTS_PREFIX}"
             ),

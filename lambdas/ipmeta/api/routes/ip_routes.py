@@ -17,7 +17,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from ipmeta.api import dependencies
-from ipmeta.api.front_events import FrontEvent
+from ipmeta.api.fronts.front_events import FrontEvent
 from ipmeta.api.models import BatchResponse
 from ipmeta.api.observability import count_lookups
 from ipmeta.api.responses import (
@@ -206,7 +206,7 @@ def get_caller() -> Response[str]:
 
 def caller_of(event: BaseProxyEvent) -> Address:
     """The address of the request's caller (``caller_address``, with the deployment's proxy hops),
-    from whichever front's event (``ipmeta.api.front_events``) the resolver read."""
+    from whichever front's event (``ipmeta.api.fronts.front_events``) the resolver read."""
     return caller_address(
         cast(FrontEvent, event).source_ip,
         event.headers.get("x-forwarded-for"),

@@ -23,10 +23,10 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from ipmeta.api import dependencies
-from ipmeta.api.ip_routes import MAX_BATCH_ITEM_LENGTH, caller_of, parse_batch_body, raw_body
 from ipmeta.api.models import IpinfoBatchResponse, IpinfoCore, IpinfoDetails, IpinfoError, IpinfoLite
 from ipmeta.api.observability import count_lookups
 from ipmeta.api.responses import cache_control
+from ipmeta.api.routes.ip_routes import MAX_BATCH_ITEM_LENGTH, caller_of, parse_batch_body, raw_body
 from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
 from ipmeta.lookup.catalog import Targets
 from ipmeta.schema.bogons import is_bogon

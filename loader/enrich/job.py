@@ -1,0 +1,180 @@
+"""``enrich_part``: one part of an input annotated against a snapshot (the contract: ``loader.enrich``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from loader.enrich.addresses import parse_addresses
+from loader.enrich.merge import annotate
+from loader.enrich.parts import (
+    FORMATS,
+    METADATA_KEY,
+    EnrichInputError,
+    Part,
+    address_column,
+    format_of,
+    read_chunks,
+)
+from loader.enrich.snapshot import Snapshot
+from loader.export.parquet import resolve
+
+#: Rows per chunk: what memory holds of the input at once (about 100 MB of working arrays at 1 M).
+DEFAULT_CHUNK_ROWS: Final = 1_000_000
+
+
+@dataclass(frozen=True)
+class Output:
+    uri: str
+    format: str | None = None
+    overwrite: bool = False
+    filesystem: pafs.FileSystem | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.format or format_of(self.uri)
+
+    def refuse_existing(self) -> None:
+        """Raise unless the output is absent or may be replaced."""
+        fs, path = resolve(self.uri, self.filesystem)
+        if not self.overwrite and fs.get_file_info(path).type != pafs.FileType.NotFound:
+            raise EnrichInputError(f"{self.uri} already exists; give --overwrite to replace it")
+
+
+@dataclass
+class EnrichSummary:
+    rows: int = 0
+    invalid_rows: int = 0
+    unmatched_rows: int = 0
+    seconds: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
+    #: the first invalid rows: (row number, 1-based in the part, message)
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def enrich_part(
+    part: Part,
+    snapshot: Snapshot,
+    output: Output,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Callable[[int], None] | None = None,
+) -> EnrichSummary:
+    """Annotate ``part`` against ``snapshot`` into ``output``; see ``loader.enrich`` for the contract."""
+    started = time.monotonic()
+    if output.kind not in FORMATS:
+        raise EnrichInputError(
+            f"{output.uri}: output format {output.kind!r} is not one of {', '.join(FORMATS)}"
+        )
+    output.refuse_existing()
+    fs, path = resolve(output.uri, output.filesystem)
+    summary = EnrichSummary(versions=snapshot.versions())
+    partial = f"{path}.{uuid.uuid4().hex[:8]}.partial"
+    writer: _Writer | None = None
+    try:
+        for chunk in read_chunks(part, chunk_rows):
+            if not chunk.num_columns:
+                continue  # a byte range with no line of its own
+            annotated = _annotated(chunk, part, snapshot, summary)
+            if writer is None:
+                writer = _Writer(fs, partial, output, annotated.schema, summary)
+            writer.write(annotated)
+            if progress is not None:
+                progress(chunk.num_rows)
+        if writer is None:  # an empty byte range: an empty part
+            fs.open_output_stream(partial).close()
+        else:
+            writer.close()
+        fs.move(partial, path)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        if fs.get_file_info(partial).type != pafs.FileType.NotFound:
+            fs.delete_file(partial)
+        raise
+    summary.seconds = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _annotated(chunk: pa.Table, part: Part, snapshot: Snapshot, summary: EnrichSummary) -> pa.Table:
+    parsed = parse_addresses(address_column(chunk, part))
+    added = annotate(snapshot, parsed)
+    clash = sorted(set(added) & set(chunk.column_names))
+    if clash:
+        raise EnrichInputError(f"{part.uri}: the input already has columns {clash}, which enrich adds")
+    for at, message in parsed.problems:
+        if len(summary.problems) < 5:
+            summary.problems.append((summary.rows + at + 1, message))
+    summary.invalid_rows += int(parsed.invalid.sum())
+    errors = added["ip_error"]
+    summary.unmatched_rows += _count_unmatched(errors)
+    summary.rows += chunk.num_rows
+    for name, column in added.items():
+        chunk = chunk.append_column(name, column)
+    return chunk
+
+
+def _count_unmatched(errors: pa.Array) -> int:
+    codes = pc.value_counts(errors.drop_null()).to_pylist()
+    return sum(int(each["counts"]) for each in codes if each["values"] != "IP_ADDRESS_INVALID")
+
+
+class _Writer:
+    """The output's format, written at a temporary name."""
+
+    def __init__(
+        self, fs: pafs.FileSystem, path: str, output: Output, schema: pa.Schema, summary: EnrichSummary
+    ) -> None:
+        self.kind = output.kind
+        meta: Mapping[bytes, bytes] = {METADATA_KEY: json.dumps({"versions": summary.versions}).encode()}
+        self._sink = fs.open_output_stream(path, compression="gzip" if output.uri.endswith(".gz") else None)
+        self._parquet: pq.ParquetWriter | None = None
+        self._csv: pacsv.CSVWriter | None = None
+        if self.kind == "parquet":
+            self._parquet = pq.ParquetWriter(self._sink, schema.with_metadata(meta), compression="zstd")
+        elif self.kind == "csv":
+            self._csv = pacsv.CSVWriter(self._sink, _plain_schema(schema))
+
+    def write(self, table: pa.Table) -> None:
+        if self._parquet is not None:
+            self._parquet.write_table(table.replace_schema_metadata(self._parquet.schema.metadata))
+        elif self._csv is not None:
+            self._csv.write_table(table.cast(self._csv_schema(table)))
+        else:
+            lines = "".join(json.dumps(row, default=str) + "\n" for row in table.to_pylist())
+            self._sink.write(lines.encode())
+
+    def _csv_schema(self, table: pa.Table) -> pa.Schema:
+        return _plain_schema(table.schema)
+
+    def close(self) -> None:
+        if self._parquet is not None:
+            self._parquet.close()
+        if self._csv is not None:
+            self._csv.close()
+        self._sink.close()
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            self.close()
+
+
+def _plain_schema(schema: pa.Schema) -> pa.Schema:
+    """Dictionary-encoded columns as their values, which text formats write."""
+    return pa.schema(
+        [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema]
+    )

@@ -1,0 +1,79 @@
+"""What every front of the lookup function gives the stack: one protocol for rest, http and url.
+
+``LookupApi`` builds the front ``apiType`` names from its table of builders and reads it
+through this protocol alone: its URL, its stack outputs, its metrics, the origins CloudFront
+stands before, the custom domain of the one hostname, and where its keys live. Adding a
+front is a module here with a class that meets it and one row in that table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_cloudfront as cloudfront
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_route53 as route53
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from stacks.config import IpmetaConfig
+from stacks.fronts.front_metrics import MonitoredFront
+from stacks.function import PythonFunction
+
+
+class LookupFront(Protocol):
+    """A front of the lookup function."""
+
+    @property
+    def keys(self) -> secretsmanager.ISecret | None:
+        """The clients' keys as a secret of client name -> key (HTTP, URL); None where API Gateway
+        holds them (REST), which is why a region-spanning key is then a key of its own."""
+        ...
+
+    @property
+    def usage_plan(self) -> apigateway.UsagePlan | None:
+        """REST's usage plan, which a key every region accepts joins; None for the others."""
+        ...
+
+    @property
+    def functions(self) -> Mapping[str, lambda_.IFunction]:
+        """The front's own functions (its authorizer), by name, watched like every function."""
+        ...
+
+    @property
+    def url(self) -> str: ...
+
+    def monitored_front(self) -> MonitoredFront:
+        """Its requests, latency and errors, as the dashboard and the alarms read them."""
+        ...
+
+    def key_outputs(self) -> dict[str, tuple[str, str]]:
+        """The stack outputs that tell an operator where a client's key comes from."""
+        ...
+
+    def edge_origins(self) -> dict[str, cloudfront.IOrigin]:
+        """What CloudFront stands before (``edge``): ``origin``, and ``batch_origin`` if any."""
+        ...
+
+    def custom_domain(
+        self, scope: Construct, domain_name: str, certificate: acm.ICertificate
+    ) -> route53.IAliasRecordTarget:
+        """``domainName``: the name on this front, its root on the front's stage."""
+        ...
+
+
+class FrontBuilder(Protocol):
+    """Builds one front in ``scope`` (the ``LookupApi``) before ``handler``; ``keys`` is home's
+    secret replicated here, in a replica region."""
+
+    def __call__(
+        self,
+        scope: Construct,
+        *,
+        config: IpmetaConfig,
+        handler: PythonFunction,
+        keys: secretsmanager.ISecret | None,
+    ) -> LookupFront: ...
