@@ -87,3 +87,5 @@ ENRICH_PART_BYTES: Final = 256 << 20
 #: A part's function: more than the 1,769 MB that buy one vCPU, with room for a part's sorted
 #: addresses. ``ipmeta plan --enrich-rows`` prices this size (``loader.planning.enrich_costs``).
 ENRICH_PART_MEMORY_MB: Final = 2048
+#: The stack output naming the enrich state machine, which ``ipmeta enrich s3://… --stack`` starts.
+OUTPUT_ENRICH_STATE_MACHINE_ARN: Final = "EnrichStateMachineArn"

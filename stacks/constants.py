@@ -67,6 +67,7 @@ from loader.settings import (
     METRIC_LOAD_SECONDS,
     METRIC_REGION_BEHIND,
     METRIC_REGION_DIMENSION,
+    OUTPUT_ENRICH_STATE_MACHINE_ARN,
 )
 
 __all__ = [
@@ -117,6 +118,7 @@ __all__ = [
     "METRIC_QUERIES",
     "METRIC_REGION_BEHIND",
     "METRIC_REGION_DIMENSION",
+    "OUTPUT_ENRICH_STATE_MACHINE_ARN",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -150,8 +152,6 @@ OUTPUT_API_KEY_ID: Final = "ApiKeyId"
 OUTPUT_TABLE_NAME: Final = "TableName"
 OUTPUT_BUCKET_NAME: Final = "SourceBucketName"
 OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
-#: With ``enrichInputs``: the enrich state machine, which ``ipmeta enrich s3://… --stack NAME`` starts.
-OUTPUT_ENRICH_STATE_MACHINE_ARN: Final = "EnrichStateMachineArn"
 OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
 #: The HTTP API's and the function URL's keys (``apiType=http``, ``url``), in place of ``ApiKeyId``.
 OUTPUT_API_KEYS_SECRET_ARN: Final = "ApiKeysSecretArn"

@@ -95,6 +95,8 @@ def test_enrich_parts_is_a_distributed_map_over_the_staged_parts_with_a_result_w
     assert writer["Resource"] == "arn:aws:states:::s3:putObject"
     assert writer["Parameters"]["Prefix"] == f"{CHUNK_PREFIX}/{RESULTS_PREFIX}"
     assert parts["MaxConcurrency"] == cdk_json()["context"]["mapMaxConcurrency"]
+    # Every child finishes before Summarize fails the job: no part is written after the abort.
+    assert parts["ToleratedFailurePercentage"] == 100
     # The children's results stay in S3; the parent keeps only where they are.
     assert parts["ResultPath"] == "$.parts"
     assert states["Summarize"]["Parameters"]["results.$"] == "$.parts.ResultWriterDetails"

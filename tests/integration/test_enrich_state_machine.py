@@ -245,7 +245,8 @@ def test_an_output_that_holds_objects_is_refused_and_a_failing_part_leaves_no_ou
         {"input": f"s3://{INPUT_BUCKET}/access/", "output": f"s3://{OUTPUT_BUCKET}/failed/"},
     )
     assert failed["status"] == "FAILED"
-    assert "1 parts failed" in failed["cause"] and "injected RuntimeError" in failed["cause"]
+    assert "1 parts failed" in failed["cause"]
+    assert "injected RuntimeError" in failed["cause"]
     assert runner.endpoint.faults.calls["enrich_part"] == 2
     left = [o["Key"] for o in s3.list_objects_v2(Bucket=OUTPUT_BUCKET, Prefix="failed/").get("Contents", [])]
     assert left == []
