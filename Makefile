@@ -53,6 +53,7 @@ bench: setup
 	$(PY) -m bench.load
 	$(PY) -m bench.reverse
 	$(PY) -m bench.replication
+	$(PY) -m bench.enrich
 
 clean:
 	rm -rf cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -145,7 +145,7 @@ class _Writer:
         self._parquet: pq.ParquetWriter | None = None
         self._csv: pacsv.CSVWriter | None = None
         if self.kind == "parquet":
-            self._parquet = pq.ParquetWriter(self._sink, schema.with_metadata(meta), compression="zstd")
+            self._parquet = pq.ParquetWriter(self._sink, schema.with_metadata(meta), compression="snappy")
         elif self.kind == "csv":
             self._csv = pacsv.CSVWriter(self._sink, _plain_schema(schema))
 

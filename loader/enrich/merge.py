@@ -35,9 +35,8 @@ import pyarrow.compute as pc
 
 from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
-from ipmeta.schema.ips import format_address
 from loader.enrich.addresses import INVALID, ParsedAddresses
-from loader.enrich.snapshot import V6_DTYPE, DatasetSnapshot, FamilyRanges, Snapshot
+from loader.enrich.snapshot import V6_DTYPE, DatasetSnapshot, Snapshot
 
 RANGE_START: Final = "ip_range_start"
 RANGE_END: Final = "ip_range_end"
@@ -49,68 +48,62 @@ PREFIX_SEPARATOR: Final = "__"
 
 @dataclass(frozen=True)
 class Found:
-    """One dataset's answer for each row of a chunk: a row of its data, and its range's bounds."""
+    """One dataset's answer for each row of a chunk: a row of its data, and its range's position."""
 
     rows: npt.NDArray[np.int64]  #: -1 where the dataset holds no range for the address
-    start4: npt.NDArray[np.int64]
-    end4: npt.NDArray[np.int64]
-    start6: npt.NDArray[Any]
-    end6: npt.NDArray[Any]
+    #: the range's index in its family's ``FamilyRanges`` (-1 where none)
+    positions: npt.NDArray[np.int64]
 
     @property
     def matched(self) -> npt.NDArray[np.bool_]:
-        return self.rows >= 0
+        matched: npt.NDArray[np.bool_] = self.rows >= 0
+        return matched
 
 
-def find(dataset: DatasetSnapshot, parsed: ParsedAddresses) -> Found:
-    size = len(parsed.family)
-    found = Found(
-        np.full(size, -1, dtype=np.int64),
-        np.zeros(size, dtype=np.int64),
-        np.zeros(size, dtype=np.int64),
-        np.zeros(size, dtype=V6_DTYPE),
-        np.zeros(size, dtype=V6_DTYPE),
-    )
-    for family, ranges, values, starts, ends in (
-        (4, dataset.v4, parsed.v4, found.start4, found.end4),
-        (6, dataset.v6, parsed.v6, found.start6, found.end6),
-    ):
+@dataclass(frozen=True)
+class SortedFamily:
+    """A chunk's addresses of one family, sorted once for every dataset: rows, order, values."""
+
+    where: npt.NDArray[np.intp]
+    order: npt.NDArray[np.intp]
+    ordered: npt.NDArray[Any]
+
+
+def sort_chunk(parsed: ParsedAddresses) -> dict[int, SortedFamily]:
+    families = {}
+    for family, values in ((4, parsed.v4), (6, parsed.v6)):
         where = np.flatnonzero(parsed.family == family)
-        if not len(where) or not len(ranges.rows):
+        order = np.argsort(values[where], kind="stable")
+        families[family] = SortedFamily(where, order, values[where][order])
+    return families
+
+
+def find(dataset: DatasetSnapshot, chunk: dict[int, SortedFamily], size: int) -> Found:
+    found = Found(np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int64))
+    for family, ranges in ((4, dataset.v4), (6, dataset.v6)):
+        part = chunk[family]
+        if not len(part.where) or not len(ranges.rows):
             continue
-        at, held = _merge(ranges, values[where])
-        hits = where[held]
+        at = np.searchsorted(ranges.starts, part.ordered, side="right") - 1
+        held = at >= 0
+        held[held] = part.ordered[held] <= ranges.ends[at[held]]
+        # Back to the chunk's order: ordered[i] is the address of row where[order[i]].
+        hits = part.where[part.order[held]]
+        found.positions[hits] = at[held]
         found.rows[hits] = ranges.rows[at[held]]
-        starts[hits] = ranges.starts[at[held]]
-        ends[hits] = ranges.ends[at[held]]
     return found
-
-
-def _merge(
-    ranges: FamilyRanges, values: npt.NDArray[Any]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Each value's candidate range (the last starting at or before it) and whether it holds the value."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    at = np.searchsorted(ranges.starts, ordered, side="right") - 1
-    held = at >= 0
-    held[held] = ordered[held] <= ranges.ends[at[held]]
-    # Back to the chunk's order: the answer of ordered[i] belongs to values[order[i]].
-    restored_at = np.empty_like(at)
-    restored_held = np.empty_like(held)
-    restored_at[order] = at
-    restored_held[order] = held
-    return restored_at, restored_held
 
 
 def annotate(snapshot: Snapshot, parsed: ParsedAddresses) -> dict[str, pa.Array]:
     """A chunk's new columns, in order: merged fields, prefixed fields, range, bogon, error."""
-    founds = [find(dataset, parsed) for dataset in snapshot.datasets]
+    chunk = sort_chunk(parsed)
+    size = len(parsed.family)
+    founds = [find(dataset, chunk, size) for dataset in snapshot.datasets]
     columns = _data_columns(snapshot.datasets, founds)
-    any_match = np.zeros(len(parsed.family), dtype=bool)
+    any_match = np.zeros(size, dtype=bool)
     for found in founds:
         any_match |= found.matched
-    start_text, end_text = _span_text(parsed, founds, any_match)
+    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size)
     bogon = _bogons(parsed)
     columns[RANGE_START] = start_text
     columns[RANGE_END] = end_text
@@ -183,40 +176,39 @@ def _decoded(array: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _span_text(
-    parsed: ParsedAddresses, founds: Sequence[Found], any_match: npt.NDArray[np.bool_]
+    datasets: Sequence[DatasetSnapshot], chunk: dict[int, SortedFamily], founds: Sequence[Found], size: int
 ) -> tuple[pa.Array, pa.Array]:
-    """Where every answering dataset agrees: the latest start and the earliest end, as text."""
-    size = len(parsed.family)
-    start4 = np.zeros(size, dtype=np.int64)
-    end4 = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
-    start6 = np.zeros(size, dtype=V6_DTYPE)
-    end6 = np.full(size, b"\xff" * 16, dtype=V6_DTYPE)
-    for found in founds:
-        hit = found.matched
-        start4 = np.where(hit & (found.start4 > start4), found.start4, start4)
-        end4 = np.where(hit & (found.end4 < end4), found.end4, end4)
-        start6 = np.where(hit & (found.start6 > start6), found.start6, start6)
-        end6 = np.where(hit & (found.end6 < end6), found.end6, end6)
-    is4 = parsed.family == 4
-    texts = []
-    for v4, v6 in ((start4, start6), (end4, end6)):
-        text = np.full(size, None, dtype=object)
-        text[is4 & any_match] = _v4_text(v4[is4 & any_match])
-        is6 = (parsed.family == 6) & any_match
-        text[is6] = _v6_text(v6[is6])
-        texts.append(pa.array(text, type=pa.string()))
-    return texts[0], texts[1]
-
-
-def _v4_text(values: npt.NDArray[np.int64]) -> npt.NDArray[np.object_]:
-    unique, inverse = np.unique(values, return_inverse=True)
-    return np.array([format_address(4, int(value)) for value in unique.tolist()], dtype=object)[inverse]
-
-
-def _v6_text(values: npt.NDArray[Any]) -> npt.NDArray[np.object_]:
-    unique, inverse = np.unique(values, return_inverse=True)
-    texts = [format_address(6, int.from_bytes(bytes(value).ljust(16, b"\0"), "big")) for value in unique]
-    return np.array(texts, dtype=object)[inverse]
+    """Where every answering dataset agrees, the latest start and the earliest end, as text: taken
+    from the snapshots' texts of their bounds (written once per range, not once per row)."""
+    start_at = np.full(size, -1, dtype=np.int64)
+    end_at = np.full(size, -1, dtype=np.int64)
+    starts_text, ends_text = [], []
+    offset = 0
+    for family in (4, 6):
+        where = chunk[family].where
+        best_start = best_end = None
+        for dataset, found in zip(datasets, founds, strict=True):
+            ranges = dataset.v4 if family == 4 else dataset.v6
+            starts_text.append(ranges.start_text)
+            ends_text.append(ranges.end_text)
+            positions = found.positions[where]
+            hit = positions >= 0
+            if len(ranges.rows) and hit.any():
+                safe = np.where(hit, positions, 0)
+                start, end = ranges.starts[safe], ranges.ends[safe]
+                later = hit if best_start is None else hit & ((start_at[where] < 0) | (start > best_start))
+                earlier = hit if best_end is None else hit & ((end_at[where] < 0) | (end < best_end))
+                best_start = start if best_start is None else np.where(later, start, best_start)
+                best_end = end if best_end is None else np.where(earlier, end, best_end)
+                start_at[where[later]] = offset + positions[later]
+                end_at[where[earlier]] = offset + positions[earlier]
+            offset += len(ranges.rows)
+    starts = pa.concat_arrays(starts_text)
+    ends = pa.concat_arrays(ends_text)
+    return (
+        starts.take(pa.array(start_at, mask=start_at < 0)),
+        ends.take(pa.array(end_at, mask=end_at < 0)),
+    )
 
 
 def _intervals(blocks: Sequence[str], family: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:

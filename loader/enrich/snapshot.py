@@ -11,15 +11,18 @@ per range in that order: ``ranges.take(indices)`` gives a chunk's rows.
 from __future__ import annotations
 
 import binascii
+import socket
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ipmeta.schema.ips import format_address
 from loader.export.parquet import LAYOUT_COLUMNS, METADATA_KEY, SnapshotInfo, resolve
 from loader.formats.column_types import NATIVE
 
@@ -34,6 +37,9 @@ class FamilyRanges:
     starts: npt.NDArray[Any]
     ends: npt.NDArray[Any]
     rows: npt.NDArray[np.int64]
+    #: each range's first and last address as the API writes them (``format_address``)
+    start_text: pa.Array
+    end_text: pa.Array
 
 
 @dataclass(frozen=True)
@@ -96,18 +102,36 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
     family = table.column("ip_family").to_numpy()
     rows = np.arange(len(family), dtype=np.int64)
     is4 = family == 4
-    v4 = FamilyRanges(
-        table.column("ip_start").filter(pa.array(is4)).to_numpy().astype(np.int64),
-        table.column("ip_end").filter(pa.array(is4)).to_numpy().astype(np.int64),
-        rows[is4],
-    )
-    v6 = FamilyRanges(
-        _hex_to_s16(table.column("ip_start_hex").filter(pa.array(~is4))),
-        _hex_to_s16(table.column("ip_end_hex").filter(pa.array(~is4))),
-        rows[~is4],
-    )
+    starts4 = table.column("ip_start").filter(pa.array(is4)).to_numpy().astype(np.int64)
+    ends4 = table.column("ip_end").filter(pa.array(is4)).to_numpy().astype(np.int64)
+    v4 = FamilyRanges(starts4, ends4, rows[is4], v4_text(starts4), v4_text(ends4))
+    starts6 = _hex_to_s16(table.column("ip_start_hex").filter(pa.array(~is4)))
+    ends6 = _hex_to_s16(table.column("ip_end_hex").filter(pa.array(~is4)))
+    v6 = FamilyRanges(starts6, ends6, rows[~is4], v6_text(starts6), v6_text(ends6))
     data = table.select([name for name in names if name not in LAYOUT_COLUMNS])
     return DatasetSnapshot(info, v4, v6, data.combine_chunks())
+
+
+def v4_text(values: npt.NDArray[np.int64]) -> pa.Array:
+    """Dotted quads, as ``format_address`` writes them, by Arrow kernels."""
+    octets = [pc.cast(pa.array((values >> shift) & 255), pa.string()) for shift in (24, 16, 8, 0)]
+    return pc.binary_join_element_wise(*octets, ".")
+
+
+def v6_text(values: npt.NDArray[Any]) -> pa.Array:
+    """RFC 5952 text: ``inet_ntop``, which writes what ``ipaddress`` writes except in ``::/80``
+    (its dotted IPv4 tails), which ``format_address`` writes."""
+    texts = []
+    for value in values.tolist():
+        packed = value.ljust(16, b"\0")
+        if packed[:10] == _LOW_PREFIX:
+            texts.append(format_address(6, int.from_bytes(packed, "big")))
+        else:
+            texts.append(socket.inet_ntop(socket.AF_INET6, packed))
+    return pa.array(texts, type=pa.string())
+
+
+_LOW_PREFIX: Final = bytes(10)
 
 
 def _hex_to_s16(column: pa.ChunkedArray) -> npt.NDArray[Any]:

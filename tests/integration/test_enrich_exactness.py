@@ -287,3 +287,21 @@ def _duckdb_blocks() -> list[str]:
     text = (ROOT / "docs" / "parquet.md").read_text(encoding="utf-8")
     section = text.split("## DuckDB", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
+
+
+def test_an_unknown_dataset_or_version_in_the_table_is_refused_before_reading(
+    table_environment: Settings, store: LoaderTable, tmp_path: Path
+) -> None:
+    # Given one dataset with one version
+    staging = LocalStaging(tmp_path / "staging")
+    driver.run_load([write_cloud(tmp_path / "c.csv")], LoadOptions(dataset="cloud"), store, staging)
+    source = tmp_path / "in.csv"
+    source.write_text("ip\n5.5.5.5\n")
+    out = tmp_path / "out.csv"
+    # When enrich names another dataset, or a version that was never loaded
+    assert main(["enrich", str(source), "--out", str(out), "--datasets", "city"]) == 2
+    assert main(["enrich", str(source), "--out", str(out), "--version", "v7"]) == 2
+    # Then nothing is written; and the version that exists answers
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.csv", "in.csv", "staging"]
+    assert main(["enrich", str(source), "--out", str(out), "--version", "v1"]) == 0
+    assert "Only-cloud" in out.read_text()
