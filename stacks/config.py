@@ -687,6 +687,21 @@ class IpmetaConfig(BaseModel):
             for key, cron in crons.items()
         ]
 
+    def _enrich_rules(self) -> list[tuple[bool, str]]:
+        return [
+            (
+                bool(self.enrich_inputs) != bool(self.enrich_outputs),
+                "enrichInputs and enrichOutputs go together: where a job may read, and where it may write",
+            ),
+            *(
+                (
+                    not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?", uri),
+                    f"enrichInputs and enrichOutputs hold s3://bucket/prefix/ addresses, not {uri!r}",
+                )
+                for uri in (*self.enrich_inputs, *self.enrich_outputs)
+            ),
+        ]
+
     def _rules(self) -> list[tuple[bool, str]]:
         return [
             *self._waf_rules(),
@@ -736,17 +751,7 @@ class IpmetaConfig(BaseModel):
                 f"apiKeyCacheSeconds must be 0..{_MAX_API_KEY_CACHE_SECONDS}",
             ),
             *self._url_rules(),
-            (
-                bool(self.enrich_inputs) != bool(self.enrich_outputs),
-                "enrichInputs and enrichOutputs go together: where a job may read, and where it may write",
-            ),
-            *(
-                (
-                    not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?", uri),
-                    f"enrichInputs and enrichOutputs hold s3://bucket/prefix/ addresses, not {uri!r}",
-                )
-                for uri in (*self.enrich_inputs, *self.enrich_outputs)
-            ),
+            *self._enrich_rules(),
             # A cache the function cannot hold beside its code ends in out-of-memory kills.
             (
                 not 0 <= self.lookup_cache_mb <= self.lookup_memory_mb - LOOKUP_BASELINE_MB,

@@ -147,3 +147,30 @@ def test_the_execution_input_is_checked_before_anything_runs() -> None:
     ):
         with pytest.raises(SourceError, match=message):
             EnrichJob.from_event(bad)
+
+
+def test_the_command_writes_the_execution_input_the_state_machine_reads() -> None:
+    from ipmeta_cli.enrich_jobs import execution_input
+    from ipmeta_cli.main import parser
+
+    args = parser().parse_args(
+        [
+            "enrich", "s3://inv/logs/manifest.json", "--manifest", "--out", "s3://out/run/",
+            "--stack", "Ipmeta", "--datasets", "city,asn", "--version", "city:v12", "--column", "3",
+            "--format", "parquet",
+        ]
+    )  # fmt: skip
+    job = execution_input(args)
+    assert job == {
+        "manifest": "s3://inv/logs/manifest.json",
+        "output": "s3://out/run/",
+        "overwrite": False,
+        "column": 3,
+        "datasets": ["city", "asn"],
+        "versions": {"city": 12},
+        "format": "parquet",
+    }
+    # What the command writes, the state machine's first step reads back as the same job
+    parsed = EnrichJob.from_event(job)
+    assert parsed.manifest == S3Location("inv", "logs/manifest.json")
+    assert (parsed.column, parsed.datasets, dict(parsed.versions)) == (3, ("city", "asn"), {"city": 12})
