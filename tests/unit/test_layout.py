@@ -214,10 +214,11 @@ def test_importing_the_lookup_handler_loads_no_loader_code() -> None:
     child = (
         "import json, sys\n"
         "import ipmeta.api.handler\n"
-        "outside = ('loader', 'ipmeta_cli', 'stacks')\n"
+        "outside = ('loader', 'ipmeta_cli', 'stacks', 'pyarrow', 'numpy')\n"
         "print(json.dumps(sorted(name for name in sys.modules if name.split('.')[0] in outside)))\n"
     )
-    # Then it imports, and nothing of the loader, the CLI or the stacks came with it
+    # Then it imports, and nothing of the loader, the CLI or the stacks came with it, nor the
+    # enrich engine's pyarrow and numpy (only the enrich functions' layer carries them)
     assert report_of_a_fresh_import(child) == []
 
 
