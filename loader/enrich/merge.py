@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from loader.enrich.addresses import INVALID, ParsedAddresses
-from loader.enrich.snapshot import V6_DTYPE, DatasetSnapshot, Snapshot
+from loader.enrich.snapshot import V6_DTYPE, DatasetSnapshot, Snapshot, v6_text
 
 RANGE_START: Final = "ip_range_start"
 RANGE_END: Final = "ip_range_end"
@@ -103,7 +103,7 @@ def annotate(snapshot: Snapshot, parsed: ParsedAddresses) -> dict[str, pa.Array]
     any_match = np.zeros(size, dtype=bool)
     for found in founds:
         any_match |= found.matched
-    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size)
+    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size, snapshot.v6_texts)
     bogon = _bogons(parsed)
     columns[RANGE_START] = start_text
     columns[RANGE_END] = end_text
@@ -176,39 +176,77 @@ def _decoded(array: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _span_text(
-    datasets: Sequence[DatasetSnapshot], chunk: dict[int, SortedFamily], founds: Sequence[Found], size: int
+    datasets: Sequence[DatasetSnapshot],
+    chunk: dict[int, SortedFamily],
+    founds: Sequence[Found],
+    size: int,
+    known: dict[bytes, str],
 ) -> tuple[pa.Array, pa.Array]:
-    """Where every answering dataset agrees, the latest start and the earliest end, as text: taken
-    from the snapshots' texts of their bounds (written once per range, not once per row)."""
+    """Where every answering dataset agrees, the latest start and the earliest end, as text.
+
+    IPv4 texts are the snapshots' (written once per range); IPv6 texts are written here for the
+    distinct bounds of the chunk. Both are then taken per row."""
+    v4_start, v4_end, v4_texts = _v4_span(datasets, chunk[4], founds, size)
+    v6_start, v6_end, v6_hit = _v6_span(datasets, chunk[6], founds)
+    where6 = chunk[6].where[v6_hit]
+    columns = []
+    for at4, bounds6, texts4 in ((v4_start, v6_start, v4_texts[0]), (v4_end, v6_end, v4_texts[1])):
+        unique, inverse = np.unique(bounds6[v6_hit], return_inverse=True)
+        at = at4.copy()
+        at[where6] = len(texts4) + inverse
+        texts = pa.concat_arrays([texts4, v6_text(unique, known)])
+        columns.append(texts.take(pa.array(at, mask=at < 0)))
+    return columns[0], columns[1]
+
+
+def _v4_span(
+    datasets: Sequence[DatasetSnapshot], part: SortedFamily, founds: Sequence[Found], size: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[pa.Array, pa.Array]]:
+    """Each IPv4 row's latest start and earliest end, as indices into the datasets' bound texts."""
     start_at = np.full(size, -1, dtype=np.int64)
     end_at = np.full(size, -1, dtype=np.int64)
+    best_start = np.full(len(part.where), -1, dtype=np.int64)
+    best_end = np.full(len(part.where), 1 << 40, dtype=np.int64)
     starts_text, ends_text = [], []
     offset = 0
-    for family in (4, 6):
-        where = chunk[family].where
-        best_start = best_end = None
-        for dataset, found in zip(datasets, founds, strict=True):
-            ranges = dataset.v4 if family == 4 else dataset.v6
-            starts_text.append(ranges.start_text)
-            ends_text.append(ranges.end_text)
-            positions = found.positions[where]
-            hit = positions >= 0
-            if len(ranges.rows) and hit.any():
-                safe = np.where(hit, positions, 0)
-                start, end = ranges.starts[safe], ranges.ends[safe]
-                later = hit if best_start is None else hit & ((start_at[where] < 0) | (start > best_start))
-                earlier = hit if best_end is None else hit & ((end_at[where] < 0) | (end < best_end))
-                best_start = start if best_start is None else np.where(later, start, best_start)
-                best_end = end if best_end is None else np.where(earlier, end, best_end)
-                start_at[where[later]] = offset + positions[later]
-                end_at[where[earlier]] = offset + positions[earlier]
-            offset += len(ranges.rows)
-    starts = pa.concat_arrays(starts_text)
-    ends = pa.concat_arrays(ends_text)
-    return (
-        starts.take(pa.array(start_at, mask=start_at < 0)),
-        ends.take(pa.array(end_at, mask=end_at < 0)),
-    )
+    for dataset, found in zip(datasets, founds, strict=True):
+        ranges = dataset.v4
+        assert ranges.start_text is not None
+        assert ranges.end_text is not None
+        starts_text.append(ranges.start_text)
+        ends_text.append(ranges.end_text)
+        positions = found.positions[part.where]
+        hit = positions >= 0
+        if len(ranges.rows) and hit.any():
+            safe = np.where(hit, positions, 0)
+            later = hit & (ranges.starts[safe] > best_start)
+            earlier = hit & (ranges.ends[safe] < best_end)
+            best_start = np.where(later, ranges.starts[safe], best_start)
+            best_end = np.where(earlier, ranges.ends[safe], best_end)
+            start_at[part.where[later]] = offset + positions[later]
+            end_at[part.where[earlier]] = offset + positions[earlier]
+        offset += len(ranges.rows)
+    texts = (pa.concat_arrays(starts_text), pa.concat_arrays(ends_text))
+    return start_at, end_at, texts
+
+
+def _v6_span(
+    datasets: Sequence[DatasetSnapshot], part: SortedFamily, founds: Sequence[Found]
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """Each IPv6 row's latest start and earliest end (16-byte values), and whether any dataset held it."""
+    best_start = np.zeros(len(part.where), dtype=V6_DTYPE)
+    best_end = np.full(len(part.where), b"\xff" * 16, dtype=V6_DTYPE)
+    any_hit = np.zeros(len(part.where), dtype=bool)
+    for dataset, found in zip(datasets, founds, strict=True):
+        ranges = dataset.v6
+        positions = found.positions[part.where]
+        hit = positions >= 0
+        if len(ranges.rows) and hit.any():
+            safe = np.where(hit, positions, 0)
+            best_start = np.where(hit & (ranges.starts[safe] > best_start), ranges.starts[safe], best_start)
+            best_end = np.where(hit & (ranges.ends[safe] < best_end), ranges.ends[safe], best_end)
+            any_hit |= hit
+    return best_start, best_end, any_hit
 
 
 def _intervals(blocks: Sequence[str], family: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:

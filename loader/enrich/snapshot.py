@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import binascii
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -37,9 +37,10 @@ class FamilyRanges:
     starts: npt.NDArray[Any]
     ends: npt.NDArray[Any]
     rows: npt.NDArray[np.int64]
-    #: each range's first and last address as the API writes them (``format_address``)
-    start_text: pa.Array
-    end_text: pa.Array
+    #: IPv4: each range's first and last address as the API writes them (IPv6 text is written
+    #: per chunk, for the ranges it hits: most of a large database's IPv6 ranges never are)
+    start_text: pa.Array | None = None
+    end_text: pa.Array | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Snapshot:
     """The datasets a job reads, in precedence order (the API's merged view takes fields in this order)."""
 
     datasets: tuple[DatasetSnapshot, ...]
+    #: IPv6 bounds already written, by value: at most two per range of the snapshots
+    v6_texts: dict[bytes, str] = field(default_factory=dict, compare=False, repr=False)
 
     def versions(self) -> dict[str, str]:
         return {each.dataset: f"v{each.info.version}" for each in self.datasets}
@@ -92,12 +95,10 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
     table = pq.read_table(where, filesystem=fs, read_dictionary=strings)
     # A range's first row is its first bucket's; the export writes range ids in (family, start) order.
     ids = table.column("range_id").to_numpy()
-    first = np.ones(len(ids), dtype=bool)
-    if len(ids):
-        order = np.argsort(ids, kind="stable")
-        table = table.take(order)
-        ids = ids[order]
-        first[1:] = ids[1:] != ids[:-1]
+    # A range's first bucket row comes first in the file (rows are in bucket order), and those
+    # rows are in (family, start) order: keeping them needs no sort of the table.
+    first = np.zeros(len(ids), dtype=bool)
+    first[np.unique(ids, return_index=True)[1]] = True
     table = table.filter(pa.array(first))
     family = table.column("ip_family").to_numpy()
     rows = np.arange(len(family), dtype=np.int64)
@@ -107,7 +108,7 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
     v4 = FamilyRanges(starts4, ends4, rows[is4], v4_text(starts4), v4_text(ends4))
     starts6 = _hex_to_s16(table.column("ip_start_hex").filter(pa.array(~is4)))
     ends6 = _hex_to_s16(table.column("ip_end_hex").filter(pa.array(~is4)))
-    v6 = FamilyRanges(starts6, ends6, rows[~is4], v6_text(starts6), v6_text(ends6))
+    v6 = FamilyRanges(starts6, ends6, rows[~is4])
     data = table.select([name for name in names if name not in LAYOUT_COLUMNS])
     return DatasetSnapshot(info, v4, v6, data.combine_chunks())
 
@@ -118,16 +119,20 @@ def v4_text(values: npt.NDArray[np.int64]) -> pa.Array:
     return pc.binary_join_element_wise(*octets, ".")
 
 
-def v6_text(values: npt.NDArray[Any]) -> pa.Array:
-    """RFC 5952 text: ``inet_ntop``, which writes what ``ipaddress`` writes except in ``::/80``
-    (its dotted IPv4 tails), which ``format_address`` writes."""
+def v6_text(values: npt.NDArray[Any], known: dict[bytes, str]) -> pa.Array:
+    """RFC 5952 text, remembered in ``known``: ``inet_ntop``, which writes what ``ipaddress``
+    writes except in ``::/80`` (its dotted IPv4 tails), which ``format_address`` writes."""
     texts = []
     for value in values.tolist():
-        packed = value.ljust(16, b"\0")
-        if packed[:10] == _LOW_PREFIX:
-            texts.append(format_address(6, int.from_bytes(packed, "big")))
-        else:
-            texts.append(socket.inet_ntop(socket.AF_INET6, packed))
+        text = known.get(value)
+        if text is None:
+            packed = value.ljust(16, b"\0")  # S16 values lose trailing zero bytes: padded back
+            if packed[:10] == _LOW_PREFIX:
+                text = format_address(6, int.from_bytes(packed, "big"))
+            else:
+                text = socket.inet_ntop(socket.AF_INET6, packed)
+            known[value] = text
+        texts.append(text)
     return pa.array(texts, type=pa.string())
 
 
