@@ -58,6 +58,7 @@ bench: setup
 	$(PY) -m bench.reverse
 	$(PY) -m bench.replication
 	$(PY) -m bench.enrich
+	$(PY) -m bench.enrich_task
 
 clean:
 	rm -rf cdk.out .mypy_cache .ruff_cache .pytest_cache

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipmeta_cli.arguments import dataset_names
 from ipmeta_cli.backend import add_backend_arguments, backend
+from ipmeta_cli.enrich_jobs import add_job_arguments
 
 if TYPE_CHECKING:
     from loader.enrich.job import EnrichSummary
@@ -32,6 +33,10 @@ ALL_ROWS, SOME_INVALID, REFUSED = 0, 1, 2
 
 
 def command_enrich(args: argparse.Namespace) -> int:
+    if args.stack:  # on AWS, by the stack's enrich state machine
+        from ipmeta_cli.enrich_jobs import command_enrich_job
+
+        return command_enrich_job(args)
     from ipmeta.schema.errors import IpmetaError
     from loader.enrich.job import Output, enrich_part
     from loader.enrich.parts import EnrichInputError, Part
@@ -160,4 +165,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     enrich.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     enrich.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help=argparse.SUPPRESS)
     enrich.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_job_arguments(enrich)
     enrich.set_defaults(run=command_enrich)

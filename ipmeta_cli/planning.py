@@ -9,6 +9,8 @@ the delta's. ``--reproduce-blog`` runs the AWS blog's four experiments through
 the same model; ``--lookups-per-month N`` adds the monthly bill of N lookups
 behind each API front, ``--batch-size`` and ``--batch-share`` how many of them
 arrive in ``POST /v1/batch`` requests (which API Gateway and Lambda count once).
+``--enrich-rows N`` prices annotating N addresses on AWS (``ipmeta enrich s3://…``, the
+enrich state machine) next to the same addresses through the API, single and batched.
 ``--regions N`` prices all of it served from N regions (``replicaRegions``: home and
 N - 1 replicas): replicated writes, storage, the arrival checks, lookups per region.
 """
@@ -130,6 +132,8 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
             report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
     if args.reproduce_blog:
         report["blog"] = reproduce_blog()
+    if args.enrich_rows:
+        report["enrich"] = enrich_report(args)
     if args.lookups_per_month:
         report["lookups"] = lookup_costs(
             args.lookups_per_month,
@@ -181,6 +185,20 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
     if args.lookups_per_month:
         found["lookups"] = regional_lookup_costs(args.lookups_per_month, regions, lookup_batching(args))
     return found
+
+
+def enrich_report(args: argparse.Namespace) -> dict[str, Any]:
+    """An enrich job of ``--enrich-rows`` addresses on AWS, beside the same addresses through the API."""
+    from loader.planning.enrich_costs import MEASURED, api_costs, enrich_costs
+
+    job = enrich_costs(args.enrich_rows, MEASURED, datasets=args.enrich_datasets)
+    api = api_costs(
+        args.enrich_rows,
+        dynamodb_reads_per_lookup=args.reads_per_lookup * args.enrich_datasets,
+        edge_hit_ratio=args.edge_hit_ratio,
+        url_logging=UrlLogging(args.access_log_sample_rate, args.error_share),
+    )
+    return {"job": job, "api": api}
 
 
 def lookup_batching(args: argparse.Namespace) -> Batching:
@@ -276,6 +294,8 @@ def summarize(report: Mapping[str, Any]) -> str:
             )
     if "lookups" in report:
         lines.extend(_lookup_lines(report["lookups"]))
+    if "enrich" in report:
+        lines.extend(_enrich_lines(report["enrich"]))
     if "regions" in report:
         lines.extend(_region_lines(report["regions"]))
     if "fixed" in report:
@@ -355,6 +375,32 @@ _BILL_LINES = {
     "data_transfer": "transfer out",
     "logs": "logs",
 }
+
+
+def _enrich_lines(enrich: Mapping[str, Any]) -> list[str]:
+    job, api = enrich["job"], enrich["api"]
+    measured, bill, snapshot = job["assumptions"], job["breakdown"], job["snapshot"]
+    lambda_usd = bill["lambda_duration"] + bill["lambda_requests"]
+    s3_usd = bill["s3_gets"] + bill["s3_puts"]
+    lines = [
+        f"Annotating {job['rows']:,} addresses on AWS (ipmeta enrich s3://…): "
+        f"${job['total']:,.4f} in {job['parts']:,} parts",
+        f"  Lambda      ${lambda_usd:.4f}: {job['lambda_seconds']:,.1f} s at "
+        f"{measured['rows_per_second']:,.0f} addresses/s of {measured['memory_mb']:,} MB "
+        f"({job['gb_seconds']:,.1f} GB-s)",
+        f"  S3          ${s3_usd:.4f}: {job['s3_gets']:,} GETs, {job['s3_puts']:,} PUTs "
+        f"({measured['input_bytes_per_row']:.1f} bytes in, "
+        f"{measured['output_bytes_per_row']:.1f} out per address)",
+        f"  transitions ${bill['step_functions']:.4f}: {job['transitions']:,} state transitions",
+        f"  snapshot    ${bill['snapshot']:.4f}: once per version, {snapshot['ranges']:,} ranges "
+        f"read from the table ({snapshot['read_units']:,} read units); later jobs reuse it",
+        f"  (measured: {measured['source']})",
+        "The same addresses through the API:",
+    ]
+    for way, fronts in api.items():
+        cost = ", ".join(f"{front} ${usd:,.2f}" for front, usd in fronts.items())
+        lines.append(f"  {way:<18} {cost}")
+    return lines
 
 
 def _lookup_lines(lookups: Mapping[str, Any]) -> list[str]:
@@ -515,6 +561,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--dashboard",
         action="store_true",
         help="the fixed bill of a stack deployed with -c dashboard=true (the dashboard is off by default)",
+    )
+    plan.add_argument(
+        "--enrich-rows",
+        type=positive_int,
+        metavar="N",
+        help="price annotating N addresses on AWS (ipmeta enrich s3://...) next to the API, "
+        "single and batched",
+    )
+    plan.add_argument(
+        "--enrich-datasets",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="with --enrich-rows: how many datasets each address is annotated with (default 1)",
     )
     plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"

@@ -74,3 +74,12 @@ DEFAULT_CLEANUP_GRACE_SECONDS: Final = 300.0
 #: How long the load lock holds without renewal; each written chunk renews it.
 DEFAULT_LOCK_LEASE_SECONDS: Final = 900.0
 assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
+
+#: ``ipmeta enrich`` on AWS (``loader.pipeline.enrich_task``): a part a Lambda sorts and merges
+#: well within its 15 minutes, whose sorted addresses fit its memory beside the snapshot's ranges.
+ENRICH_PART_BYTES: Final = 256 << 20
+#: A part's function: more than the 1,769 MB that buy one vCPU, with room for a part's sorted
+#: addresses. ``ipmeta plan --enrich-rows`` prices this size (``loader.planning.enrich_costs``).
+ENRICH_PART_MEMORY_MB: Final = 2048
+#: The stack output naming the enrich state machine, which ``ipmeta enrich s3://… --stack`` starts.
+OUTPUT_ENRICH_STATE_MACHINE_ARN: Final = "EnrichStateMachineArn"

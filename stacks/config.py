@@ -299,6 +299,10 @@ class IpmetaConfig(BaseModel):
     hosted_zone_name: str = ""
     #: A replica region whose pointer has trailed home's this long raises its ``RegionBehind`` alarm.
     replica_lag_alarm_minutes: int = 30
+    #: ``ipmeta enrich`` on AWS (``stacks/load/enrich_workflow.py``): the ``s3://bucket/prefix/`` the job may
+    #: read (inputs and manifests) and write (outputs). Both empty: no enrich state machine.
+    enrich_inputs: list[str] = []
+    enrich_outputs: list[str] = []
 
     @classmethod
     def from_node(cls, node: Node) -> IpmetaConfig:

@@ -28,6 +28,8 @@ WEB_ACL_ARN: Final = re.compile(
     r"arn:aws[a-z-]*:wafv2:(?P<region>[a-z]{2}(-[a-z]+)+-\d):\d{12}:"
     r"(?P<scope>regional|global)/webacl/[\w-]{1,128}/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
 )
+#: An S3 bucket, and optionally a prefix in it: where an enrich job may read or write.
+S3_PREFIX: Final = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?")
 #: An address SNS can subscribe: something@domain.tld, no spaces.
 EMAIL: Final = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 #: What the warm lookup function holds besides its range cache, rounded up: the
@@ -208,6 +210,21 @@ def lookup_cache_problems(config: IpmetaConfig) -> list[str]:
 
 
 #: Every rule, in the order its messages are reported.
+def enrich_problems(config: IpmetaConfig) -> list[str]:
+    """Where an enrich job may read and where it may write come together, as S3 prefixes."""
+    return [
+        *_when(
+            bool(config.enrich_inputs) != bool(config.enrich_outputs),
+            "enrichInputs and enrichOutputs go together: where a job may read, and where it may write",
+        ),
+        *(
+            f"enrichInputs and enrichOutputs hold s3://bucket/prefix/ addresses, not {uri!r}"
+            for uri in (*config.enrich_inputs, *config.enrich_outputs)
+            if not S3_PREFIX.fullmatch(uri)
+        ),
+    ]
+
+
 RULES: Final[tuple[Rule, ...]] = (
     web_acl_problems,
     region_problems,
@@ -220,6 +237,7 @@ RULES: Final[tuple[Rule, ...]] = (
     source_key_problems,
     max_age_problems,
     lookup_cache_problems,
+    enrich_problems,
 )
 
 

@@ -73,6 +73,7 @@ from loader.settings import (
     METRIC_REGION_BEHIND,
     METRIC_REGION_DIMENSION,
     METRIC_RELEASE_HELD,
+    OUTPUT_ENRICH_STATE_MACHINE_ARN,
 )
 
 __all__ = [
@@ -127,6 +128,7 @@ __all__ = [
     "METRIC_REGION_BEHIND",
     "METRIC_REGION_DIMENSION",
     "METRIC_RELEASE_HELD",
+    "OUTPUT_ENRICH_STATE_MACHINE_ARN",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -139,6 +141,8 @@ STACK_ID: Final = "Ipmeta"
 TABLE_ID: Final = "Table"
 API_ID: Final = "LookupApi"
 LOADER_WORKFLOW_ID: Final = "LoaderWorkflow"
+#: With ``enrichInputs`` and ``enrichOutputs``: ``ipmeta enrich`` on AWS (``stacks/load/enrich_workflow.py``).
+ENRICH_WORKFLOW_ID: Final = "EnrichWorkflow"
 SCHEDULE_ID: Final = "Reloads"
 MONITORING_ID: Final = "Monitoring"
 #: With ``replicaRegions``: home's part of the replication, each region's stack (``Ipmeta-eu-west-1``),

@@ -10,11 +10,13 @@ from constructs import Construct
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_ID,
+    ENRICH_WORKFLOW_ID,
     HOSTNAME_ID,
     LOADER_WORKFLOW_ID,
     MONITORING_ID,
     OUTPUT_ALARM_TOPIC_ARN,
     OUTPUT_BUCKET_NAME,
+    OUTPUT_ENRICH_STATE_MACHINE_ARN,
     OUTPUT_HOSTNAME_URL,
     OUTPUT_SHARED_KEY_ID,
     OUTPUT_SHARED_KEY_SECRET_ARN,
@@ -25,6 +27,7 @@ from stacks.constants import (
     TABLE_ID,
 )
 from stacks.fronts.lookup_api import LookupApi
+from stacks.load.enrich_workflow import EnrichWorkflow
 from stacks.load.loader_workflow import LoaderWorkflow
 from stacks.load.schedule import ScheduledReloads
 from stacks.monitoring.dashboard import Monitoring
@@ -54,8 +57,15 @@ class IpmetaStack(Stack):
             bucket=self.loader.bucket,
         )
         self._build_regions(config)
+        self.enrich = (
+            EnrichWorkflow(self, ENRICH_WORKFLOW_ID, config=config, table=table, bucket=self.loader.bucket)
+            if config.enrich_inputs
+            else None
+        )
         functions = dict(self.lookup.functions)
         functions.update({task: f.function for task, f in self.loader.functions.items()})
+        if self.enrich is not None:
+            functions.update({task: f.function for task, f in self.enrich.functions.items()})
         self.monitoring = Monitoring(
             self,
             MONITORING_ID,
@@ -65,8 +75,13 @@ class IpmetaStack(Stack):
             functions=functions,
             table=table,
             state_machine=self.loader.state_machine,
-            other_alarms=[self.hostname.unhealthy] if self.hostname is not None else [],
+            other_alarms=[
+                *([self.hostname.unhealthy] if self.hostname is not None else []),
+                *([self.enrich.failed] if self.enrich is not None else []),
+            ],
         )
+        if self.enrich is not None:
+            self.enrich.notify(self.monitoring.topic)
         self._build_outputs()
 
     def _build_regions(self, config: IpmetaConfig) -> None:
@@ -109,5 +124,10 @@ class IpmetaStack(Stack):
             OUTPUT_ALARM_TOPIC_ARN: (self.monitoring.topic.topic_arn, "Subscribe to receive alarms"),
             **self._region_outputs,
         }
+        if self.enrich is not None:
+            outputs[OUTPUT_ENRICH_STATE_MACHINE_ARN] = (
+                self.enrich.state_machine.state_machine_arn,
+                "Start an execution to annotate files of addresses (ipmeta enrich --stack)",
+            )
         for output_id, (value, description) in outputs.items():
             CfnOutput(self, output_id, value=value, description=description)

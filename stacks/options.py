@@ -265,6 +265,14 @@ OPTIONS: Final[Mapping[str, Option]] = {
         low=1,
         high=MAX_DATA_AGE_HOURS * 60,
     ),
+    "enrichInputs": Option(
+        "`ipmeta enrich` on AWS: the `s3://bucket/prefix/` addresses a job may read (inputs and "
+        "manifests); with `enrichOutputs`, builds the enrich state machine ([enrich](enrich.md#on-aws))",
+    ),
+    "enrichOutputs": Option(
+        "`ipmeta enrich` on AWS: the `s3://bucket/prefix/` addresses a job may write; empty with "
+        "`enrichInputs`: no enrich state machine",
+    ),
 }
 
 

@@ -23,6 +23,11 @@ And outside the state machine, in each replica region of a deployment with
 ``replicaRegions``: ``arrival`` (``arrive``, on a schedule), the region's own pointer
 following home's, each version once it has wholly arrived in that region.
 
+And ``ipmeta enrich`` on AWS, a state machine of its own (``stacks/load/enrich_workflow.py``):
+``enrich_parts`` cuts a job's input into parts (objects, byte ranges, row groups) and reads
+its manifests, pure; ``enrich_task`` runs its steps (``enrich_plan``, ``enrich_snapshot``,
+``enrich_part``, ``enrich_summary``, ``enrich_abort``), each part through the one engine.
+
 Their shared parts: ``descriptor`` (``load.json``, what every state knows of
 the load), ``staged`` (the files staged between states and their encodings)
 and ``normalize`` (overlap resolution and coalescing, pure). The runners:
@@ -30,5 +35,6 @@ and ``normalize`` (overlap resolution and coalescing, pure). The runners:
 Lambda entry points (``loader.pipeline.handlers.<task>``).
 
 May import ``loader.store``, ``loader.export``, ``loader.formats``,
-``loader.feeds`` and the shared modules of ``loader``; never ``loader.planning``.
+``loader.feeds``, ``loader.enrich`` (the engine the enrich parts run) and the shared
+modules of ``loader``; never ``loader.planning``.
 """

@@ -403,3 +403,79 @@ def _abort_load(event: dict[str, Any]) -> dict[str, Any]:
     abort_task.fail(load_id, message, _table())
     logger.error("load aborted", extra={"load_id": load_id, "error": message})
     return {"aborted": load_id, "error": message}
+
+
+# --- ipmeta enrich on AWS (``stacks/load/enrich_workflow.py``) ------------------------------------
+# Imported when first called: the load's functions never pay for pyarrow, which only these
+# functions' layer carries.
+
+
+@logger.inject_lambda_context
+def enrich_plan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The execution's input (``loader.pipeline.enrich_task``) -> the pinned versions and the parts list."""
+    from loader.pipeline import enrich_task
+    from loader.pipeline.enrich_parts import S3Location
+
+    job = enrich_task.EnrichJob.from_event(event)
+    plan = enrich_task.plan_job(
+        job,
+        _enrich_objects(),
+        pin=enrich_task.pin_versions,
+        row_groups=functools.partial(enrich_task.parquet_row_groups, filesystem=_enrich_filesystem()),
+        staging=S3Location(os.environ[ENV_SOURCE_BUCKET], f"{_staging().prefix}/"),
+    )
+    logger.info("enrich planned", extra={"job_id": plan["job_id"], "parts": plan["parts"]["count"]})
+    return plan
+
+
+@logger.inject_lambda_context
+def enrich_snapshot(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One pinned version (``{"dataset", "version", "snapshot"}``): its Parquet snapshot, written once."""
+    from loader.pipeline import enrich_task
+
+    written = enrich_task.ensure_snapshot(event, _table(), _enrich_filesystem())
+    logger.info("snapshot", extra=written)
+    return written
+
+
+@logger.inject_lambda_context
+def enrich_part(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One child of EnrichParts (``{"part", "job"}``): the part enriched, and its summary."""
+    from loader.pipeline import enrich_task
+
+    summary = enrich_task.run_part(event, _enrich_filesystem())
+    logger.info("part enriched", extra={key: summary[key] for key in ("index", "rows", "seconds")})
+    return summary
+
+
+@logger.inject_lambda_context
+def enrich_summary(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """``{"plan", "results"}``: the parts' summaries added up, and written beside them."""
+    from loader.pipeline import enrich_task
+
+    store = _enrich_objects()
+    outputs = enrich_task.map_results(event["results"], store)
+    summary = enrich_task.summarize(event["plan"], outputs, store)
+    logger.info("enrich done", extra={key: summary[key] for key in ("job_id", "parts", "rows")})
+    return summary
+
+
+@logger.inject_lambda_context
+def enrich_abort(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """From every Catch: the job's written parts deleted, so a failed job leaves no output."""
+    from loader.pipeline import enrich_task
+
+    outcome = enrich_task.abort_job(event, _enrich_objects())
+    logger.error("enrich failed", extra={**outcome, "error": json.dumps(event.get("error"))})
+    return outcome
+
+
+def _enrich_filesystem() -> Any:
+    """How the engine reaches S3: None, pyarrow's own S3 file system (tests hand it their stand-in)."""
+    return None
+
+
+def _enrich_objects() -> Any:
+    from loader.store.enrich_objects import EnrichObjects
+
+    return EnrichObjects(s3.client())

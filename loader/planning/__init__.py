@@ -7,7 +7,8 @@
   transfer, storage, arrival checks, lookups spread over the regions;
 - ``fixed_bill``: what the default stack costs a month before any lookup or load, line by line;
 - ``load_plan``: everything ``ipmeta plan`` reports about one load;
-- ``blog``: the AWS blog's four loads, reproduced by the model.
+- ``blog``: the AWS blog's four loads, reproduced by the model;
+- ``enrich_costs``: what ``ipmeta enrich`` costs on AWS, next to the same addresses through the API.
 
 Imports only the shared modules of ``loader`` (``reverse_index``) and
 ``ipmeta``: it never writes, and a load never consults it.

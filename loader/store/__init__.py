@@ -29,6 +29,9 @@ And the rest of AWS:
 - ``edge_cache``: the ``/*`` invalidation of CloudFront's cache (``edge``) after a switch;
 - ``staging``: the staging area between states (a folder locally, a prefix in AWS);
 - ``source``: a load's files, local or ``s3://``, made local for the readers.
+- ``enrich_objects``: an enrich job's input listed, its manifests read, its parts list and
+  summary written, a failed job's parts deleted;
+- ``enrich_executions``: the enrich state machine found by its stack, started and watched.
 
 May import the shared modules of ``loader`` and the lookup's ``ipmeta``;
 never ``loader.pipeline``, ``loader.export``, ``loader.planning`` or ``loader.feeds``.

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
@@ -52,7 +53,7 @@ from stacks.constants import (
     RECORD_RELEASE_TASK,
 )
 from stacks.load.loader_functions import EXPORT_TASK, LoaderFunctions, sizing
-from stacks.nag import acknowledge, arn_ref
+from stacks.nag import acknowledge, acknowledge_map_children, arn_ref
 
 #: Errors the Lambda service itself raises; retrying them is always safe.
 LAMBDA_SERVICE_ERRORS: Final = (
@@ -89,6 +90,38 @@ CHUNKS_PER_CHILD: Final = 4
 #: A Task's TimeoutSeconds is its function's timeout plus this margin, so the Lambda's own
 #: timeout (a clean, retried error) comes first and a lost invocation still ends.
 TASK_TIMEOUT_MARGIN: Final = Duration.seconds(30)
+
+
+def lambda_task(
+    scope: Construct,
+    state_name: str,
+    function: lambda_.IFunction,
+    timeout: Duration,
+    *,
+    payload: sfn.TaskInput | None,
+    result_path: str | None,
+) -> tasks.LambdaInvoke:
+    """A Lambda task that times out after its function (``TASK_TIMEOUT_MARGIN``) and retries the
+    Lambda service's own errors with full jitter."""
+    invoke = tasks.LambdaInvoke(
+        scope,
+        state_name,
+        lambda_function=function,
+        payload=payload,
+        payload_response_only=True,
+        # Replaced by the jittered retry below.
+        retry_on_service_exceptions=False,
+        result_path=result_path,
+        task_timeout=sfn.Timeout.duration(timeout.plus(TASK_TIMEOUT_MARGIN)),
+    )
+    invoke.add_retry(
+        errors=list(LAMBDA_SERVICE_ERRORS),
+        interval=Duration.seconds(2),
+        backoff_rate=2.0,
+        max_attempts=6,
+        jitter_strategy=sfn.JitterType.FULL,
+    )
+    return invoke
 
 
 class LoaderWorkflow(Construct):
@@ -198,51 +231,16 @@ class LoaderWorkflow(Construct):
             "results (ItemReader, ResultWriter); the keys are chosen at run time, in the "
             "loader's own bucket only.",
         )
-        machine = stack.resolve(stack.get_logical_id(self.state_machine.node.default_child))  # type: ignore[arg-type]
-        # A stack deployed to a known region and account (one with replicaRegions) spells them out.
-        partition, region, account = (
-            f"<{pseudo}>" if Token.is_unresolved(value) else value
-            for pseudo, value in (
-                ("AWS::Partition", stack.partition),
-                ("AWS::Region", stack.region),
-                ("AWS::AccountId", stack.account),
-            )
-        )
-        execution = (
-            f"arn:{partition}:states:{region}:{account}:execution:"
-            f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine}"}}]}}]}}'
-        )
-        for suffix in (":*", "/*:*"):
-            acknowledge(
-                self.state_machine,
-                f"IAM5[Resource::{execution}{suffix}]",
-                "A Distributed Map starts, describes and stops its own child executions, whose "
-                "names Step Functions chooses; CDK scopes the grant to this state machine's executions.",
-            )
+        acknowledge_map_children(self.state_machine)
 
     def _invoke(
         self, task: str, state_name: str, payload: sfn.TaskInput | None, result_path: str | None
     ) -> tasks.LambdaInvoke:
         """A Lambda task; with no ``payload`` the function receives the whole state."""
-        invoke = tasks.LambdaInvoke(
-            self,
-            state_name,
-            lambda_function=self.functions[task].function,
-            payload=payload,
-            payload_response_only=True,
-            # Replaced by the jittered retry below.
-            retry_on_service_exceptions=False,
-            result_path=result_path,
-            task_timeout=sfn.Timeout.duration(sizing(task, self._config).timeout.plus(TASK_TIMEOUT_MARGIN)),
+        timeout = sizing(task, self._config).timeout
+        return lambda_task(
+            self, state_name, self.functions[task].function, timeout, payload=payload, result_path=result_path
         )
-        invoke.add_retry(
-            errors=list(LAMBDA_SERVICE_ERRORS),
-            interval=Duration.seconds(2),
-            backoff_rate=2.0,
-            max_attempts=6,
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        return invoke
 
     def _distributed_map(
         self, state_name: str, items_key: str, processor: sfn.IChainable, *, batch: int = 1

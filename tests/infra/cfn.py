@@ -46,9 +46,16 @@ def _substitute(part: Any, template: dict[str, Any]) -> str:
     raise AssertionError(f"unexpected token in definition: {part}")
 
 
-def state_machine_definition(template: dict[str, Any]) -> dict[str, Any]:
-    """The ASL document, with every CloudFormation token replaced by a literal."""
-    _, machine = only(template, "AWS::StepFunctions::StateMachine")
+def state_machine_definition(template: dict[str, Any], under: str = "") -> dict[str, Any]:
+    """The ASL document, with every CloudFormation token replaced by a literal; with ``under``, of the
+    state machine whose logical id starts so (a stack with the enrich state machine holds two)."""
+    machines = {
+        logical_id: machine
+        for logical_id, machine in resources_of_type(template, "AWS::StepFunctions::StateMachine").items()
+        if logical_id.startswith(under) and (under or not logical_id.startswith("EnrichWorkflow"))
+    }
+    assert len(machines) == 1, f"expected one state machine under {under!r}, found {sorted(machines)}"
+    (machine,) = machines.values()
     definition = machine["Properties"]["DefinitionString"]
     if isinstance(definition, str):
         return dict(json.loads(definition))

@@ -49,6 +49,10 @@ DATASETS = "datasets"
 FEEDS = "feeds"
 REPLICAS = "replicas"
 REPLICAS_DOMAIN = "replicas_domain"
+#: ``ipmeta enrich`` on AWS: the enrich state machine, reading and writing these prefixes only.
+ENRICH = "enrich"
+EXAMPLE_ENRICH_INPUTS = ("s3://example-logs/access/", "s3://example-inventory/logs-inventory/")
+EXAMPLE_ENRICH_OUTPUT = "s3://example-results/enriched/"
 
 EXAMPLE_SOURCE_URL = "https://example.com/ip-metadata.csv"
 #: A regional web ACL of the tests' region (the stacks are environment-agnostic).
@@ -183,6 +187,7 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "feedFailuresToAlarm": 3,
     },
     REPLICAS: {"replicaRegions": list(EXAMPLE_REPLICA_REGIONS), "homeRegion": HOME_REGION},
+    ENRICH: {"enrichInputs": list(EXAMPLE_ENRICH_INPUTS), "enrichOutputs": [EXAMPLE_ENRICH_OUTPUT]},
     # The HTTP front's keys replicate too; one hostname over both regions.
     REPLICAS_DOMAIN: {
         "replicaRegions": [EXAMPLE_REPLICA_REGIONS[0]],

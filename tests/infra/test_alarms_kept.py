@@ -32,6 +32,7 @@ from tests.infra.conftest import (
     ALL_VARIANTS,
     DATASETS,
     DEFAULT,
+    ENRICH,
     EXPORT_MMDB,
     FEEDS,
     HTTP_API,
@@ -75,6 +76,7 @@ DATA_AGE: Mapping[str, Mapping[str, int]] = {
             URL_EDGE,
             HTTP_EDGE,
             REST_EDGE,
+            ENRICH,
         )
     },
     DATASETS: {"city": 96, "asn": 48, "blocklist": 48},
@@ -215,9 +217,13 @@ def _table_name(template: dict[str, Any]) -> str:
 def expected_alarms(template: dict[str, Any], variant: str) -> Iterator[tuple[str, AlarmSignature]]:
     """Home's alarms in ``variant``, each with what it is for."""
     yield from serving_alarms(template, variant)
-    machine = frozenset({("StateMachineArn", _only(template, "AWS::StepFunctions::StateMachine"))})
-    failures = frozenset(("AWS/States", name, machine, "Sum", FIVE_MINUTES) for name in EXECUTION_FAILURES)
-    yield "loads failed", (failures, GTE, 1.0, 1, 1, "notBreaching")
+    for logical_id in resources_of_type(template, "AWS::StepFunctions::StateMachine"):
+        # The loader's, and with enrichInputs the enrich state machine's (``stacks/load/enrich_workflow.py``).
+        machine = frozenset({("StateMachineArn", f"Ref:{logical_id}")})
+        failures = frozenset(
+            ("AWS/States", name, machine, "Sum", FIVE_MINUTES) for name in EXECUTION_FAILURES
+        )
+        yield f"{logical_id} executions failed", (failures, GTE, 1.0, 1, 1, "notBreaching")
     yield from _loader_metric_alarms(variant)
     if variant in FEED_FAILURES:
         record, _ = function_by_handler(template, f"{LOADER_MODULE}.record_release")
