@@ -24,12 +24,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from ipmeta.schema.settings import Front
 from loader.planning.costs import (
     LAMBDA_PRICE_PER_GB_SECOND,
     LAMBDA_PRICE_PER_MILLION,
     READ_PRICE_PER_MILLION,
     READ_UNITS_PER_LOOKUP_READ,
-    ApiFront,
     Batching,
     lookup_costs,
 )
@@ -167,5 +167,5 @@ def api_costs(rows: int, **assumptions: Any) -> dict[str, Any]:
     found = {}
     for name, batching in ways.items():
         fronts = lookup_costs(rows, batching=batching, **assumptions)["fronts"]
-        found[name] = {str(front): fronts[str(front)]["total"] for front in ApiFront}
+        found[name] = {str(front): fronts[str(front)]["total"] for front in Front}
     return found

@@ -159,6 +159,14 @@ FEED_FAILING: Final = AlarmRule(
     # Between runs no datapoint arrives: the alarm stays where the last run left it.
     missing=cloudwatch.TreatMissingData.IGNORE,
 )
+RELEASE_HELD: Final = AlarmRule(
+    name="ReleaseHeld",
+    description="A release of dataset {name} changed too much or shrank; it is held",
+    catches="A release the guard loaded but did not activate (maxChangeRatio, the size floor): it "
+    "waits for `ipmeta activate`, or the next release",
+    threshold=1,
+    where=Where.HOME,
+)
 RECORD_RELEASE_ERRORS: Final = AlarmRule(
     name="RecordReleaseErrors",
     description="The record_release function raised errors",
@@ -186,6 +194,7 @@ ALARM_TABLE: Final[tuple[AlarmRule, ...]] = (
     LOADS_FAILED,
     DATA_TOO_OLD,
     FEED_FAILING,
+    RELEASE_HELD,
     RECORD_RELEASE_ERRORS,
     REGION_BEHIND,
 )

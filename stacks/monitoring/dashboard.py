@@ -62,6 +62,7 @@ from stacks.monitoring.alarm_table import (
     LOOKUP_THROTTLES,
     PERIOD,
     RECORD_RELEASE_ERRORS,
+    RELEASE_HELD,
     TABLE_READ_THROTTLES,
 )
 
@@ -365,13 +366,10 @@ class Monitoring(Construct):
                         name=feed.name,
                     ),
                     # A release the guard held waits for a person: `ipmeta activate`, or the next one.
-                    CustomMetricWithAlarm(
-                        metric=metrics.release_held(feed.name).with_(label=f"{feed.name}: releases held"),
-                        alarm_friendly_name=f"ReleaseHeld{feed.construct_suffix}",
-                        add_alarm=_threshold(
-                            f"A release of dataset {feed.name} changed too much or shrank; it is held",
-                            1,
-                        ),
+                    RELEASE_HELD.alarm(
+                        metrics.release_held(feed.name).with_(label=f"{feed.name}: releases held"),
+                        suffix=feed.construct_suffix,
+                        name=feed.name,
                     ),
                 ],
             )

@@ -265,6 +265,15 @@ def _loader_metric_alarms(variant: str) -> Iterator[tuple[str, AlarmSignature]]:
         )
         # Between runs no datapoint comes: the alarm holds where the last run left it
         yield f"feed {feed} failing", (frozenset({failing}), GTE, float(failures), 1, 1, "ignore")
+        held = (
+            METRICS_NAMESPACE,
+            "ReleaseHeld",
+            frozenset({("dataset", feed), ("service", LOADER_SERVICE_NAME)}),
+            "Sum",
+            HOUR,
+        )
+        # A release the guard loaded but did not activate waits for a person
+        yield f"release of {feed} held", (frozenset({held}), GTE, 1.0, 1, 1, "notBreaching")
 
 
 def _alarm_count(template: dict[str, Any]) -> int:

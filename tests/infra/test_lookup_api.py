@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from ipmeta.schema.settings import Front
 from loader.planning.costs import (
     ACCESS_LOG_LINE_BYTES,
     DEFAULT_LOG_BYTES,
     LOG_EVENT_OVERHEAD_BYTES,
-    ApiFront,
 )
 from stacks.constants import (
     API_STAGE_NAME,
@@ -277,9 +277,9 @@ def test_an_access_log_line_weighs_what_the_cost_model_counts(
         line = line.replace(f'"{variable}"', json.dumps(value))
     assert "$context" not in line
     # The cost model (loader.planning.costs) counts this many bytes per request.
-    front = ApiFront.HTTP if variant == HTTP_API else ApiFront.REST
+    front = Front.HTTP if variant == HTTP_API else Front.REST
     assert len(line.encode()) <= ACCESS_LOG_LINE_BYTES
-    assert DEFAULT_LOG_BYTES[ApiFront(front.value)] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
+    assert DEFAULT_LOG_BYTES[front] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
 
 
 def test_page_tokens_are_signed_with_a_generated_secret_only_the_lookup_reads(
