@@ -36,7 +36,7 @@ from ipmeta.schema.settings import Settings
 from ipmeta_cli.demo import ASN_ATTRIBUTION, ASN_COLUMNS, ASN_FILES, ASN_INDEX_FIELD
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader.store.table import LoaderTable
-from testing.asn_scan import CsvScan, read_csv
+from testing.row_scan import CsvScan, read_csv
 
 RESULTS: Final = PROJECT_ROOT / "bench" / "results" / "two_datasets.json"
 WORK: Final = BENCH_DATA / "two-datasets"

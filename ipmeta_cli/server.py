@@ -78,9 +78,11 @@ class LocalLambdaContext:
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     log_group_name: str = "local"
     log_stream_name: str = "local"
+    #: What the invocation has left: API Gateway's 29 s by default; a loader task's up to 15 minutes.
+    remaining_millis: int = 29_000
 
     def get_remaining_time_in_millis(self) -> int:
-        return 29_000
+        return self.remaining_millis
 
 
 #: How long a connection may wait for its next request line (keep-alive, or a half-open socket).

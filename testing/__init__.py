@@ -1,7 +1,8 @@
 """What the tests and the benchmarks both use: oracles, a stand-in store, certificates, an in-process client.
 
-- ``asn_scan``: which row of an ASN CSV owns an address (the last row holding
-  it), by a scan that knows nothing of the loader.
+- ``row_scan``: which row owns an address (the last row in file order holding
+  it), by scans that know nothing of the loader: ``brute_force`` over any rows,
+  and ``CsvScan``, fast enough for a whole ASN CSV.
 - ``asn_reverse``: a value's ranges in the ASN CSV (its rows minus what later
   rows take), and the values the reverse-index checks page through.
 - ``index_scan``: every entry of a reverse-lookup index (a whole-index Scan).

@@ -4,7 +4,7 @@ What ``bench/replication.py`` and ``tests/integration/test_replicas.py`` run
 beside the replicator (``testing.replication``):
 
 - ``Release``: an ASN release (rows of ``start,end,asn,organization``), its CSV
-  and its truth (``testing.asn_scan``: the last row holding an address), built
+  and its truth (``testing.row_scan``: the last row holding an address), built
   as a seeded subset of the demo ASN files (``asn_subset``), and a next release
   with a share of its ranges relabelled or dropped (``changed_release``);
 - ``probe_addresses``: random addresses inside and between the ranges, and the
@@ -39,8 +39,8 @@ from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from loader.pipeline import arrival
 from loader.records import Pointer
 from loader.store.table import LoaderTable
-from testing.asn_scan import CsvRow, CsvScan
 from testing.in_process_api import get
+from testing.row_scan import CsvRow, CsvScan
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

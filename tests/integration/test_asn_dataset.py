@@ -3,7 +3,7 @@
 For every sampled range the test looks up its start, its end, the address just
 before the start and the one just after the end, over HTTP, and compares each
 answer with a scan of the CSV that knows nothing of the loader
-(``testing.asn_scan``): the last row (in file order) containing the address
+(``testing.row_scan``): the last row (in file order) containing the address
 wins, and no row means 404.
 """
 
@@ -25,7 +25,7 @@ from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
-from testing.asn_scan import CsvScan, read_csv
+from testing.row_scan import CsvScan, read_csv
 from tests.integration.conftest import load_csv, running_api_server
 
 SAMPLED_RANGES = 10_000

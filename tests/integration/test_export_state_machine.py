@@ -10,68 +10,28 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import maxminddb
 import pytest
-from moto import mock_aws
 
 from ipmeta.schema import keys
 from ipmeta.schema.settings import Settings
-from loader.pipeline import handlers
 from loader.pipeline.export_task import EXPORT_PREFIX
 from loader.records import LoadStatus, load_id_of
-from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
 from loader.store.table import LoaderTable
-from stacks.constants import LOADER_MODULE
-from tests.infra.cfn import state_machine_definition
-from tests.infra.conftest import EXPORT_MMDB, Synthesized
+from tests.infra.conftest import EXPORT_MMDB
 from tests.integration.test_state_machine import (
     BUCKET,
     EXECUTION,
     FIXTURE,
-    LambdaEndpoint,
     Machine,
     localize,
+    machine_of,
 )
 
-
-@pytest.fixture
-def machine(
-    synthesized: Synthesized,
-    table_environment: Settings,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-) -> Iterator[Machine]:
-    if shutil.which("node") is None:
-        pytest.fail("the state machine tests need node")
-    template = synthesized.templates[EXPORT_MMDB]
-    tasks = {
-        logical_id: resource["Properties"]["Handler"].removeprefix(f"{LOADER_MODULE}.")
-        for logical_id, resource in template["Resources"].items()
-        if resource["Type"] == "AWS::Lambda::Function"
-        and resource["Properties"].get("Handler", "").startswith(LOADER_MODULE)
-    }
-    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
-    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
-        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
-        endpoint = LambdaEndpoint(tasks, s3)
-        threading.Thread(target=endpoint.serve_forever, daemon=True).start()
-        try:
-            yield Machine(state_machine_definition(template), endpoint, tmp_path)
-        finally:
-            endpoint.shutdown()
-            endpoint.server_close()
-    handlers.reset()
+machine = machine_of(EXPORT_MMDB)
 
 
 def _exports(machine: Machine) -> list[str]:

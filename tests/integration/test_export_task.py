@@ -31,17 +31,11 @@ from loader.records import LoadStatus, load_id_of, version_of
 from loader.settings import ENV_CHUNK_PREFIX, ENV_EXPORTS_ENABLED, ENV_SOURCE_BUCKET
 from loader.store import s3 as loader_s3
 from loader.store.table import LoaderTable
+from tests.loader_context import loader_context
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 BUCKET = "ipmeta-sources"
 EXECUTION = {"source": f"s3://{BUCKET}/in/small.csv", "options": {"chunk_size": 2}}
-
-
-class Context:
-    function_name = "loader"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
-    aws_request_id = "export-test"
 
 
 @pytest.fixture
@@ -66,7 +60,7 @@ def _staged(s3: Any, location: dict[str, str]) -> list[dict[str, Any]]:
 
 def prepare(s3: Any, *, write: bool = True, execution: dict[str, Any] = EXECUTION) -> dict[str, Any]:
     """Start -> Scan -> PlanPartitions -> Resolve -> PlanWrites -> WriteChunks, through the handlers."""
-    context: Any = Context()
+    context: Any = loader_context()
     started = handlers.start(execution, context)
     for scan in started["scans"]:
         handlers.scan(scan, context)
@@ -95,7 +89,7 @@ def test_export_uploads_a_mmdb_that_answers_like_the_written_version(
     table = LoaderTable.from_settings(table_environment)
 
     # When the Export task runs
-    exported = handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    exported = handlers.export({"load_id": started["load_id"]}, loader_context())
 
     # Then exports/<version>.mmdb is in the bucket, and nothing went live
     key = f"{EXPORT_PREFIX}/{load_id_of(started['version'], keys.DEFAULT_DATASET)}.mmdb"
@@ -139,10 +133,10 @@ def test_activate_after_export_names_the_file_in_the_change_event(
     s3: Any, table_environment: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     started = prepare(s3)
-    exported = handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+    exported = handlers.export({"load_id": started["load_id"]}, loader_context())
 
     with caplog.at_level(logging.INFO, logger="loader.store.events"):
-        handlers.activate({"load_id": started["load_id"], "export": exported}, Context())
+        handlers.activate({"load_id": started["load_id"], "export": exported}, loader_context())
 
     [line] = [record.getMessage() for record in caplog.records if record.name == "loader.store.events"]
     event = json.loads(line.removeprefix("event "))
@@ -179,15 +173,15 @@ def test_cleanup_deletes_a_deleted_versions_export_when_exports_are_on(
 ) -> None:
     # Given an exported version whose load then failed
     started = prepare(s3)
-    handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
-    handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, Context())  # type: ignore[arg-type]
+    handlers.export({"load_id": started["load_id"]}, loader_context())
+    handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, loader_context())
     if exports_enabled:
         monkeypatch.setenv(ENV_EXPORTS_ENABLED, "true")
     monkeypatch.setattr(
         "loader.pipeline.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
     )
     # When cleanup deletes the version
-    outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
+    outcome = handlers.cleanup({}, loader_context())
     # Then its export goes with it, when the stack exports
     [default] = outcome["datasets"]
     assert [deleted["version"] for deleted in default["deleted"]] == [started["load_id"]]
@@ -199,8 +193,8 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
     s3: Any, table_environment: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = prepare(s3)
-    handlers.export({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
-    handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, Context())  # type: ignore[arg-type]
+    handlers.export({"load_id": started["load_id"]}, loader_context())
+    handlers.abort({"load_id": started["load_id"], "error": "a later state failed"}, loader_context())
     monkeypatch.setenv(ENV_EXPORTS_ENABLED, "true")
     monkeypatch.setattr(
         "loader.pipeline.handlers.retention.cleanup", functools.partial(retention.cleanup, grace_seconds=0)
@@ -213,7 +207,7 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
     # When the file cannot be deleted, the version is not marked deleted ...
     monkeypatch.setattr("loader.pipeline.handlers.s3.delete", failing)
     with pytest.raises(ConnectionError):
-        handlers.cleanup({}, Context())  # type: ignore[arg-type]
+        handlers.cleanup({}, loader_context())
     meta = LoaderTable.from_settings(table_environment).lookup.get_version_meta(
         version_of(started["load_id"])
     )
@@ -221,7 +215,7 @@ def test_a_failed_export_delete_leaves_the_version_for_the_next_cleanup(
     assert meta.status != "deleted"
     # ... so the next cleanup deletes both
     monkeypatch.setattr("loader.pipeline.handlers.s3.delete", real_delete)
-    outcome = handlers.cleanup({}, Context())  # type: ignore[arg-type]
+    outcome = handlers.cleanup({}, loader_context())
     [default] = outcome["datasets"]
     assert [deleted["version"] for deleted in default["deleted"]] == [started["load_id"]]
     assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0
@@ -232,11 +226,11 @@ def test_a_named_datasets_export_is_its_own_file_of_its_own_items(
 ) -> None:
     # Given the default dataset exported, and the same file prepared as dataset "city" with fewer rows
     default = prepare(s3)
-    handlers.export({"load_id": default["load_id"]}, Context())  # type: ignore[arg-type]
+    handlers.export({"load_id": default["load_id"]}, loader_context())
     s3.put_object(Bucket=BUCKET, Key="in/city.csv", Body=b"network,city\n1.0.0.0/24,Brisbane\n")
     city = prepare(s3, execution={"dataset": "city", "source": f"s3://{BUCKET}/in/city.csv", "options": {}})
     # When the Export task runs on city's load
-    exported = handlers.export({"load_id": city["load_id"]}, Context())  # type: ignore[arg-type]
+    exported = handlers.export({"load_id": city["load_id"]}, loader_context())
     # Then the file is named after city's load, and holds city's items only
     assert city["load_id"] == f"city.v{city['version']}"
     assert exported["key"] == f"{EXPORT_PREFIX}/city.v{city['version']}.mmdb"

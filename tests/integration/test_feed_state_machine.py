@@ -13,7 +13,6 @@ import dataclasses
 import json
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from ipmeta.schema.settings import Settings
 from loader.export.mmdb_writer import DatabaseMetadata, write_database
@@ -35,10 +33,10 @@ from loader.store.table import LoaderTable
 from stacks.constants import FETCH_TASK, LOADER_MODULE
 from tests.fakes.releases import maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
 from tests.fakes.vendors import Edition, FakeMaxMind, Reply
-from tests.infra.cfn import function_by_handler, state_machine_definition
+from tests.infra.cfn import function_by_handler
 from tests.infra.conftest import FEEDS, Synthesized
 from tests.integration.feeds import Sleeps, quick_http
-from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine, loader_tasks, localize
+from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine, localize, running_machine
 
 ACCOUNT, KEY = 42, "state-machine-licence-key"
 SECRET = "ipmeta/maxmind"
@@ -141,24 +139,18 @@ def feed_machine(
     monkeypatch.setattr(http_client, "HttpClient", lambda settings: quick_http(Sleeps(), attempts=1))
     csv = Edition("2026-11-24", maxmind_city_csv_zip("2026-11-24"), md5_of(b"csv release"))
     editions = {EDITION: edition("2026-11-24"), CSV_EDITION: csv}
-    with FakeMaxMind(ACCOUNT, KEY, editions) as maxmind, mock_aws():
+    with FakeMaxMind(ACCOUNT, KEY, editions) as maxmind:
         monkeypatch.setenv(ENV_FEEDS, _deployed_feeds_at(template, maxmind.api.url))
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        secrets = boto3.client("secretsmanager", region_name="us-east-1")
-        secrets.create_secret(
-            Name=SECRET, SecretString=json.dumps({"account_id": ACCOUNT, "license_key": KEY})
-        )
-        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
-        endpoint = RecordingEndpoint(loader_tasks(template), s3)
-        threading.Thread(target=endpoint.serve_forever, daemon=True).start()
-        try:
-            machine = Machine(state_machine_definition(template), endpoint, tmp_path)
+        with running_machine(
+            template, tmp_path, monkeypatch, endpoint=RecordingEndpoint, seed=_vendor_secret
+        ) as machine:
             yield FeedMachine(machine, maxmind, LoaderTable.from_settings(table_environment))
-        finally:
-            endpoint.shutdown()
-            endpoint.server_close()
-    handlers.reset()
+
+
+def _vendor_secret(s3: Any) -> None:
+    """The feed's MaxMind account, in the secret the stack names (the bucket starts empty)."""
+    secrets = boto3.client("secretsmanager", region_name="us-east-1")
+    secrets.create_secret(Name=SECRET, SecretString=json.dumps({"account_id": ACCOUNT, "license_key": KEY}))
 
 
 def test_a_new_release_is_fetched_loaded_and_remembered_and_the_next_run_is_unchanged(

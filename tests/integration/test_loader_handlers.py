@@ -19,16 +19,10 @@ from loader.pipeline import handlers
 from loader.records import LoadStatus
 from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
 from loader.store.table import LoaderTable
+from tests.loader_context import loader_context
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 BUCKET = "ipmeta-sources"
-
-
-class Context:
-    function_name = "loader"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
-    aws_request_id = "test"
 
 
 @pytest.fixture
@@ -47,19 +41,19 @@ def aws(table_environment: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 def run_through_handlers(execution: dict[str, Any], aws: Any) -> dict[str, Any]:
     """The state machine's path, state by state, with the Maps' items read as their ItemReaders would."""
-    started = handlers.start(execution, Context())  # type: ignore[arg-type]
+    started = handlers.start(execution, loader_context())
     if started["status"] != "started":
         return started
     for item in started["scans"]:  # the ScanSources Map
-        handlers.scan(item, Context())  # type: ignore[arg-type]
-    planned = handlers.plan_partitions({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+        handlers.scan(item, loader_context())
+    planned = handlers.plan_partitions({"load_id": started["load_id"]}, loader_context())
     for item in staged_list(aws, planned["items"]):  # the ResolvePartitions Distributed Map
-        handlers.resolve(item, Context())  # type: ignore[arg-type]
-    writes = handlers.plan_writes({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+        handlers.resolve(item, loader_context())
+    writes = handlers.plan_writes({"load_id": started["load_id"]}, loader_context())
     chunks = staged_list(aws, writes["items"])
     # The WriteChunks Distributed Map batches its items: a child gets {"Items": [...]}.
     for offset in range(0, len(chunks), 2):
-        written = handlers.write_chunks({"Items": chunks[offset : offset + 2]}, Context())  # type: ignore[arg-type]
+        written = handlers.write_chunks({"Items": chunks[offset : offset + 2]}, loader_context())
         assert written["items"] > 0
     return {**started, "writes": writes, "chunks": chunks}
 
@@ -81,39 +75,39 @@ def test_the_state_machine_path_loads_and_activates(aws: Any, store: LoaderTable
     assert prepared["chunks"] == [{"load_id": prepared["load_id"], "chunk": i} for i in range(3)]
     staged = aws.list_objects_v2(Bucket=BUCKET, Prefix=f"chunks/{prepared['load_id']}/")["KeyCount"]
     assert staged > 3  # the staged rows, items, plans and report
-    activated = handlers.activate({"load_id": prepared["load_id"]}, Context())
+    activated = handlers.activate({"load_id": prepared["load_id"]}, loader_context())
     assert activated["status"] == "activated"
     assert activated["report"]["items_written"] == 12
     assert store.lookup.read_active_version(consistent=True) == prepared["version"]
 
-    again = handlers.start(execution, Context())  # type: ignore[arg-type]
+    again = handlers.start(execution, loader_context())
     assert again["status"] == "unchanged"
     assert again["scans"] == []
 
 
 def test_abort_marks_the_load_failed_and_frees_the_lock(aws: Any, store: LoaderTable) -> None:
     aws.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
-    prepared = handlers.start({"source": f"s3://{BUCKET}/in/small.csv"}, Context())  # type: ignore[arg-type]
+    prepared = handlers.start({"source": f"s3://{BUCKET}/in/small.csv"}, loader_context())
     error = {"Error": "States.TaskFailed", "Cause": "boom"}
-    outcome = handlers.abort({"load_id": prepared["load_id"], "error": error}, Context())  # type: ignore[arg-type]
+    outcome = handlers.abort({"load_id": prepared["load_id"], "error": error}, loader_context())
     assert outcome["aborted"] == prepared["load_id"]
     load = store.loads.get(prepared["version"])
     assert load is not None
     assert load.status == LoadStatus.FAILED
     assert store.lock.read() is None
-    assert handlers.abort({"error": error}, Context())["aborted"] is None  # type: ignore[arg-type]
+    assert handlers.abort({"error": error}, loader_context())["aborted"] is None
     # Still in its grace period: the scheduled cleanup visits the default dataset and deletes nothing
-    [cleaned] = handlers.cleanup({}, Context())["datasets"]  # type: ignore[arg-type]
+    [cleaned] = handlers.cleanup({}, loader_context())["datasets"]
     assert (cleaned["dataset"], cleaned["deleted"]) == ("default", [])
 
 
 def test_refused_sources_are_discarded_not_failed(aws: Any, store: LoaderTable) -> None:
     aws.put_object(Bucket=BUCKET, Key="in/bad.csv", Body=b"start,end,x\n1.0.0.9,1.0.0.1,a\n")
-    started = handlers.start({"source": f"s3://{BUCKET}/in/bad.csv"}, Context())  # type: ignore[arg-type]
+    started = handlers.start({"source": f"s3://{BUCKET}/in/bad.csv"}, loader_context())
     with pytest.raises(LoadRejected, match=r"line 2: start 1\.0\.0\.9 is after end"):
-        handlers.scan(started["scans"][0], Context())  # type: ignore[arg-type]
+        handlers.scan(started["scans"][0], loader_context())
     error = {"Error": "LoadRejected", "Cause": "bad.csv: line 2: start 1.0.0.9 is after end 1.0.0.1"}
-    outcome = handlers.abort({"load_id": started["load_id"], "error": error}, Context())  # type: ignore[arg-type]
+    outcome = handlers.abort({"load_id": started["load_id"], "error": error}, loader_context())
     assert outcome["discarded"] is True
     assert store.loads.list_all() == []
     assert store.lock.read() is None

@@ -47,6 +47,7 @@ from testing.replicas import (
 )
 from testing.replication import Delays, GlobalTable, ItemVersion
 from tests.killing import kill_when
+from tests.loader_context import loader_context
 
 pytestmark = pytest.mark.integration
 
@@ -382,16 +383,6 @@ def test_the_check_killed_at_any_moment_and_run_again_ends_on_the_new_version(
     assert lookups(tally, probes) == {"right": len(probes)}
 
 
-class _Context:
-    function_name = "arrival"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:arrival"
-    aws_request_id = "test"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 61_000  # a second to recount in, past the margin
-
-
 def test_the_scheduled_handler_follows_home_in_its_region_and_says_how_far_behind(
     regions: Regions, releases: tuple[Release, Release], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -409,10 +400,11 @@ def test_the_scheduled_handler_follows_home_in_its_region_and_says_how_far_behin
     regions.replicas.settle()
     try:
         # When the schedule runs the check, the region waits and says it is behind
-        waiting = handlers.arrive({}, _Context())  # type: ignore[arg-type]
+        # A minute left at each run, and a second to recount in, past the margin
+        waiting = handlers.arrive({}, loader_context(61_000))
         regions.replicas.release()
         regions.replicas.settle()
-        moved = handlers.arrive({}, _Context())  # type: ignore[arg-type]
+        moved = handlers.arrive({}, loader_context(61_000))
     finally:
         handlers.reset()
     assert [entry["status"] for entry in waiting["datasets"]] == ["waiting"]

@@ -17,7 +17,8 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,22 +39,13 @@ from stacks.constants import LOADER_MODULE
 from stacks.load.loader_workflow import CHUNKS_PER_CHILD
 from tests.infra.cfn import iter_states, state_machine_definition
 from tests.infra.conftest import DEFAULT, Synthesized
+from tests.loader_context import loader_context
 
 HERE = Path(__file__).parent / "sfn"
 RUNNER = HERE / "run.mjs"
 POLYFILL = HERE / "polyfill.cjs"
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
 BUCKET = "ipmeta-sources"
-
-
-class Context:
-    function_name = "loader"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:loader"
-    aws_request_id = "state-machine-test"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000  # a fresh 15-minute invocation
 
 
 @dataclass
@@ -89,7 +81,7 @@ class LambdaEndpoint(ThreadingHTTPServer):
         if fault is not None:
             return {"errorType": fault, "errorMessage": f"injected {fault}"}, True
         try:
-            result = getattr(handlers, task)(event, Context())
+            result = getattr(handlers, task)(event, loader_context())
         except Exception as error:
             return {"errorType": type(error).__name__, "errorMessage": str(error)}, True
         return self._with_inline_items(result), False
@@ -207,19 +199,21 @@ def loader_tasks(template: dict[str, Any]) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def asl(synthesized: Synthesized) -> tuple[dict[str, Any], dict[str, str]]:
-    template = synthesized.templates[DEFAULT]
-    return state_machine_definition(template), loader_tasks(template)
+def seed_small_csv(s3: Any) -> None:
+    s3.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
 
 
-@pytest.fixture
-def machine(
-    asl: tuple[dict[str, Any], dict[str, str]],
-    table_environment: Settings,
-    monkeypatch: pytest.MonkeyPatch,
+@contextmanager
+def running_machine(
+    template: dict[str, Any],
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    endpoint: type[LambdaEndpoint] = LambdaEndpoint,
+    seed: Callable[[Any], None] = seed_small_csv,
 ) -> Iterator[Machine]:
+    """The template's state machine in aws-local-stepfunctions, each Lambda task run by the real
+    handler in this process, under moto's S3 with the sources bucket (``seed`` fills it)."""
     if shutil.which("node") is None:
         pytest.fail("the state machine tests need node")
     monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
@@ -228,16 +222,36 @@ def machine(
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
-        s3.put_object(Bucket=BUCKET, Key="in/small.csv", Body=FIXTURE.read_bytes())
+        seed(s3)
         handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
-        endpoint = LambdaEndpoint(asl[1], s3)
-        threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+        server = endpoint(loader_tasks(template), s3)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
-            yield Machine(asl[0], endpoint, tmp_path)
+            yield Machine(state_machine_definition(template), server, tmp_path)
         finally:
-            endpoint.shutdown()
-            endpoint.server_close()
+            server.shutdown()
+            server.server_close()
     handlers.reset()
+
+
+def machine_of(template_name: str) -> Any:
+    """A ``machine`` fixture: the state machine of the synthesized template ``template_name``,
+    on a table of its own (``table_environment``)."""
+
+    @pytest.fixture
+    def machine(
+        synthesized: Synthesized,
+        table_environment: Settings,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+    ) -> Iterator[Machine]:
+        with running_machine(synthesized.templates[template_name], tmp_path, monkeypatch) as running:
+            yield running
+
+    return machine
+
+
+machine = machine_of(DEFAULT)
 
 
 EXECUTION = {"source": f"s3://{BUCKET}/in/small.csv", "options": {"chunk_size": 2}}
@@ -301,13 +315,13 @@ def test_the_write_child_workflow_runs_alone_with_a_batch_and_retries(
     machine: Machine, table_environment: Settings
 ) -> None:
     # Given a prepared load (the states up to PlanWrites, through the handlers)
-    started = handlers.start(EXECUTION, Context())  # type: ignore[arg-type]
+    started = handlers.start(EXECUTION, loader_context())
     for scan in started["scans"]:
-        handlers.scan(scan, Context())  # type: ignore[arg-type]
-    planned = handlers.plan_partitions({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+        handlers.scan(scan, loader_context())
+    planned = handlers.plan_partitions({"load_id": started["load_id"]}, loader_context())
     for item in machine.endpoint._staged(planned["items"]):
-        handlers.resolve(item, Context())  # type: ignore[arg-type]
-    writes = handlers.plan_writes({"load_id": started["load_id"]}, Context())  # type: ignore[arg-type]
+        handlers.resolve(item, loader_context())
+    writes = handlers.plan_writes({"load_id": started["load_id"]}, loader_context())
     chunks = machine.endpoint._staged(writes["items"])
     # When the WriteChunks child workflow runs on its own, on one batch, throttled once
     child = machine.definition["States"]["WriteChunks"]["ItemProcessor"]

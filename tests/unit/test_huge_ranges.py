@@ -19,6 +19,7 @@ from ipmeta.schema import keys
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from ipmeta.schema.ips import Address, Family
 from loader.options import LoadOptions
+from testing.row_scan import brute_force
 from tests.memory_table import InMemoryTable
 from tests.one_version import lookup_version
 from tests.pipeline import Row, Staged, stage
@@ -39,14 +40,6 @@ def answer(staged: Staged, family: int, value: int, cache: RangeCache | None = N
     except (IpAddressNotFound, IpAddressReserved):
         return None
     return str(result.data["label"]), result.start, result.end
-
-
-def brute_force(rows: list[Row], family: int, value: int) -> str | None:
-    winner = None
-    for row in rows:
-        if row.family == family and row.start <= value <= row.end:
-            winner = row.values["label"]
-    return winner
 
 
 HUGE = ["::/0", "0.0.0.0/0", "2000::/3", "fc00::/7"]
@@ -80,7 +73,8 @@ def test_smaller_ranges_inside_a_huge_one_win_and_split_it_exactly(tmp_path: Pat
             limit = (1 << keys.ADDRESS_BITS[row.family]) - 1
             if 0 <= value <= limit:
                 found = answer(staged, row.family, value)
-                assert (found[0] if found else None) == brute_force(rows, row.family, value), hex(value)
+                owner = brute_force(rows, row.family, value)
+                assert (found[0] if found else None) == (owner.values["label"] if owner else None), hex(value)
     # The merged range of an address in a gap between smaller ranges is the huge one's piece around it.
     inside = int(ipaddress.ip_address("2001:db8:2::1"))
     assert answer(staged, 6, inside) == (

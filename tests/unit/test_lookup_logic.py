@@ -20,19 +20,10 @@ from ipmeta.lookup.catalog import DatasetCatalog, VersionMetaReader, select_targ
 from ipmeta.schema.errors import IpAddressNotFound, NoDataset
 from ipmeta.schema.ips import Address, Family
 from loader.formats import SourceRow
+from testing.row_scan import brute_force
 from tests.memory_table import InMemoryTable
 from tests.one_version import lookup_version
 from tests.pipeline import stage
-
-
-def brute_force(rows: list[SourceRow], address: Address) -> SourceRow | None:
-    """The last row in file order that contains the address (rows are writes applied in order)."""
-    winner = None
-    for row in rows:
-        if row.family == address.family and row.start <= address.value <= row.end:
-            winner = row
-    return winner
-
 
 # Small v4 addresses near a bucket edge, so ranges overlap, nest, and cross buckets.
 EDGE = 5 << 24
@@ -58,7 +49,7 @@ def test_lookup_matches_brute_force(rows: list[SourceRow], probes: list[int]) ->
         table = InMemoryTable(staged.items, active=0, covers=staged.covers)
     for value in probes:
         address = Address(4, value)
-        expected = brute_force(rows, address)
+        expected = brute_force(rows, address.family, address.value)
         if expected is None:
             with pytest.raises(IpAddressNotFound):
                 lookup_version(table, 0, address)
