@@ -101,17 +101,7 @@ def activate(
     # Named before the switch (idempotently): a dataset that answers is always one lookups fan out to.
     table.versions.register_dataset(serving=True)
     at = time.time() if now is None else now
-    # Claimed before the switch: a version a pointer ever named is never a failed or abandoned
-    # load to cleanup, and one cleanup already marked ``deleting`` never becomes active.
-    if not table.versions.claim_active(load.version, allowed=_ACTIVATABLE, at=int(at)):
-        meta = table.lookup.get_version_meta(load.version)
-        raise VersionNotRestorable(
-            f"load {load_id}: its version is {meta.status if meta else 'gone'}; cleanup took it for "
-            "abandoned, so it cannot be activated: load again"
-        )
-    _switch_pointer(load, table, now=now)
-    if load.previous:
-        table.versions.set_status(load.previous, VersionStatus.RETIRED, int(at))
+    _claim_and_switch(load_id, load, table, at=at, now=now)
     report = _final_report(load, table.loads.get(load.version) or load, at, staging)
     table.loads.set_status(load.version, LoadStatus.ACTIVATED, int(at), report=report)
     table.lock.release(load_id)
@@ -128,6 +118,23 @@ def activate(
     )
     invalidate_after(f"activate-{load_id}", edge)
     return Activation(load_id, load.version, LoadStatus.ACTIVATED, report)
+
+
+def _claim_and_switch(
+    load_id: str, load: LoadItem, table: LoaderTable, *, at: float, now: float | None
+) -> None:
+    """Claim the version, switch the pointer to it, and retire the one it replaces."""
+    # Claimed before the switch: a version a pointer ever named is never a failed or abandoned
+    # load to cleanup, and one cleanup already marked ``deleting`` never becomes active.
+    if not table.versions.claim_active(load.version, allowed=_ACTIVATABLE, at=int(at)):
+        meta = table.lookup.get_version_meta(load.version)
+        raise VersionNotRestorable(
+            f"load {load_id}: its version is {meta.status if meta else 'gone'}; cleanup took it for "
+            "abandoned, so it cannot be activated: load again"
+        )
+    _switch_pointer(load, table, now=now)
+    if load.previous:
+        table.versions.set_status(load.previous, VersionStatus.RETIRED, int(at))
 
 
 def activatable_load(load_id: str, table: LoaderTable) -> LoadItem:
