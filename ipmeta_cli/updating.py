@@ -270,9 +270,10 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
     outcome = load_files(run.settings, sources, None, run.data_dir, options=options)
     # load_files returns once the version is active (or the same bytes already were); a failure raises.
     record_loaded(states, fetched)
+    edge = f"\n{outcome['edge']}" if outcome["edge"] else ""
     return (
         f"{built.name}: loaded {check.release.describe()} into dataset {dataset}: "
-        f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items)"
+        f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items){edge}"
     )
 
 

@@ -207,8 +207,13 @@ def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
     ]
 
 
-def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = None) -> dict[str, Any]:
-    """Point lookups back at a retained version: one conditional write, no data copied."""
+def rollback(
+    table: LoaderTable, to: int | None = None, *, now: float | None = None, edge: EdgeCache | None = None
+) -> dict[str, Any]:
+    """Point lookups back at a retained version: one conditional write, no data copied.
+
+    ``edge`` (default: the environment's distribution) has its cache invalidated after the switch.
+    """
     current = table.lookup.read_active_version(consistent=True)
     if current is None:
         raise NoDataset(f"dataset {table.dataset!r} has no active version; there is nothing to roll back")
@@ -230,8 +235,10 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
     table.versions.set_status(to, VersionStatus.ACTIVE, at)
     table.versions.set_status(current, VersionStatus.RETIRED, at)
     active, previous = format_version(to), format_version(current)
-    invalidate_after(f"rollback-{table.dataset}-{active}-{at}", EdgeCache.from_environment())
+    edge = edge if edge is not None else EdgeCache.from_environment()
+    invalidation = invalidate_after(f"rollback-{table.dataset}-{active}-{at}", edge)
     events.emit_activated(
         {"dataset": table.dataset, "version": active, "previous": previous, "rollback": True}
     )
-    return {"dataset": table.dataset, "active": active, "previous": previous}
+    rolled = {"dataset": table.dataset, "active": active, "previous": previous}
+    return rolled | ({"edge_invalidation": invalidation} if invalidation else {})
