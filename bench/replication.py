@@ -24,8 +24,9 @@ the lookups of each phase where something can go wrong are at least ``--lookups`
   the half-deleted version tried after each kill, and the cleanup resumed until done;
 - ``activation_killed``: a load whose activation is killed right after the pointer switch (its
   load record stays ``prepared``), then a cleanup;
-- ``cleanup_without_regions``: a delta, then, as soon as home's grace passed, a cleanup that
-  names no region while the replica region still serves the base.
+- ``cleanup_without_regions``: a full reload, then, as soon as home's grace passed, a cleanup as
+  ``ipmeta cleanup`` runs it with no region named (retention 0) while the replica region may still
+  serve the version before.
 
 ``--no-check`` makes the region copy home's pointer without counting (a region without the
 check) and must show mixed answers.
@@ -290,7 +291,6 @@ class Scenario:
         *,
         retention_: int = 0,
         grace: float = GRACE_SECONDS,
-        regions: bool = True,
         lease: float | None = None,
     ) -> dict[str, Any]:
         """``retention.cleanup`` in home; ``lease``: how long an unfinished load's lock is trusted."""
@@ -299,7 +299,6 @@ class Scenario:
             self.staging,
             retention=retention_,
             grace_seconds=grace,
-            regions=[REPLICA] if regions else (),
             lease_seconds=DEFAULT_LOCK_LEASE_SECONDS if lease is None else lease,
         )
 
@@ -489,7 +488,7 @@ def cleanup_without_regions(scenario: Scenario) -> None:
     def delta_then_cleanup() -> dict[str, Any]:
         loaded = scenario.load(scenario.releases["b"], full=True)
         time.sleep(GRACE_SECONDS + 0.1)
-        return {"load": loaded, "cleanup": scenario.cleanup(regions=False)}
+        return {"load": loaded, "cleanup": scenario.cleanup()}
 
     scenario.phase("reload and cleanup", delta_then_cleanup)
 

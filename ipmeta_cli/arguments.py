@@ -73,11 +73,6 @@ def region_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def region_names(text: str) -> tuple[str, ...]:
-    """``eu-west-1,ap-southeast-1``: each checked by ``region_name``."""
-    return tuple(region_name(name) for name in text.split(",") if name.strip())
-
-
 #: The API key of `ipmeta lookup --endpoint` (and the key `ipmeta serve` requires), read from the
 #: environment: unlike ``--api-key KEY``, never on the command line that ``ps`` shows every user.
 ENV_API_KEY = "IPMETA_API_KEY"

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipmeta_cli.arguments import dataset_name, non_negative_int, region_names
+from ipmeta_cli.arguments import dataset_name, non_negative_int
 from ipmeta_cli.backend import add_backend_arguments, backend
-from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION, ENV_REPLICA_REGIONS
+from loader.settings import DEFAULT_CLEANUP_GRACE_SECONDS, DEFAULT_RETENTION
 
 if TYPE_CHECKING:
     from loader.store.table import LoaderTable
@@ -90,7 +89,6 @@ def command_cleanup(args: argparse.Namespace) -> int:
                 LocalStaging(Path(args.data_dir) / "staging"),
                 retention=args.retention,
                 grace_seconds=args.grace_seconds,
-                regions=args.regions,
             )
             for name in names
         ]
@@ -115,7 +113,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rollback.add_argument("--to", metavar="VERSION", help="e.g. v3 (default: the latest retired version)")
     rollback.set_defaults(run=command_rollback)
 
-    cleanup = commands.add_parser("cleanup", help="delete versions beyond retention and failed loads")
+    cleanup = commands.add_parser(
+        "cleanup",
+        help="delete versions beyond retention and failed loads; with replicas (the table's own), "
+        "only what every region moved past",
+    )
     add_backend_arguments(cleanup)
     add_dataset_argument(cleanup, "every dataset")
     cleanup.add_argument(
@@ -126,13 +128,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         default=DEFAULT_CLEANUP_GRACE_SECONDS,
         help="only delete what stopped being served this long ago (longer than the pointer cache)",
-    )
-    cleanup.add_argument(
-        "--regions",
-        type=region_names,
-        default=region_names(os.environ.get(ENV_REPLICA_REGIONS, "")),
-        metavar="REGION,...",
-        help="the table's replica regions: a version's items go only once every region's own pointer "
-        f"moved past it (default: {ENV_REPLICA_REGIONS}, else none)",
     )
     cleanup.set_defaults(run=command_cleanup)

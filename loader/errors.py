@@ -90,6 +90,12 @@ class VerificationFailed(LoadError):
     code = "LOAD_VERIFICATION_FAILED"
 
 
+class VersionNotRestorable(LoadError):
+    """Rollback (or an activation) named a version that cleanup is deleting, or partly deleted."""
+
+    code = "VERSION_NOT_RESTORABLE"
+
+
 class WritesThrottled(LoadError):
     """DynamoDB kept refusing a batch after every retry; Step Functions retries the task.
 

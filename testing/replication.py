@@ -14,6 +14,9 @@ What it keeps of the real thing:
   region after its own random delay (``Delays``: mostly milliseconds, a share
   of them seconds), so a version's items, its pointer and its deletes arrive in
   any order, and some very late.
+- **Its replicas are the table's:** ``DescribeTable`` through a region's client
+  lists the other regions under ``Replicas``, as it does for a global table, so
+  the product learns its replica regions from the table itself.
 - **The last writer wins:** each version carries the time its write was captured;
   a region applies it only if it is newer than what that region last took for
   the item, from anywhere, itself included.
@@ -160,6 +163,7 @@ class GlobalTable:
         client = self._plain_client(region)
         client.meta.events.register("before-parameter-build.dynamodb", _remember_params)
         client.meta.events.register("after-call.dynamodb", self._captured(region))
+        client.meta.events.register("after-call.dynamodb.DescribeTable", self._described(region))
         return client
 
     def plain(self, region: str) -> DynamoDBClient:
@@ -195,6 +199,20 @@ class GlobalTable:
                     applier.ready.notify_all()
 
     # -- capture --------------------------------------------------------------------------------
+
+    def _described(self, region: str) -> Callable[..., None]:
+        """``DescribeTable`` names the table's other replicas, as it does for a global table."""
+
+        def described(parsed: Any, **_: Any) -> None:
+            table = parsed.get("Table")
+            if table is not None and table.get("TableName") == self.table_name:
+                table["Replicas"] = [
+                    {"RegionName": other, "ReplicaStatus": "ACTIVE"}
+                    for other in sorted(self.endpoints)
+                    if other != region
+                ]
+
+        return described
 
     def _plain_client(self, region: str) -> DynamoDBClient:
         return make_client(Settings(self.table_name, self.endpoints[region], 0.0))

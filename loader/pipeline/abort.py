@@ -20,7 +20,10 @@ def fail(load_id: str, error: str, table: LoaderTable, *, now: float | None = No
     table = table.for_load(load_id)
     at = int(time.time() if now is None else now)
     load = table.loads.get(version)
-    if load is not None and load.status == LoadStatus.ACTIVATED:
+    # An activation may die right after the switch, its load record still ``prepared``: a version
+    # the pointer names is live whatever that record says.
+    switched = table.lookup.read_active_version(consistent=True) == version
+    if switched or (load is not None and load.status == LoadStatus.ACTIVATED):
         # A step after activation failed (a Catch still routes here): the version is live
         # and must stay so; only the lock is ours to free.
         table.lock.release(load_id)

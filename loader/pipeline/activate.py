@@ -18,6 +18,7 @@ from loader.errors import (
     LoadNotFound,
     LoadNotWritable,
     VerificationFailed,
+    VersionNotRestorable,
 )
 from loader.pipeline.abort import fail
 from loader.pipeline.staged import REPORT
@@ -27,6 +28,9 @@ from loader.store import events
 from loader.store.edge_cache import EdgeCache, invalidate_after
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
+
+#: The statuses a version is activated from: written, or active already (a retried Activate).
+_ACTIVATABLE: Final = frozenset({VersionStatus.LOADING, VersionStatus.ACTIVE})
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,16 @@ def activate(
     verify(load, table)
     # Named before the switch (idempotently): a dataset that answers is always one lookups fan out to.
     table.versions.register_dataset(serving=True)
-    _switch_pointer(load, table, now=now)
     at = time.time() if now is None else now
-    table.versions.set_status(load.version, VersionStatus.ACTIVE, int(at))
+    # Claimed before the switch: a version a pointer ever named is never a failed or abandoned
+    # load to cleanup, and one cleanup already marked ``deleting`` never becomes active.
+    if not table.versions.claim_active(load.version, allowed=_ACTIVATABLE, at=int(at)):
+        meta = table.lookup.get_version_meta(load.version)
+        raise VersionNotRestorable(
+            f"load {load_id}: its version is {meta.status if meta else 'gone'}; cleanup took it for "
+            "abandoned, so it cannot be activated: load again"
+        )
+    _switch_pointer(load, table, now=now)
     if load.previous:
         table.versions.set_status(load.previous, VersionStatus.RETIRED, int(at))
     report = _final_report(load, table.loads.get(load.version) or load, at, staging)
@@ -169,6 +180,7 @@ def _lose_activation(
         f"{format_version(current) if current else 'none'} is active now (another load activated first); "
         f"{load_id} stays inactive and cleanup will delete it"
     )
+    table.versions.withdraw_claim(version_of(load_id), int(time.time() if now is None else now))
     fail(load_id, message, table, now=now)
     raise ActivationConflict(message) from cause
 

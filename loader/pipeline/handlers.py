@@ -80,7 +80,6 @@ from loader.records import dataset_of  # noqa: E402
 from loader.settings import (  # noqa: E402
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
-    ENV_REPLICA_REGIONS,
     ENV_SOURCE_BUCKET,
     FEED_RUN_FAILED,
     FEED_RUN_LOADED,
@@ -95,7 +94,6 @@ from loader.settings import (  # noqa: E402
     METRIC_LOAD_SECONDS,
     METRIC_REGION_BEHIND,
     METRIC_REGION_DIMENSION,
-    replica_regions,
 )
 from loader.store import s3  # noqa: E402
 from loader.store.batch_writes import WriteStats  # noqa: E402
@@ -327,12 +325,10 @@ def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     table = _table()
     load_id = event.get("load_id")
     names = [dataset_of(load_id)] if load_id else table.versions.started_datasets()
-    regions = replica_regions(os.environ.get(ENV_REPLICA_REGIONS, ""))
     outcomes = []
     for name in names:
-        outcome = retention.cleanup(
-            table.for_dataset(name), _staging(), also_delete=_export_deleter(name), regions=regions
-        )
+        # The replica regions to hold versions for are the table's own (``RegionPointers.replicas``).
+        outcome = retention.cleanup(table.for_dataset(name), _staging(), also_delete=_export_deleter(name))
         logger.info("cleanup", extra=outcome)
         outcomes.append(outcome)
     return {"datasets": outcomes}

@@ -6,7 +6,8 @@ lookups read that region's own pointer (``keys.KeySpace.region_pointer``), which
 only that region's arrival check writes (``loader.pipeline.arrival``), so the item
 has one writer and the last-writer-wins of global tables never decides it. The
 same partition records, one item per version, that the version wholly arrived in
-that region. Cleanup in home reads every region's pointer (``loader.pipeline.retention``).
+that region. Cleanup in home reads every region's pointer (``loader.pipeline.retention``), the
+regions being the table's own replicas (``replicas``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,19 @@ from loader.store.dataset_items import DatasetItems, condition_failed
 
 class RegionPointers(DatasetItems):
     """Home's pointer with its generation; a replica region's pointer and its arrived versions."""
+
+    def replicas(self) -> tuple[str, ...]:
+        """The table's replica regions, as the table itself says (``DescribeTable``'s ``Replicas``),
+        this client's region aside: what cleanup holds versions for, with no list to keep in step."""
+        described = self.client.describe_table(TableName=self.table_name)["Table"]
+        own = self.client.meta.region_name
+        return tuple(
+            sorted(
+                replica["RegionName"]
+                for replica in described.get("Replicas", [])
+                if "RegionName" in replica and replica["RegionName"] != own
+            )
+        )
 
     def home(self) -> Pointer | None:
         item = self._get(self.space.pointer, keys.META_SORT_KEY)

@@ -31,6 +31,7 @@ _STATUS_TIMES: Final[Mapping[VersionStatus, str]] = {
     VersionStatus.ACTIVE: "activated_at",
     VersionStatus.RETIRED: "retired_at",
     VersionStatus.FAILED: "failed_at",
+    VersionStatus.DELETING: "deleting_at",
     VersionStatus.DELETED: "deleted_at",
 }
 
@@ -157,3 +158,89 @@ class Versions(DatasetItems):
         if status in _STATUS_TIMES:
             fields[_STATUS_TIMES[status]] = at
         self._update(self.space.versions, version, fields)
+
+    # -- the two claims on a version's metadata, which cleanup and activation race for -------------
+
+    def claim_active(self, version: int, *, allowed: frozenset[VersionStatus], at: int) -> bool:
+        """Mark ``version`` active before the pointer names it, only from an ``allowed`` status.
+
+        Cleanup marks a version ``deleting`` with a write on the same item (``mark_deleting``),
+        so of a rollback (or an activation) and a cleanup, exactly one wins: a version never
+        becomes active while its items go, nor goes while it is active.
+        """
+        return self._claim(version, VersionStatus.ACTIVE, allowed, at)
+
+    def withdraw_claim(self, version: int, at: int) -> None:
+        """An activation that claimed ``version`` lost the pointer to another load: the version is a
+        failed load, never activated, which cleanup may delete."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=item_key(self.space.versions, version),
+                UpdateExpression="SET #status = :failed, #failed_at = :at REMOVE #activated",
+                ConditionExpression="#status = :active",
+                ExpressionAttributeNames={
+                    "#status": "status",
+                    "#failed_at": _STATUS_TIMES[VersionStatus.FAILED],
+                    "#activated": _STATUS_TIMES[VersionStatus.ACTIVE],
+                },
+                ExpressionAttributeValues={
+                    ":failed": {"S": str(VersionStatus.FAILED)},
+                    ":active": {"S": str(VersionStatus.ACTIVE)},
+                    ":at": {"N": str(at)},
+                },
+            )
+        except ClientError as error:
+            if not condition_failed(error):
+                raise
+
+    def mark_deleting(self, version: int, *, allowed: frozenset[VersionStatus], at: int) -> bool:
+        """Cleanup's first phase: ``deleting``, only from an ``allowed`` status.
+
+        A failed or abandoned load (``loading``, ``failed``) is marked only if it was never
+        activated: a pointer that once named it makes it a retired version, kept by retention
+        and by the regions, whatever its load record says. Metadata a load died before writing
+        is created, so nothing activates that version later either.
+        """
+        unserved = bool(allowed & {VersionStatus.LOADING, VersionStatus.FAILED})
+        return self._claim(version, VersionStatus.DELETING, allowed, at, never_activated=unserved)
+
+    def _claim(
+        self,
+        version: int,
+        status: VersionStatus,
+        allowed: frozenset[VersionStatus],
+        at: int,
+        *,
+        never_activated: bool = False,
+    ) -> bool:
+        names = {"#status": "status", "#at": _STATUS_TIMES[status], "#version": "version"}
+        values: dict[str, AttributeValueTypeDef] = {
+            ":status": {"S": str(status)},
+            ":at": {"N": str(at)},
+            ":version": {"N": str(version)},
+        }
+        options = []
+        for index, name in enumerate(sorted(allowed)):
+            values[f":allowed{index}"] = {"S": str(name)}
+            options.append(f":allowed{index}")
+        condition = f"#status IN ({', '.join(options)})"
+        if never_activated:
+            condition = f"({condition}) AND attribute_not_exists(#activated)"
+            names["#activated"] = _STATUS_TIMES[VersionStatus.ACTIVE]
+            condition = f"attribute_not_exists(#pk) OR ({condition})"
+            names["#pk"] = keys.PARTITION_KEY
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=item_key(self.space.versions, version),
+                UpdateExpression="SET #status = :status, #at = :at, #version = :version",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True

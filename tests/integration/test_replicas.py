@@ -178,7 +178,7 @@ def test_a_version_half_arrived_is_not_served_and_without_the_check_it_answers_w
     assert lookups(tally, probes) == {"right": len(probes)}
 
 
-def test_cleanup_deletes_only_what_every_region_moved_past(
+def test_cleanup_deletes_only_what_every_region_of_the_table_moved_past(
     regions: Regions, releases: tuple[Release, Release], tmp_path: Path
 ) -> None:
     a, b = releases
@@ -192,7 +192,8 @@ def test_cleanup_deletes_only_what_every_region_moved_past(
     # When home rolls back to A, but the replica region has not followed yet
     retention.rollback(regions.home)
     regions.replicas.settle()
-    clean = {"retention": 0, "grace_seconds": 0.0, "regions": [REPLICA]}
+    # And a cleanup told nothing of the regions: it learns them from the table's replicas
+    clean = {"retention": 0, "grace_seconds": 0.0}
     held = retention.cleanup(regions.home, regions.staging, **clean)  # type: ignore[arg-type]
     # Then B's items stay: the region's pointer still names B
     assert (held["deleted"], held["held_by_regions"]) == ([], {"v2": REPLICA})
@@ -243,9 +244,7 @@ def test_full_delta_rollback_cleanup_under_random_delays_never_mix(
                 timeout=30,
             )
         deadline = time.monotonic() + 30
-        while not retention.cleanup(
-            regions.home, regions.staging, retention=0, grace_seconds=0.5, regions=[REPLICA]
-        )["deleted"]:
+        while not retention.cleanup(regions.home, regions.staging, retention=0, grace_seconds=0.5)["deleted"]:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         regions.replicas.settle()

@@ -17,12 +17,18 @@ from typing import Any
 
 
 class VersionStatus(StrEnum):
-    """Where a dataset version is in its life: loading → active → retired → deleted, or failed."""
+    """Where a dataset version is in its life: loading → active → retired → deleting → deleted, or failed.
+
+    ``deleting`` is cleanup's first phase (``loader.pipeline.retention``): a conditional write that
+    only a version nobody may read again passes; from then on nothing reads it, and nothing can
+    make it active again, while its items go.
+    """
 
     LOADING = "loading"
     ACTIVE = "active"
     RETIRED = "retired"
     FAILED = "failed"
+    DELETING = "deleting"
     DELETED = "deleted"
 
 

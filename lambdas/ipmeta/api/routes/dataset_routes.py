@@ -126,7 +126,8 @@ def dataset_health(name: str, version: int | None, now: float) -> DatasetHealth:
     deps = dependencies.current()
     limit = deps.api.max_age_of(name)
     meta = deps.reader(name).get_version_meta(version, consistent=False) if version else None
-    if version is None or meta is None:
+    # The pointer names a version being (or already) deleted: nothing whole answers.
+    if version is None or meta is None or not meta.retained:
         return DatasetHealth(status="inactive", version=None, age_seconds=None, max_age_seconds=limit)
     age = dataset_age_seconds(meta, now)
     return DatasetHealth(
