@@ -9,29 +9,31 @@ against its own replica, writes it:
 1. read home's pointer as it has arrived here (with its ``generation``), and this
    region's own; nothing to do when the region already follows that generation;
 2. for the version home names, and a delta's base, unless the region recorded it
-   as arrived: read its manifest and metadata here, and count each partition with
-   eventually consistent ``Select=COUNT`` Queries until every count equals the
-   manifest's (recounting only the partitions that did not match, every
-   ``poll_seconds``, until ``wait_seconds`` ran out: then the region waits for the
-   next run and keeps serving what it serves);
-3. record each counted version as arrived, then copy home's pointer into the
-   region's own, on the condition that the region's generation is older.
+   as arrived (for this very version: the record names the version's ``uid``):
+   read its manifest and metadata here, and count each partition with strongly
+   consistent ``Select=COUNT`` Queries (region-local, as every read here is)
+   until every count equals the manifest's, the count home's activation made
+   before it served (``PartitionItems.short_of``); recounting only the
+   partitions that did not match, every ``poll_seconds``, until ``wait_seconds``
+   ran out: then the region waits for the next run and keeps serving what it serves;
+3. record each counted version as arrived, with its ``uid``, then copy home's
+   pointer into the region's own, on the condition that the region's generation is older.
 
 Every write is idempotent and conditional, so the check may be killed at any point
 (SIGKILL included) and run again: it counts again and ends with the region on home's
 version. A version's items never change once written, and versions are never reused,
 so a count that matches is a version that arrived. Rollback at home is one more
 generation: each region follows it (its target arrived there before, or is counted).
+A version number can come back after a point-in-time restore; its ``uid`` cannot, so an
+arrival record of the older version never stands for the newer one.
 In AWS a schedule runs it every minute in each replica region
 (``loader.pipeline.handlers.arrive``); locally ``ipmeta follow --region R`` does.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -121,12 +123,14 @@ def follow_dataset(
     if check:
         # The base first: a delta is never served before the version it answers through.
         for version in sorted(home.names):
-            if table.regions.arrived(region, version):
+            meta = table.lookup.get_version_meta(version)
+            if meta is not None and table.regions.arrived(region, version, meta.uid):
                 continue
             items, missing = _count_until_arrived(table, version, deadline, poll_seconds, clock)
             if missing:
                 return report.outcome("waiting", mine, missing)
-            table.regions.mark_arrived(region, version, items=items, at=int(clock.now()))
+            uid = _uid(table, version)
+            table.regions.mark_arrived(region, version, uid, items=items, at=int(clock.now()))
             report.counted += items
     moved = table.regions.follow(region, home, int(clock.now()))
     return report.outcome("moved" if moved else "current", home if moved else table.regions.of(region))
@@ -163,20 +167,23 @@ def _count_until_arrived(
     many partitions, or bookkeeping items, are still missing) when the deadline comes first."""
     pending: dict[str, int] | None = None
     items = 0
-    count = functools.partial(table.partitions.count, consistent=False)
-    with ThreadPoolExecutor(max_workers=COUNT_WORKERS) as pool:
-        while True:
-            if pending is None:
-                pending = _expected(table, version)
-                items = sum(pending.values()) if pending is not None else 0
-            if pending is not None:
-                found = dict(zip(pending, pool.map(count, pending), strict=True))
-                pending = {partition: want for partition, want in pending.items() if found[partition] != want}
-                if not pending:
-                    return items, 0
-            if clock.now() + poll_seconds > deadline:
-                return 0, len(pending) if pending is not None else 1
-            clock.sleep(poll_seconds)
+    while True:
+        if pending is None:
+            pending = _expected(table, version)
+            items = sum(pending.values()) if pending is not None else 0
+        if pending is not None:
+            short = table.partitions.short_of(pending, workers=COUNT_WORKERS)
+            pending = {partition: want for partition, (want, _) in short.items()}
+            if not pending:
+                return items, 0
+        if clock.now() + poll_seconds > deadline:
+            return 0, len(pending) if pending is not None else 1
+        clock.sleep(poll_seconds)
+
+
+def _uid(table: LoaderTable, version: int) -> str:
+    meta = table.lookup.get_version_meta(version)
+    return meta.uid if meta is not None else ""
 
 
 def _expected(table: LoaderTable, version: int) -> dict[str, int] | None:

@@ -11,7 +11,7 @@ export is a failed load: the Catch runs Abort, the previous version keeps
 serving, and nothing was announced. The version is verified here, with the
 very check Activate runs (``activate.verify``), so the file never holds a
 version that then fails its own activation's check; the cost is a second
-count of at most ``VERIFY_PARTITIONS`` partitions. Between the two, the
+count of the version's items. Between the two, the
 export renews the load lock, so no other load starts and no cleanup takes
 this load for abandoned while the file is written.
 

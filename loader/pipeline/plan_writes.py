@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -432,6 +433,7 @@ def _record_version(
         table.covers.put_heads(version, covers, index)
     table.manifests.put(version, Manifest(manifest))
     items = sum(per_bucket.values())
+    written = table.lookup.get_version_meta(version)
     table.versions.put_meta(
         VersionMeta(
             version=version,
@@ -450,6 +452,8 @@ def _record_version(
             value_index=index.value_index_meta(plan.column_types) if index else None,
             flag_index=index.flag_index_meta() if index else None,
             base=writes.base,
+            # A retried state keeps the uid a replica region may already have recorded.
+            uid=written.uid if written is not None and written.uid else secrets.token_hex(16),
         )
     )
     table.loads.mark_prepared(

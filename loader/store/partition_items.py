@@ -8,6 +8,7 @@ version's manifest (``manifests``) names them all.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ipmeta.schema import keys
@@ -33,6 +34,17 @@ class PartitionItems(DatasetItems):
         """The partition's items, by ``Select=COUNT`` Queries (billed as reading every one)."""
         pages = self._partition_pages(partition_key, Select="COUNT", ConsistentRead=consistent)
         return sum(int(page["Count"]) for page in pages)
+
+    def short_of(self, expected: Mapping[str, int], *, workers: int = 16) -> dict[str, tuple[int, int]]:
+        """The partitions of ``expected`` whose consistent count differs from it: (expected, found).
+
+        The one count of a version's items: home's activation verifies with it, and each replica
+        region's arrival check with it again, region-local, so a version that serves in home is one
+        a region can see arrive (keys that landed on each other fail both, never only the second).
+        """
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = dict(zip(expected, pool.map(self.count, expected), strict=True))
+        return {pk: (want, found[pk]) for pk, want in expected.items() if found[pk] != want}
 
     def read(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.

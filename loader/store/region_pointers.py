@@ -71,15 +71,19 @@ class RegionPointers(DatasetItems):
             raise
         return True
 
-    def arrived(self, region: str, version: int) -> bool:
-        return self._get(self.space.region_pointer(region), version) is not None
+    def arrived(self, region: str, version: int, uid: str) -> bool:
+        """Whether ``region`` recorded this very version (``VersionMeta.uid``) as wholly arrived."""
+        item = self._get(self.space.region_pointer(region), version)
+        return item is not None and str(item.get("uid", "")) == uid
 
-    def mark_arrived(self, region: str, version: int, *, items: int, at: int) -> None:
-        """``version``'s items all counted in ``region``: its later deltas need not count it again."""
+    def mark_arrived(self, region: str, version: int, uid: str, *, items: int, at: int) -> None:
+        """``version``'s items all counted in ``region``: its later deltas need not count it again,
+        and the region's lookups may read it (``ipmeta.lookup.catalog.may_read``)."""
         item = {
             keys.PARTITION_KEY: self.space.region_pointer(region),
             keys.SORT_KEY: version,
             "items": items,
             "arrived_at": at,
+            "uid": uid,
         }
         self.client.put_item(TableName=self.table_name, Item=serialize_item(item))

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from ipmeta.schema.settings import Front
 from loader.planning.costs import (
     ACCESS_LOG_LINE_BYTES,
     DEFAULT_LOG_BYTES,
     LOG_EVENT_OVERHEAD_BYTES,
-    ApiFront,
 )
 from stacks.constants import (
     API_STAGE_NAME,
@@ -91,7 +91,7 @@ def test_lookup_asset_is_the_lambdas_folder(synthesized: Synthesized) -> None:
 
     assert (asset / "ipmeta" / "schema" / "keys.py").is_file()
     # The lookup page ships with the function: its HTML, its script and Leaflet with its licence
-    page = asset / "ipmeta" / "api" / "page"
+    page = asset / "ipmeta" / "api" / "routes" / "page"
     for name in ("index.html", "static/page.js", "static/leaflet/leaflet.js", "static/leaflet/LICENSE"):
         assert (page / name).is_file(), name
     assert (page / "static" / "leaflet" / "images" / "marker-icon.png").is_file()
@@ -277,7 +277,7 @@ def test_an_access_log_line_weighs_what_the_cost_model_counts(
         line = line.replace(f'"{variable}"', json.dumps(value))
     assert "$context" not in line
     # The cost model (loader.planning.costs) counts this many bytes per request.
-    front = ApiFront.HTTP if variant == HTTP_API else ApiFront.REST
+    front = Front.HTTP if variant == HTTP_API else Front.REST
     assert len(line.encode()) <= ACCESS_LOG_LINE_BYTES
     assert DEFAULT_LOG_BYTES[front] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
 

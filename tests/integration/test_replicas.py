@@ -87,6 +87,12 @@ class Regions:
         path = release.write_csv(folder / f"{release.name}.csv")
         return driver.run_load([path], LoadOptions(dataset=DATASET), self.home, self.staging).version
 
+    def serve(self, release: Release, folder: Path) -> None:
+        """``release`` loaded in home, wholly arrived in the replica, and served there."""
+        version = self.load(release, folder)
+        self.replicas.settle()
+        assert self.follow().serving == f"v{version}"
+
     def follow(self, region: str = REPLICA, *, check: bool = True) -> arrival.Following:
         table = self.replica if region == REPLICA else LoaderTable(self.replicas.plain(REPLICA), self.name)
         (outcome,) = arrival.follow_home(table.for_dataset(DATASET), region, check=check)
@@ -121,9 +127,11 @@ def regions(dynalite_endpoint: str, replica_endpoint: str, tmp_path: Path) -> It
     dependencies.install(None)
 
 
-def of_version(version: int, *families: int) -> Callable[[str, ItemVersion], bool]:
-    """A hold on the range items of ``version`` (of ``families``, else all) bound for the replica."""
+def of_version(version: int, *families: int, covers: bool = False) -> Callable[[str, ItemVersion], bool]:
+    """A hold on the range items of ``version`` (of ``families``, else all) bound for the replica,
+    and on its cover list with ``covers``."""
     prefixes = tuple(f"{SPACE.version_key(version)}#{family}#" for family in families or (4, 6))
+    prefixes += (SPACE.covers_partition_key(version),) if covers else ()
 
     def held(region: str, item: ItemVersion) -> bool:
         return region == REPLICA and item.key[0].startswith(prefixes)
@@ -176,6 +184,69 @@ def test_a_version_half_arrived_is_not_served_and_without_the_check_it_answers_w
     assert regions.follow().status == "moved"
     regions.look_up_in(REPLICA)
     assert lookups(tally, probes) == {"right": len(probes)}
+
+
+def test_no_path_reads_a_version_that_has_not_wholly_arrived_in_the_region(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path
+) -> None:
+    a, b = releases
+    tally = AnswerTally(DATASET, {"v1": a, "v2": b})
+    probes = probe_addresses(a, changed_edges(a, b), 300, seed=21)
+    # Given A served in both regions, then B loaded in home with its items held back from the replica
+    regions.serve(a, tmp_path)
+    regions.replicas.hold(of_version(2, covers=True))
+    assert regions.load(b, tmp_path) == 2
+    regions.replicas.settle()
+    assert regions.follow().status == "waiting"
+    regions.look_up_in(REPLICA)
+    # When a client pins B (as a page token minted in home would), then the region refuses it
+    pinned = [get(f"/v1/ip/{address}?version=v2") for address in probes]
+    assert {(status, body.get("code")) for status, body in pinned} == {(404, "VERSION_NOT_FOUND")}
+    # And /v1/datasets lists what the region may read, and calls active what it serves
+    _, listing = get("/v1/datasets")
+    (dataset,) = listing["datasets"]
+    assert (dataset["active"], [(v["id"], v["status"]) for v in dataset["versions"]]) == (
+        "v1",
+        [("v1", "active")],
+    )
+    # When B arrives and the region follows, then B answers rightly, pinned and plain
+    regions.replicas.release()
+    regions.replicas.settle()
+    assert regions.follow().status == "moved"
+    assert lookups(tally, probes) == {"right": len(probes)}
+    pinned_b = [tally.check(address, *get(f"/v1/ip/{address}?version=v2")) for address in probes]
+    pinned_a = [tally.check(address, *get(f"/v1/ip/{address}?version=v1")) for address in probes]
+    assert set(pinned_b) == set(pinned_a) == {"right"}
+
+
+def test_the_check_counts_consistently_and_trusts_no_record_of_another_version_of_that_number(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path
+) -> None:
+    a, b = releases
+    regions.serve(a, tmp_path)
+    # Given an arrival record of a v2 in the region, left from before a point-in-time restore
+    LoaderTable(regions.replicas.plain(REPLICA), regions.name).for_dataset(DATASET).regions.mark_arrived(
+        REPLICA, 2, "a-version-2-from-before-the-restore", items=1, at=0
+    )
+    # And a new v2 loaded in home, its items held back from the replica
+    regions.replicas.hold(of_version(2))
+    assert regions.load(b, tmp_path) == 2
+    regions.replicas.settle()
+    counts: list[dict[str, object]] = []
+    client = regions.replica.client
+    client.meta.events.register(
+        "provide-client-params.dynamodb.Query",
+        lambda params, **_: counts.append(dict(params)) if params.get("Select") == "COUNT" else None,
+    )
+    # When the region's check runs, then it counts the new v2 (consistently) and waits for it
+    waiting = regions.follow()
+    assert (waiting.status, waiting.serving) == ("waiting", "v1")
+    assert counts
+    assert {count.get("ConsistentRead") for count in counts} == {True}
+    # And once its items arrive, it follows
+    regions.replicas.release()
+    regions.replicas.settle()
+    assert regions.follow().serving == "v2"
 
 
 def test_cleanup_deletes_only_what_every_region_of_the_table_moved_past(
@@ -300,7 +371,10 @@ def test_the_check_killed_at_any_moment_and_run_again_ends_on_the_new_version(
     # When B arrives and the check is killed once more, as soon as it recorded B as arrived
     regions.replicas.release()
     regions.replicas.settle()
-    kill_when(command, environment, lambda: True if regions.replica.regions.arrived(REPLICA, 2) else None)
+    uid = regions.replica.lookup.get_version_meta(2).uid  # type: ignore[union-attr]
+    kill_when(
+        command, environment, lambda: True if regions.replica.regions.arrived(REPLICA, 2, uid) else None
+    )
     assert lookups(tally, probes) == {"right": len(probes)}
     # Then a run to its end puts the region on B, answering as B
     (outcome,) = arrival.follow_home(regions.replica, REPLICA)

@@ -52,6 +52,9 @@ class Retained:
     def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
         return VersionMeta(version, VersionStatus.RETIRED) if version in self.retained else None
 
+    def arrivals(self) -> None:
+        return None
+
 
 def metas(retained: dict[str, set[int]]) -> Any:
     return lambda name: cast(VersionMetaReader, Retained(retained.get(name, set())))
@@ -106,6 +109,55 @@ def test_a_version_selector_that_names_nothing_retained_is_refused(
 ) -> None:
     with pytest.raises(error):
         select_targets(SNAPSHOT, metas({"city": {2}, "asn": {7}}), datasets, version)
+
+
+class InARegion:
+    """A replica region's reads: version metadata as home wrote it, and the region's arrival records."""
+
+    def __init__(self, metas: dict[int, VersionMeta], arrivals: dict[int, str]) -> None:
+        self.metas, self.arrived = metas, arrivals
+
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None:
+        return self.metas.get(version)
+
+    def arrivals(self) -> dict[int, str]:
+        return self.arrived
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "readable"),
+    [
+        ({1: "u1", 2: "u2", 3: "u3"}, True),
+        ({1: "u1", 2: "u2"}, False),  # the delta itself has not arrived
+        ({2: "u2", 3: "u3"}, False),  # its base has not
+        ({1: "u1", 2: "u2", 3: "old"}, False),  # a record of another v3 (before a restore)
+    ],
+)
+def test_a_pinned_version_or_page_token_reads_a_version_only_once_it_arrived_here(
+    arrivals: dict[int, str], readable: bool
+) -> None:
+    # Given v3, a delta over v1, retained in home
+    metas = {
+        1: VersionMeta(1, VersionStatus.RETIRED, uid="u1"),
+        2: VersionMeta(2, VersionStatus.ACTIVE, uid="u2"),
+        3: VersionMeta(3, VersionStatus.RETIRED, uid="u3", base=1),
+    }
+    region = cast(VersionMetaReader, InARegion(metas, arrivals))
+    snapshot = ActiveDatasets(("city",), {"city": 2}, ("city",))
+    # When a request pins it (a page token carries its version the same way)
+    if readable:
+        assert select_targets(snapshot, lambda name: region, "city", "v3").versions == (Target("city", 3, 1),)
+    else:
+        with pytest.raises(VersionNotFound):
+            select_targets(snapshot, lambda name: region, "city", "v3")
+
+
+def test_a_version_being_deleted_is_never_read() -> None:
+    metas = {2: VersionMeta(2, VersionStatus.DELETING, uid="u2")}
+    home = cast(VersionMetaReader, InARegion(metas, {}))
+    home.arrivals = lambda: None  # type: ignore[method-assign]
+    with pytest.raises(VersionNotFound):
+        select_targets(ActiveDatasets(("city",), {"city": 1}, ("city",)), lambda name: home, "city", "v2")
 
 
 def test_declared_datasets_come_first_and_are_the_default_list() -> None:

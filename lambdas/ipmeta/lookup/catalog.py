@@ -23,7 +23,19 @@ datasets, one answer").
 **Versions.** ``?version=v3`` reads a retained version instead of the active
 one when the request has one dataset; with several, each is named:
 ``?version=city:v3,asn:v12``. Naming a version costs one GetItem of its
-metadata; the default path costs nothing beyond the cached pointers.
+metadata (and, in a replica region, one Query of the region's arrival records);
+the default path costs nothing beyond the cached pointers.
+
+**May this version be read here** (``may_read``): one rule for the pointer,
+``?version=``, page tokens, cover lists and ``/v1/datasets``. A version is read
+only while its metadata says it is retained (``active`` or ``retired``: never
+``deleting``), and, in a replica region, only once that region's own arrival
+record says it wholly arrived there, for this very version (its ``uid``). A
+delta needs the same of its base. The pointer obeys it by construction (a
+region's pointer moves only after arrival, ``loader.pipeline.arrival``); every
+other way of naming a version goes through ``readable_version``, before any
+item or cover list of the version is read, so no container caches a part of a
+version that had not arrived.
 """
 
 from __future__ import annotations
@@ -52,6 +64,11 @@ class PointerReader(Protocol):
 
 class VersionMetaReader(Protocol):
     def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None: ...
+
+    def arrivals(self) -> Mapping[int, str] | None:
+        """The versions that wholly arrived where this reader reads, each with its ``uid``;
+        None in home, where every version written is whole once activated."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,11 +248,25 @@ def select_targets(
     return Targets(tuple(chosen), tuple(inactive))
 
 
-def retained_version(reader: VersionMetaReader, dataset: str, version: int) -> VersionMeta:
-    meta = reader.get_version_meta(version, consistent=False)
+def may_read(meta: VersionMeta | None, arrivals: Mapping[int, str] | None) -> bool:
+    """The rule (module docstring): retained, and, in a replica region, wholly arrived there."""
     if meta is None or not meta.retained:
+        return False
+    return arrivals is None or arrivals.get(meta.version) == meta.uid
+
+
+def retained_version(reader: VersionMetaReader, dataset: str, version: int) -> VersionMeta:
+    """``version``'s metadata if it may be read here, and its base too; else ``VersionNotFound``.
+
+    Read consistently: cleanup marks a version ``deleting`` before it deletes a single item.
+    """
+    meta = reader.get_version_meta(version, consistent=True)
+    arrivals = reader.arrivals()
+    base = reader.get_version_meta(meta.base, consistent=True) if meta and meta.base else None
+    if not may_read(meta, arrivals) or (meta and meta.base and not may_read(base, arrivals)):
         raise VersionNotFound(
-            f"{dataset} {keys.format_version(version)} is not retained; "
+            f"{dataset} {keys.format_version(version)} is not retained here; "
             f"GET /v1/datasets/{dataset} lists the versions that are"
         )
+    assert meta is not None
     return meta

@@ -173,6 +173,10 @@ class VersionMeta:
     #: version, as its version or as its base: a replica region whose own pointer follows that
     #: generation or a later one can never serve it again (``loader.pipeline.retention``).
     released_generation: int | None = None
+    #: Random, drawn when the version's metadata is first written: a version number can come back
+    #: (a point-in-time restore rewinds the counter), this never does. A replica region's arrival
+    #: record names it, so a record of an older version of the same number never counts.
+    uid: str = ""
 
     @property
     def retained(self) -> bool:
@@ -208,6 +212,7 @@ class VersionMeta:
             flag_index=FlagIndexMeta.from_item(item["flag_index"]) if item.get("flag_index") else None,
             base=int(item.get("base", 0)),
             released_generation=_optional_int(item.get("released_generation")),
+            uid=str(item.get("uid", "")),
         )
 
     def to_item(self) -> dict[str, Any]:
@@ -236,6 +241,7 @@ class VersionMeta:
             "flag_index": self.flag_index.to_item() if self.flag_index else None,
             "base": self.base or None,
             "released_generation": self.released_generation,
+            "uid": self.uid or None,
         }
         item.update({name: value for name, value in optional.items() if value is not None})
         return item

@@ -294,6 +294,21 @@ class Store:
         item = self._get(self.space.versions, version, consistent=consistent)
         return VersionMeta.from_item(item) if item else None
 
+    def arrivals(self) -> dict[int, str] | None:
+        """In a replica region, each version its arrival check recorded as wholly arrived there,
+        with that version's ``uid`` (one consistent Query, region-local); None in home.
+
+        The region's pointer shares the partition (at ``META_SORT_KEY``) and is no arrival record.
+        """
+        if self.pointer_region is None:
+            return None
+        partition = self.space.region_pointer(self.pointer_region)
+        return {
+            int(item[keys.SORT_KEY]): str(item.get("uid", ""))
+            for item in self._query_partition(partition)
+            if int(item[keys.SORT_KEY]) != keys.META_SORT_KEY
+        }
+
     def list_version_metas(self) -> list[VersionMeta]:
         return [VersionMeta.from_item(item) for item in self._query_partition(self.space.versions)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetHealth, DatasetInfo, DatasetList, DatasetSummary, HealthResponse
 from ipmeta.api.responses import documented
-from ipmeta.lookup.catalog import ActiveDatasets
+from ipmeta.lookup.catalog import ActiveDatasets, may_read
 from ipmeta.schema import keys
 from ipmeta.schema.errors import DatasetInvalid, DatasetNotFound, DatasetStale, NoDataset
 from ipmeta.schema.records import VersionMeta
@@ -37,11 +38,13 @@ def shown_source(source: str, whole: bool) -> str:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
 
-def dataset_info(meta: VersionMeta) -> DatasetInfo:
+def dataset_info(meta: VersionMeta, active: int | None) -> DatasetInfo:
+    """A version as the routes show it: ``active`` when the pointer read here names it (a replica
+    region's own pointer may still name an older version than home's), else ``retired``."""
     whole = dependencies.current().api.show_sources
     return DatasetInfo(
         id=keys.format_version(meta.version),
-        status=meta.status.value,  # type: ignore[arg-type]  # a retained version is active or retired
+        status="active" if meta.version == active else "retired",
         loaded_at=_iso(meta.created_at or None),
         activated_at=_iso(meta.activated_at),
         source=[shown_source(source, whole) for source in meta.sources],
@@ -52,15 +55,18 @@ def dataset_info(meta: VersionMeta) -> DatasetInfo:
     )
 
 
-def retained_versions(metas: list[VersionMeta]) -> list[DatasetInfo]:
-    """Versions whose items can still answer, newest first."""
-    retained = [meta for meta in metas if meta.retained]
-    return [dataset_info(meta) for meta in sorted(retained, key=lambda meta: -meta.version)]
+def retained_versions(
+    metas: list[VersionMeta], arrivals: Mapping[int, str] | None, active: int | None
+) -> list[DatasetInfo]:
+    """Versions that may be read here (``ipmeta.lookup.catalog.may_read``), newest first."""
+    readable = [meta for meta in metas if may_read(meta, arrivals)]
+    return [dataset_info(meta, active) for meta in sorted(readable, key=lambda meta: -meta.version)]
 
 
 def _summary(name: str, snapshot: ActiveDatasets) -> DatasetSummary:
     active = snapshot.versions.get(name)
-    versions = retained_versions(dependencies.current().reader(name).list_version_metas())
+    reader = dependencies.current().reader(name)
+    versions = retained_versions(reader.list_version_metas(), reader.arrivals(), active)
     return DatasetSummary(
         name=name, active=keys.format_version(active) if active is not None else None, versions=versions
     )
@@ -96,8 +102,8 @@ def get_current_dataset() -> DatasetInfo:
     for name in snapshot.order:
         version = snapshot.versions.get(name)
         meta = dependencies.current().reader(name).get_version_meta(version) if version else None
-        if meta is not None:
-            return dataset_info(meta)
+        if meta is not None and meta.retained:
+            return dataset_info(meta, version)
     raise NoDataset("no dataset is active yet; load one with `ipmeta load`")
 
 
