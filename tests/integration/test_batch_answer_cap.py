@@ -74,8 +74,10 @@ class Sizes:
 def loaded(
     dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Loaded:
-    downloads = Path(request.config.cache.mkdir("maxmind-test-databases"))
+    # pytest's cache keeps the download between runs; without it (-p no:cacheprovider), a temp folder
+    cache = getattr(request.config, "cache", None)
     folder = tmp_path_factory.mktemp("enterprise")
+    downloads = Path(cache.mkdir("maxmind-test-databases")) if cache is not None else folder
     settings = Settings(
         table_name="ipmeta-batch-cap", dynamodb_endpoint=dynalite_endpoint, pointer_cache_seconds=0
     )
