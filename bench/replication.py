@@ -1,60 +1,74 @@
-"""Replicas under load: a replica region never answers from a version that has not wholly arrived.
+"""Replicas under load: every path by which a version is read, kept whole, or deleted.
 
-No AWS is reachable here, so two local DynamoDBs (dynalite) stand in for two
-regions of a global table (``testing.replication``): every write in home is
-applied in the replica item by item, in random order, after random delays (most
-a few milliseconds, ``--long-share`` of them 5-30 seconds), the last writer
-winning; the replica's own writes (its pointer, its arrival records) travel back
-to home the same way. Then, with the replica region's arrival check running every
-second (``loader.pipeline.arrival``; a minute in AWS):
+No AWS is reachable here, so two local DynamoDBs (dynalite) stand in for two regions of a global
+table (``testing.replication``): every write in home is applied in the replica item by item, in
+random order, after random delays (most a few milliseconds, ``--long-share`` of them 5-30 s), the
+last writer winning; the replica's own writes (its pointer, its arrival records) travel back the
+same way. The replica region's arrival check (``loader.pipeline.arrival``) runs every second (a
+minute in AWS). Lookups hammer the replica region through the real Lambda handler, and each
+answer is checked against the release of the version it names (``testing.replicas``):
+``mixed_answers`` counts those that differ. ``deleted_while_served`` counts items deleted in a
+region while that region's pointer still named their version.
 
-1. **full**: release A, a seeded subset of the demo ASN files (``--rows``), loaded in home;
-2. **delta**: release B (``--changed`` of A's ranges relabelled or dropped), a delta over A;
-3. **rollback** to A in home;
-4. **cleanup** in home (retention 0: B goes), retried until it deletes, while
-   every region's own pointer holds it back (``loader.pipeline.retention``).
+Each **scenario** has its own table, its own lookups and its own figures, and runs in phases;
+the lookups of each phase where something can go wrong are at least ``--lookups``:
 
-All along, lookups hammer the replica region through the real Lambda handler
-(``--lookups`` at least, round random addresses and every changed range's edges),
-and each answer is checked against the release of the version it names
-(``testing.replicas``): ``mixed_answers`` counts those that differ. The
-replicator counts ``deleted_while_served``: items deleted in a region while that
-region's pointer still named their version. The lag of each region is the time
-from home's pointer write to the region's own.
+- ``plain``: a full load, a delta, a rollback, a cleanup naming the region: plain ``/v1/ip``
+  lookups, the range cache off (what the simulation measured before issue 33);
+- ``pinned``: the same loads, every lookup pinned to home's newest version (``?version=``, what
+  a page token minted in home names): a region must refuse a version that has not wholly arrived;
+- ``range_cache``: the loads and the rollback with the lookup container's range cache on;
+- ``rollback_during_cleanup``: three versions; a cleanup (retention 0, no grace) deleting the two
+  retired ones, and a rollback to the second while it runs;
+- ``killed_cleanup``: a cleanup killed at random DynamoDB calls (``KillSwitch``), a rollback to
+  the half-deleted version tried after each kill, and the cleanup resumed until done;
+- ``activation_killed``: a load whose activation is killed right after the pointer switch (its
+  load record stays ``prepared``), then a cleanup;
+- ``cleanup_without_regions``: a full reload, then, as soon as home's grace passed, a cleanup as
+  ``ipmeta cleanup`` runs it with no region named (retention 0) while the replica region may still
+  serve the version before.
 
-``--no-check`` makes the region copy home's pointer without counting (what a
-replica without the check would do) and must show mixed answers.
+``--no-check`` makes the region copy home's pointer without counting (a region without the
+check) and must show mixed answers.
 
-``python -m bench.replication [--rows 60000] [--lookups 12000] [--no-check]``;
-saves bench/results/replication.json and a timeline, replication.png (with --no-check:
-replication-no-check.json and .png).
+``python -m bench.replication [--rows 60000] [--lookups 2000] [--scenarios a,b] [--no-check]``;
+saves bench/results/replication.json and the plain scenario's timeline, replication.png (with
+--no-check: replication-no-check.json and .png).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import os
+import random
 import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from bench.datasets import BENCH_DATA
 from ipmeta.api import dependencies
+from ipmeta.lookup.catalog import parse_version
 from ipmeta.lookup.range_cache import RangeCache
+from ipmeta.schema import keys
 from ipmeta.schema.settings import Settings
 from ipmeta.store.dynamodb import Store, make_client
 from ipmeta_cli.demo import ASN_ATTRIBUTION
 from ipmeta_cli.dynalite import PROJECT_ROOT, Dynalite
 from loader.options import LoadOptions
 from loader.pipeline import driver, retention
+from loader.pipeline.plan_writes import Prepared
+from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
@@ -62,11 +76,14 @@ from testing.replicas import (
     AnswerTally,
     Follower,
     Hammer,
+    Killed,
+    KillSwitch,
     Release,
     ServedDeletes,
     asn_subset,
     changed_edges,
     changed_release,
+    plain_lookup,
     probe_addresses,
     wait_until_following,
 )
@@ -76,7 +93,6 @@ RESULTS: Final = PROJECT_ROOT / "bench" / "results"
 WORK: Final = BENCH_DATA / "replication"
 HOME: Final = "us-east-1"
 REPLICA: Final = "eu-west-1"
-TABLE: Final = "ipmeta"
 DATASET: Final = "asn"
 #: A lookup container's pointer cache in the simulation, and cleanup's grace beyond it.
 POINTER_CACHE_SECONDS: Final = 0.5
@@ -84,229 +100,457 @@ GRACE_SECONDS: Final = 2.0
 #: The check's schedule (a minute in AWS) and its recounts of the partitions still short.
 CHECK_INTERVAL_SECONDS: Final = 1.0
 CHECK_POLL_SECONDS: Final = 0.1
-PHASES: Final = ("full", "delta", "rollback", "cleanup")
 #: How late the late items are: long beside a load's last writes and its activation, as a
 #: global table's replication is when it falls behind (ReplicationLatency has no upper bound).
 LONG_DELAYS: Final = (5.0, 30.0)
+#: The range cache of the ``range_cache`` scenario: large enough to hold every range it meets.
+RANGE_CACHE_BYTES: Final = 64 << 20
+#: How many times ``killed_cleanup`` kills its cleanup before letting it finish.
+KILLS: Final = 3
 
 
-class Simulation:
-    """Two regions, the replicator between them, the region's check and the lookups against it."""
+@dataclass
+class Phase:
+    """What a phase did and how its lookups fared."""
 
-    def __init__(
-        self, endpoints: dict[str, str], args: argparse.Namespace, truths: dict[str, Release]
-    ) -> None:
+    name: str
+    outcome: Any = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Scenario:
+    """A table, its replicator, the region's check and the lookups against the region."""
+
+    name: str
+    args: argparse.Namespace
+    endpoints: dict[str, str]
+    releases: dict[str, Release]
+    path_of: Callable[[str], str] = plain_lookup
+    range_cache_bytes: int = 0
+    phases: list[Phase] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.table_name = f"ipmeta-{self.name.replace('_', '-')}"
         clients = {
-            region: make_client(Settings(TABLE, endpoint, 0.0)) for region, endpoint in endpoints.items()
+            region: make_client(Settings(self.table_name, endpoint, 0.0))
+            for region, endpoint in self.endpoints.items()
         }
         for client in clients.values():
-            create_table_if_missing(client, TABLE)
-        self.deletes = ServedDeletes(clients, TABLE, DATASET, HOME)
-        delays = Delays(typical_seconds=0.02, long_share=args.long_share, long_seconds=LONG_DELAYS)
-        self.replicas = GlobalTable(TABLE, endpoints, delays=delays, seed=args.seed, on_delete=self.deletes)
-        self.home = LoaderTable(self.replicas.client(HOME), TABLE).for_dataset(DATASET)
-        self.region = LoaderTable(self.replicas.client(REPLICA), TABLE).for_dataset(DATASET)
-        self.watch = LoaderTable(self.replicas.plain(REPLICA), TABLE).for_dataset(DATASET)
-        dependencies.install(
-            dependencies.Dependencies(
-                store=Store(self.replicas.plain(REPLICA), TABLE, pointer_region=REPLICA),
-                pointer_cache_seconds=POINTER_CACHE_SECONDS,
-                ranges=RangeCache(0),
-            )
+            create_table_if_missing(client, self.table_name)
+        self.deletes = ServedDeletes(clients, self.table_name, DATASET, HOME)
+        delays = Delays(typical_seconds=0.02, long_share=self.args.long_share, long_seconds=LONG_DELAYS)
+        self.replicas = GlobalTable(
+            self.table_name, self.endpoints, delays=delays, seed=self.args.seed, on_delete=self.deletes
         )
-        self.tally = AnswerTally(DATASET, truths)
+        self.home = self._home_table()
+        self.region = LoaderTable(self.replicas.client(REPLICA), self.table_name).for_dataset(DATASET)
+        self.watch = LoaderTable(self.replicas.plain(REPLICA), self.table_name).for_dataset(DATASET)
+        #: Each version's release, known once the load is prepared (before it can answer).
+        self.truths: dict[str, Release] = {}
+        self.tally = AnswerTally(DATASET, self.truths)
         self.follower = Follower(
             self.region,
             REPLICA,
-            check=args.check,
+            check=self.args.check,
             interval=CHECK_INTERVAL_SECONDS,
             poll_seconds=CHECK_POLL_SECONDS,
         )
-        #: Fresh for every run: a load id (``asn.v1``) repeats in every new table, and a staged scan
-        #: of the same id would be resumed from an earlier run's files.
-        self.staging = LocalStaging(Path(tempfile.mkdtemp(prefix="staging-", dir=WORK)))
+        #: Fresh for every run: a load id repeats in every new table, and a staged scan of the
+        #: same id would be resumed from an earlier run's files.
+        self.staging = LocalStaging(Path(tempfile.mkdtemp(prefix=f"staging-{self.name}-", dir=WORK)))
         self.lags: dict[str, float] = {}
-        self.cleanups: list[dict[str, Any]] = []
         self.began = time.monotonic()
-        #: (seconds, home's version, the region's) every 50 ms, and when each phase began.
         self.timeline: list[tuple[float, int, int]] = []
         self.phase_starts: dict[str, float] = {}
         self._sampling = threading.Event()
-        self.sampler = threading.Thread(target=self._sample, daemon=True, name="timeline")
+
+    def _home_table(self) -> LoaderTable:
+        """Home's table on a client of its own (whose writes replicate): a kill switch stays on it."""
+        return LoaderTable(self.replicas.client(HOME), self.table_name).for_dataset(DATASET)
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The region's lookup container, its check, the lookups and the timeline, for the scenario."""
+        dependencies.install(
+            dependencies.Dependencies(
+                store=Store(self.replicas.plain(REPLICA), self.table_name, pointer_region=REPLICA),
+                pointer_cache_seconds=POINTER_CACHE_SECONDS,
+                ranges=RangeCache(self.range_cache_bytes),
+            )
+        )
+        probes = probe_addresses(
+            self.releases["a"],
+            [edge for other in self.releases.values() for edge in changed_edges(self.releases["a"], other)],
+            50_000,
+            self.args.seed,
+        )
+        hammer = Hammer(probes, self.tally, self.path_of)
+        sampler = threading.Thread(target=self._sample, daemon=True, name="timeline")
+        self.follower.start()
+        sampler.start()
+        hammer.start()
+        try:
+            yield
+        finally:
+            hammer.stop()
+            self._sampling.set()
+            sampler.join()
+            self.follower.stop()
+            self.replicas.close()
+            dependencies.install(None)
+            shutil.rmtree(self.staging.root, ignore_errors=True)
 
     def _sample(self) -> None:
-        home = LoaderTable(self.replicas.plain(HOME), TABLE).for_dataset(DATASET)
+        home = LoaderTable(self.replicas.plain(HOME), self.table_name).for_dataset(DATASET)
         while not self._sampling.wait(0.05):
             ours, theirs = home.regions.home(), self.watch.regions.of(REPLICA)
             at = time.monotonic() - self.began
             self.timeline.append((at, ours.version if ours else 0, theirs.version if theirs else 0))
 
-    def stop_sampling(self) -> None:
-        self._sampling.set()
-        self.sampler.join()
+    # -- phases ---------------------------------------------------------------------------------
 
-    def phase(self, name: str, act: Callable[[], Any], lookups: int, *, moves: bool = True) -> dict[str, Any]:
-        """Run ``act`` in home while the lookups go on; then wait for the region and enough lookups."""
+    def phase(
+        self, name: str, act: Callable[[], Any], *, lookups: int | None = None, moves: bool = True
+    ) -> Any:
+        """Run ``act`` in home while the lookups go on; then wait for the region to follow home's
+        pointer and for ``lookups`` (default ``--lookups``) lookups in the phase."""
         self.tally.phase = name
         began = time.monotonic()
         self.phase_starts[name] = began - self.began
         before = self.home.regions.home()
-        lag = threading.Thread(target=self._watch_lag, args=(name, before.generation if before else 0))
-        if moves:  # a pointer write of home's, which the region follows
+        over = threading.Event()
+        lag = threading.Thread(target=self._watch_lag, args=(name, before.generation if before else 0, over))
+        if moves:
             lag.start()
-        outcome = act()
-        home = self.home.regions.home()
-        assert home is not None
-        wait_until_following(self.watch, REPLICA, home.generation)
+        try:
+            outcome = act()
+        except Exception as error:  # a refusal the scenario expects (a rollback the cleanup holds)
+            outcome = {"refused": f"{type(error).__name__}: {error}"}
+        home = self._home_table().regions.home()
+        if home is not None:
+            try:
+                wait_until_following(self.watch, REPLICA, home.generation, timeout=90)
+            except TimeoutError as error:
+                self.notes.append(f"{name}: {error}")
+        over.set()
         if moves:
             lag.join(timeout=120)
-        while self.tally.answered(phase=name) < lookups:
+        wanted = self.args.lookups if lookups is None else lookups
+        while self.tally.answered(phase=name) < wanted:
             time.sleep(0.05)
         self.replicas.settle()
-        return {"seconds": round(time.monotonic() - began, 2), "home": f"v{home.version}", "outcome": outcome}
+        self.phases.append(Phase(name, outcome, round(time.monotonic() - began, 2)))
+        print(f"  {self.name}: {name} in {self.phases[-1].seconds} s", file=sys.stderr, flush=True)
+        return outcome
 
-    def _watch_lag(self, name: str, generation: int) -> None:
-        """From the moment home's pointer moves past ``generation`` to the moment the region's follows."""
-        home = LoaderTable(self.replicas.plain(HOME), TABLE).for_dataset(DATASET)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+    def _watch_lag(self, name: str, generation: int, over: threading.Event) -> None:
+        """From home's pointer moving past ``generation`` to the region's following (none if the
+        phase ends with home's pointer where it was: a refused rollback)."""
+        home = LoaderTable(self.replicas.plain(HOME), self.table_name).for_dataset(DATASET)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not over.is_set():
             pointer = home.regions.home()
             if pointer is not None and pointer.generation > generation:
                 moved = time.monotonic()
-                wait_until_following(self.watch, REPLICA, pointer.generation)
+                try:
+                    wait_until_following(self.watch, REPLICA, pointer.generation, timeout=90)
+                except TimeoutError:
+                    return
                 self.lags[name] = time.monotonic() - moved
                 return
             time.sleep(0.005)
 
-    def roll_back(self) -> dict[str, Any]:
-        """Rollback in home, and a cleanup as soon as home's grace has passed: it must hold B while the
-        replica region still serves it, or moved off it less than a grace period ago."""
-        rolled = retention.rollback(self.home)
+    # -- acts in home -----------------------------------------------------------------------------
+
+    def load(
+        self,
+        release: Release,
+        table: LoaderTable | None = None,
+        *,
+        full: bool = False,
+        lease: float | None = None,
+    ) -> dict[str, Any]:
+        """Load ``release`` (``full``: never a delta, so the version before it is no base); its truth is
+        known before its version can answer (``on_prepared``). ``lease``: the load lock's."""
+        path = release.write_csv(WORK / f"{self.name}-release-{release.name}.csv")
+
+        def known(prepared: Prepared) -> None:
+            self.truths[keys.format_version(prepared.version)] = release
+
+        options = LoadOptions(dataset=DATASET, delta="never" if full else "auto")
+        if lease is not None:
+            options = dataclasses.replace(options, lock_lease_seconds=lease)
+        loaded = driver.run_load([path], options, table or self.home, self.staging, on_prepared=known)
+        return {"version": keys.format_version(loaded.version), "items": loaded.items}
+
+    def cleanup(
+        self,
+        table: LoaderTable | None = None,
+        *,
+        retention_: int = 0,
+        grace: float = GRACE_SECONDS,
+        lease: float | None = None,
+    ) -> dict[str, Any]:
+        """``retention.cleanup`` in home; ``lease``: how long an unfinished load's lock is trusted."""
+        return retention.cleanup(
+            table or self.home,
+            self.staging,
+            retention=retention_,
+            grace_seconds=grace,
+            lease_seconds=DEFAULT_LOCK_LEASE_SECONDS if lease is None else lease,
+        )
+
+    def rollback(self, to: int | None = None) -> dict[str, Any]:
+        return retention.rollback(self.home, to)
+
+    def version_of(self, release: str) -> int:
+        """The version that holds ``release`` (loaded in this scenario)."""
+        [version] = [parse_version(name) for name, truth in self.truths.items() if truth.name == release]
+        return version
+
+    def report(self) -> dict[str, Any]:
+        tally = self.tally
+        return {
+            "lookups": tally.answered(),
+            "mixed_answers": tally.total("mixed"),
+            "deleted_while_served": self.deletes.while_served,
+            "refused_pinned_lookups": tally.total("refused"),
+            "lookups_per_phase": {phase.name: tally.answered(phase=phase.name) for phase in self.phases},
+            "phases": {
+                phase.name: {
+                    "seconds": phase.seconds,
+                    "outcome": phase.outcome,
+                    "lookups": tally.answered(phase=phase.name),
+                    "mixed_answers": tally.total("mixed", phase=phase.name),
+                }
+                for phase in self.phases
+            },
+            "lag_seconds": {name: round(lag, 3) for name, lag in self.lags.items()},
+            "deletes_applied": self.deletes.deleted,
+            "replication": {
+                "item_versions_applied": self.replicas.replicated,
+                "superseded_by_a_newer_write": self.replicas.superseded,
+            },
+            "mixed_examples": tally.examples[:3],
+            "notes": self.notes,
+        }
+
+
+# -- the scenarios --------------------------------------------------------------------------------
+
+
+def plain(scenario: Scenario) -> None:
+    a, b = scenario.releases["a"], scenario.releases["b"]
+    scenario.phase("full", lambda: scenario.load(a))
+    scenario.phase("delta", lambda: scenario.load(b))
+
+    cleanups: list[dict[str, Any]] = []
+
+    def roll_back_then_clean_up() -> dict[str, Any]:
+        """A cleanup as soon as home's grace passed: it must hold B while the region still serves it."""
+        rolled = scenario.rollback()
         time.sleep(GRACE_SECONDS + 0.1)
-        return {**rolled, "cleanup_after_homes_grace": self._cleanup()}
+        cleanups.append(scenario.cleanup())
+        return {**rolled, "cleanup_after_homes_grace": cleanups[-1]}
 
-    def _cleanup(self) -> dict[str, Any]:
-        outcome = retention.cleanup(self.home, self.staging, retention=0, grace_seconds=GRACE_SECONDS)
-        self.cleanups.append(outcome)
-        return outcome
+    scenario.phase("rollback", roll_back_then_clean_up)
 
-    def clean_up(self) -> dict[str, Any]:
-        """Cleanup with retention 0, again and again, until the rolled-back version's items go (unless the
-        cleanup right after the rollback took them already: a region that followed within no time)."""
-        outcome = self.cleanups[-1]
-        while not outcome["deleted"]:
+    def clean_up_until_deleted() -> dict[str, Any]:
+        """Again and again until B's items go (unless the first cleanup took them already)."""
+        deadline = time.monotonic() + 120
+        while not cleanups[-1].get("deleted") and time.monotonic() < deadline:
             time.sleep(0.2)
-            outcome = self._cleanup()
-        return outcome
+            cleanups.append(scenario.cleanup())
+        return {"rounds": len(cleanups), "last": cleanups[-1]}
+
+    scenario.phase("cleanup", clean_up_until_deleted, moves=False)
 
 
-def _load(simulation: Simulation, release: Release) -> dict[str, Any]:
-    path = release.write_csv(WORK / f"release-{release.name}.csv")
-    loaded = driver.run_load([path], LoadOptions(dataset=DATASET), simulation.home, simulation.staging)
-    return {"version": f"v{loaded.version}", "items": loaded.items, "delta": loaded.report.delta}
+def pinned(scenario: Scenario) -> None:
+    """Every lookup names home's newest version, as a page token or ``?version=`` minted in home does."""
+    home = LoaderTable(scenario.replicas.plain(HOME), scenario.table_name).for_dataset(DATASET)
+
+    def newest(address: str) -> str:
+        pointer = home.regions.home()
+        version = f"?version={keys.format_version(pointer.version)}" if pointer else ""
+        return f"/v1/ip/{address}{version}"
+
+    scenario.path_of = newest
+    scenario.phase("full", lambda: scenario.load(scenario.releases["a"]))
+    scenario.phase("delta", lambda: scenario.load(scenario.releases["b"]))
+
+
+def range_cache(scenario: Scenario) -> None:
+    scenario.phase("full", lambda: scenario.load(scenario.releases["a"]))
+    scenario.phase("delta", lambda: scenario.load(scenario.releases["b"]))
+    scenario.phase("rollback", scenario.rollback)
+
+
+def rollback_during_cleanup(scenario: Scenario) -> None:
+    """``ipmeta cleanup --retention 0 --grace-seconds 0 & sleep; ipmeta rollback --to v2``."""
+    for release in (scenario.releases[name] for name in ("a", "b", "c")):
+        scenario.phase(f"load {release.name}", functools.partial(scenario.load, release), lookups=0)
+    target = scenario.version_of("b")
+    deleting: dict[str, Any] = {}
+
+    def cleanup_in_background() -> None:
+        try:
+            deleting["outcome"] = scenario.cleanup(scenario._home_table(), grace=0.0)
+        except Exception as error:
+            deleting["outcome"] = {"error": f"{type(error).__name__}: {error}"}
+
+    def race() -> dict[str, Any]:
+        before = scenario.deletes.deleted
+        cleaner = threading.Thread(target=cleanup_in_background, name="cleanup")
+        cleaner.start()
+        deadline = time.monotonic() + 30
+        while scenario.deletes.deleted == before and cleaner.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        try:
+            rolled: Any = scenario.rollback(target)
+        except Exception as error:
+            rolled = {"refused": f"{type(error).__name__}: {error}"}
+        cleaner.join()
+        return {"rollback": rolled, "cleanup": deleting.get("outcome")}
+
+    scenario.phase("cleanup and rollback", race)
+    scenario.phase("after", lambda: None, moves=False)
+
+
+def killed_cleanup(scenario: Scenario) -> None:
+    """Cleanup killed at random calls; a rollback to the half-deleted version after each kill."""
+    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]), lookups=0)
+    scenario.phase("load b", lambda: scenario.load(scenario.releases["b"], full=True), lookups=0)
+    target = scenario.version_of("a")
+    rng = random.Random(scenario.args.seed)
+    # A's items go 25 to a request: a kill anywhere from the first reads to the last delete
+    calls = len(scenario.releases["a"].rows) // 25 + 10
+    time.sleep(GRACE_SECONDS + 0.1)
+
+    def killed_then_rolled_back() -> dict[str, Any]:
+        table = scenario._home_table()
+        switch = KillSwitch(table.client, at_call=rng.randint(5, calls))
+        try:
+            outcome: Any = scenario.cleanup(table)
+        except Killed as kill:
+            outcome = {"killed": str(kill)}
+        try:
+            rolled: Any = scenario.rollback(target)
+        except Exception as error:
+            rolled = {"refused": f"{type(error).__name__}: {error}"}
+        return {"cleanup": outcome, "calls": switch.calls, "rollback": rolled}
+
+    for kill in range(1, KILLS + 1):
+        scenario.phase(f"killed {kill}", killed_then_rolled_back)
+
+    def resumed() -> dict[str, Any]:
+        outcomes = [scenario.cleanup()]
+        while not outcomes[-1].get("deleted") and len(outcomes) < 20:
+            time.sleep(0.2)
+            outcomes.append(scenario.cleanup())
+        return {"rounds": len(outcomes), "last": outcomes[-1]}
+
+    scenario.phase("resumed", resumed, moves=False)
+
+
+def activation_killed(scenario: Scenario) -> None:
+    """Activation dies right after the pointer switch; the load record stays ``prepared``."""
+    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]), lookups=0)
+
+    def killed_activation() -> dict[str, Any]:
+        table = scenario._home_table()
+        KillSwitch(table.client, after_writing=keys.key_space(DATASET).pointer)
+        try:
+            return scenario.load(scenario.releases["b"], table, full=True, lease=1.0)
+        except Killed as kill:
+            return {"killed": str(kill)}
+
+    scenario.phase("activation killed", killed_activation)
+
+    def next_release_then_cleanup() -> dict[str, Any]:
+        """C activates; B, retired with its load record ``prepared``, is retained (retention 1) and
+        may still serve in the region: a cleanup as soon as home's grace passed must keep it."""
+        time.sleep(1.1)  # the killed load's lock lease
+        loaded = scenario.load(scenario.releases["c"], full=True)
+        time.sleep(GRACE_SECONDS + 0.1)
+        return {"load": loaded, "cleanup": scenario.cleanup(retention_=1, lease=0.0)}
+
+    scenario.phase("next release and cleanup", next_release_then_cleanup)
+
+
+def cleanup_without_regions(scenario: Scenario) -> None:
+    """A full reload, and a cleanup as soon as home's grace passed naming no region (retention 0): the
+    replica region may still serve the version before."""
+    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]), lookups=0)
+
+    def delta_then_cleanup() -> dict[str, Any]:
+        loaded = scenario.load(scenario.releases["b"], full=True)
+        time.sleep(GRACE_SECONDS + 0.1)
+        return {"load": loaded, "cleanup": scenario.cleanup()}
+
+    scenario.phase("reload and cleanup", delta_then_cleanup)
+
+
+SCENARIOS: Final[dict[str, Callable[[Scenario], None]]] = {
+    "plain": plain,
+    "pinned": pinned,
+    "range_cache": range_cache,
+    "rollback_during_cleanup": rollback_during_cleanup,
+    "killed_cleanup": killed_cleanup,
+    "activation_killed": activation_killed,
+    "cleanup_without_regions": cleanup_without_regions,
+}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     a = asn_subset(args.rows, args.seed)
     b = changed_release(a, "b", args.changed, args.seed)
-    probes = probe_addresses(a, changed_edges(a, b), 50_000, args.seed)
+    c = changed_release(b, "c", args.changed, args.seed + 1)
+    releases = {"a": a, "b": b, "c": c}
     began = time.monotonic()
-    with Dynalite() as home_endpoint, Dynalite() as replica_endpoint:
-        simulation = Simulation({HOME: home_endpoint, REPLICA: replica_endpoint}, args, {"v1": a, "v2": b})
-        hammer = Hammer(probes, simulation.tally)
-        simulation.follower.start()
-        simulation.sampler.start()
-        hammer.start()
-        per_phase = args.lookups // len(PHASES) + 1
-        try:
-            phases = {
-                "full": simulation.phase("full", lambda: _load(simulation, a), per_phase),
-                "delta": simulation.phase("delta", lambda: _load(simulation, b), per_phase),
-                "rollback": simulation.phase("rollback", simulation.roll_back, per_phase),
-                "cleanup": simulation.phase("cleanup", simulation.clean_up, per_phase, moves=False),
-            }
-        finally:
-            hammer.stop()
-            simulation.stop_sampling()
-            simulation.follower.stop()
-            simulation.replicas.close()
-            dependencies.install(None)
-            shutil.rmtree(simulation.staging.root, ignore_errors=True)
+    results: dict[str, Any] = {}
     chart = RESULTS / ("replication.png" if args.check else "replication-no-check.png")
-    draw_timeline(simulation, chart, args.check)
-    result = report(args, simulation, phases=phases, a=a, b=b, seconds=round(time.monotonic() - began, 1))
-    return {**result, "chart": str(chart.relative_to(PROJECT_ROOT))}
-
-
-def report(
-    args: argparse.Namespace,
-    simulation: Simulation,
-    *,
-    phases: dict[str, Any],
-    a: Release,
-    b: Release,
-    seconds: float,
-) -> dict[str, Any]:
-    tally = simulation.tally
-    waiting = [run for run in simulation.follower.runs if run.status == "waiting"]
+    with Dynalite() as home_endpoint, Dynalite() as replica_endpoint:
+        for name in args.scenarios:
+            scenario = Scenario(
+                name,
+                args,
+                {HOME: home_endpoint, REPLICA: replica_endpoint},
+                releases,
+                range_cache_bytes=RANGE_CACHE_BYTES if name == "range_cache" else 0,
+            )
+            print(f"scenario {name} ...", file=sys.stderr, flush=True)
+            with scenario.running():
+                SCENARIOS[name](scenario)
+            results[name] = scenario.report()
+            if name == "plain":
+                draw_timeline(scenario, chart, args.check)
+    lags = [lag for result in results.values() for lag in result["lag_seconds"].values()]
     return {
         "command": " ".join(["python -m bench.replication", *sys.argv[1:]]),
         "attribution": ASN_ATTRIBUTION,
         "check": args.check,
         "regions": {"home": HOME, "replica": REPLICA},
-        "lookups": tally.answered(),
-        "unanswered_before_the_first_version_arrived": tally.total("unanswered"),
-        "mixed_answers": tally.total("mixed"),
-        "deleted_while_served": simulation.deletes.while_served,
-        # From home's pointer write to the region's; cleanup moves no pointer.
-        "lag_seconds": {
-            HOME: dict.fromkeys(simulation.lags, 0.0),
-            REPLICA: {k: round(v, 3) for k, v in simulation.lags.items()},
-        },
-        "phases": {
+        "lookups_at_least_per_phase_that_can_go_wrong": args.lookups,
+        "table": {
             name: {
-                **phase,
-                "lookups": tally.answered(phase=name),
-                "mixed_answers": tally.total("mixed", phase=name),
+                key: result[key]
+                for key in ("lookups", "mixed_answers", "deleted_while_served", "lookups_per_phase")
             }
-            for name, phase in phases.items()
+            for name, result in results.items()
         },
-        "data": {
-            "rows_a": len(a.rows),
-            "rows_b": len(b.rows),
-            "rows_changed": len(set(a.rows) ^ set(b.rows)),
-        },
-        "replication": {
-            "delays": asdict(simulation.replicas.delays),
-            "item_versions_applied": simulation.replicas.replicated,
-            "superseded_by_a_newer_write": simulation.replicas.superseded,
-            "deletes_applied": simulation.deletes.deleted,
-        },
-        "check_runs": {
-            "runs": len(simulation.follower.runs),
-            "waiting": len(waiting),
-            "partitions_short_at_most": max((run.missing for run in waiting), default=0),
-            "counts": [
-                {"home": run.home, "items": run.counted_items, "seconds": run.seconds}
-                for run in simulation.follower.runs
-                if run.counted_items
-            ],
-        },
-        "cleanup": {
-            "rounds": len(simulation.cleanups),
-            "held_by_regions": [
-                round_["held_by_regions"] for round_ in simulation.cleanups if round_.get("held_by_regions")
-            ][:3],
-        },
-        "mixed_examples": tally.examples[:5],
-        "seconds": seconds,
-        "median_lag_seconds": round(statistics.median(simulation.lags.values()), 3)
-        if simulation.lags
-        else None,
+        "scenarios": results,
+        "data": {"rows_a": len(a.rows), "rows_b": len(b.rows), "rows_c": len(c.rows)},
+        "replication_delays": asdict(Delays(0.02, args.long_share, LONG_DELAYS)),
+        "median_lag_seconds": round(statistics.median(lags), 3) if lags else None,
+        "seconds": round(time.monotonic() - began, 1),
+        "chart": str(chart.relative_to(PROJECT_ROOT)) if "plain" in results else None,
     }
 
 
-def draw_timeline(simulation: Simulation, path: Path, check: bool) -> Path:
+def draw_timeline(scenario: Scenario, path: Path, check: bool) -> Path:
     """The version home serves and the version the replica serves, over the run, and each mixed answer."""
     import matplotlib
 
@@ -314,21 +558,21 @@ def draw_timeline(simulation: Simulation, path: Path, check: bool) -> Path:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(11, 4.2), dpi=110)
-    times = [at for at, _, _ in simulation.timeline]
+    times = [at for at, _, _ in scenario.timeline]
     for column, label in ((1, f"home ({HOME})"), (2, f"replica ({REPLICA})")):
-        axis.step(times, [sample[column] for sample in simulation.timeline], where="post", label=label, lw=2)
-    mixed = [at - simulation.began for at in simulation.tally.mixed_at]
+        axis.step(times, [sample[column] for sample in scenario.timeline], where="post", label=label, lw=2)
+    mixed = [at - scenario.began for at in scenario.tally.mixed_at]
     if mixed:
         label = f"mixed answers ({len(mixed):,})"
         axis.plot(mixed, [0.5] * len(mixed), "|", color="#c44e52", ms=14, label=label)
-    for name, at in simulation.phase_starts.items():
+    for name, at in scenario.phase_starts.items():
         axis.axvline(at, color="grey", lw=0.8, ls=":")
         axis.text(at, 2.3, f" {name}", fontsize=9, color="grey")
     axis.set_yticks([0, 1, 2], ["none", "v1 (A)", "v2 (B, delta)"])
     axis.set_ylim(-0.3, 2.6)
     axis.set_xlabel("seconds")
     checked = "with the arrival check" if check else "without the arrival check (--no-check)"
-    axis.set_title(f"The version each region serves, {checked}")
+    axis.set_title(f"The version each region serves (scenario plain), {checked}")
     axis.legend(loc="lower right", fontsize=9)
     axis.grid(alpha=0.3)
     figure.tight_layout()
@@ -337,17 +581,35 @@ def draw_timeline(simulation: Simulation, path: Path, check: bool) -> Path:
     return path
 
 
+def scenario_names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(SCENARIOS))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenarios {', '.join(unknown)}; known: {', '.join(SCENARIOS)}"
+        )
+    return names
+
+
 def main() -> None:
     # The lookup handler's metric lines would go to stdout, where no CloudWatch reads them.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=60_000, help="rows of release A, from the ASN files")
-    parser.add_argument("--changed", type=float, default=0.03, help="share of A's rows that B changes")
-    parser.add_argument("--lookups", type=int, default=12_000, help="lookups at least, over the four phases")
+    parser.add_argument("--changed", type=float, default=0.03, help="share of rows each next release changes")
+    parser.add_argument(
+        "--lookups",
+        type=int,
+        default=2_000,
+        help="lookups at least in each phase where something can go wrong",
+    )
     parser.add_argument(
         "--long-share", type=float, default=0.02, help="share of item versions delayed 5 to 30 s"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--scenarios", type=scenario_names, default=list(SCENARIOS), help="which to run, comma-separated"
+    )
     parser.add_argument(
         "--no-check",
         dest="check",
@@ -359,7 +621,7 @@ def main() -> None:
     result = run(args)
     name = "replication.json" if args.check else "replication-no-check.json"
     Path(RESULTS / name).write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(json.dumps({key: result[key] for key in list(result)[:12]}, indent=2, default=str))
+    print(json.dumps(result["table"], indent=2, default=str))
 
 
 if __name__ == "__main__":

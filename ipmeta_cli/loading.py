@@ -17,6 +17,7 @@ from ipmeta_cli.backend import add_backend_arguments, backend
 
 if TYPE_CHECKING:
     from loader.options import LoadOptions
+    from loader.store.edge_cache import FoundEdge
 
 REPORTS_DIR = "reports"
 
@@ -32,13 +33,19 @@ def load_files(
     parallel_chunks: int | None = None,
     workers: int | None = None,
 ) -> dict[str, Any]:
-    """Run a load on the local driver; returns the outcome with its report (also saved as JSON)."""
+    """Run a load on the local driver; returns the outcome with its report (also saved as JSON).
+
+    The distribution in front of the table (``find_edge``) is invalidated once the version answers;
+    ``edge`` in the outcome says which, or plainly why none was.
+    """
     from loader.options import LoadOptions
     from loader.pipeline import driver
+    from loader.store.edge_cache import find_edge
     from loader.store.staging import LocalStaging
     from loader.store.table import LoaderTable
 
     load_options = options if options is not None else LoadOptions(columns=columns)
+    edge = find_edge(settings.table_name, local=bool(settings.dynamodb_endpoint))
     result = driver.run_load(
         sources,
         load_options,
@@ -48,6 +55,7 @@ def load_files(
         parallel_chunks=parallel_chunks or driver.DEFAULT_PARALLEL_CHUNKS,
         workers=workers or driver.default_workers(),
         progress=True,
+        edge=edge.cache,
     )
     report = {**result.report.to_dict(), "status": result.status}
     report_path = data_dir / REPORTS_DIR / f"{result.load_id or 'dry-run'}.json"
@@ -62,7 +70,22 @@ def load_files(
         "write": result.write,
         "report": report,
         "report_path": str(report_path),
+        "edge": edge_line(edge) if result.status == "activated" else None,
     }
+
+
+def edge_line(edge: FoundEdge) -> str | None:
+    """What happened to the edge cache, in words: invalidated, or plainly not and why (None: a local
+    table, which no distribution serves)."""
+    if edge.local:
+        return None
+    if edge.cache is not None:
+        return f"edge cache: invalidated distribution {edge.cache.distribution_id} ({edge.reason})"
+    return (
+        f"edge cache: NOT invalidated ({edge.reason}). If a CloudFront distribution serves this table, "
+        "it keeps the old answers until edgeCacheSeconds pass: "
+        "aws cloudfront create-invalidation --distribution-id ID --paths '/*'"
+    )
 
 
 def summarize(outcome: Mapping[str, Any]) -> str:
@@ -192,6 +215,8 @@ def command_load(args: argparse.Namespace) -> int:
         print(summarize(outcome))
         for chart in outcome.get("charts", []):
             print(f"  chart: {chart}")
+    if outcome["edge"]:
+        print(outcome["edge"], file=sys.stderr)
     return 0
 
 

@@ -33,8 +33,10 @@ from loader.planning.costs import (
     NO_BATCHES,
     TWICE_A_WEEK_PER_MONTH,
     Batching,
+    IndexWrites,
     UrlLogging,
 )
+from loader.planning.write_model import DEFAULT_ITEM_BYTES
 
 
 def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
@@ -113,6 +115,7 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         load, order = planned_load(args)
         hottest = (load.get("value_index") or {}).get("hottest_values", {})
         measured = {"item_bytes": load["item_bytes"] / order.items} if load.get("item_bytes") else {}
+        index = IndexWrites.of_report(load, measured.get("item_bytes", DEFAULT_ITEM_BYTES))
         report["load"] = plan_load(
             order,
             warm_write_units=args.warm_write_units,
@@ -120,13 +123,20 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
             target_seconds=args.target_minutes * 60,
             frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
             write_units=load.get("write_units"),
+            index_entries=index.entries if index else 0,
+            index_entry_bytes=index.entry_bytes if index else 0,
             **measured,
         )
+        report["load"] |= {
+            "indexed": index is not None,
+            "index_entries": index.entries if index else 0,
+            "index_entry_bytes": round(index.entry_bytes, 1) if index else 0,
+        }
         report["load"]["columns"] = len(load.get("column_types", {}))
         report["load"]["rows"] = load.get("rows_read")
         if "delta_estimate" in load:
             report["reload"] = reload_costs(
-                load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args
+                load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args, index
             )
         if args.chart:
             report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
@@ -169,9 +179,11 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
         "fixed_per_replica_region": fixed,
         "fixed_usd_per_month": round(fixed["usd_per_month"] * (regions - 1), 2),
     }
+    index = None
     if "load" in report:
         load = report["load"]
-        found["load"] = replicated_load_costs(load["items"], load["item_bytes"], regions)
+        index = _index_of(load)
+        found["load"] = replicated_load_costs(load["items"], load["item_bytes"], regions, index)
     if "reload" in report:
         found["reload"] = replicated_reload_costs(
             report["load"]["items"],
@@ -181,6 +193,7 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
             releases_per_month=args.releases_per_month,
             max_chain=DEFAULT_DELTA_MAX_CHAIN,
             threshold=args.delta_threshold,
+            index=index,
         )
     if args.lookups_per_month:
         found["lookups"] = regional_lookup_costs(args.lookups_per_month, regions, lookup_batching(args))
@@ -224,14 +237,27 @@ def batching_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _index_of(load: Mapping[str, Any]) -> IndexWrites | None:
+    """The plan's own index figures back as ``IndexWrites`` (None: a load without an index)."""
+    if not load.get("indexed"):
+        return None
+    return IndexWrites(load["index_entries"], load["index_entry_bytes"])
+
+
 def reload_costs(
-    estimate: Mapping[str, Any], items: int, item_bytes: float, args: argparse.Namespace
+    estimate: Mapping[str, Any],
+    items: int,
+    item_bytes: float,
+    args: argparse.Namespace,
+    index: IndexWrites | None = None,
 ) -> dict[str, Any]:
-    """A full reload's cost beside the delta's, what ``--delta auto`` would write, and the month."""
+    """A full reload's cost beside the delta's, what ``--delta auto`` would write, and the month.
+
+    An indexed load (``index``) is written full whatever ``--delta`` says, entries and all."""
     from loader.options import DEFAULT_DELTA_MAX_CHAIN
     from loader.planning.costs import diff_read_costs, load_costs, reload_month_costs
 
-    full = load_costs(items, item_bytes)
+    full = load_costs(items, item_bytes, index.entries if index else 0, index.entry_bytes if index else 0)
     delta = load_costs(estimate["delta_items"], item_bytes)
     reading_the_base = diff_read_costs(estimate["previous_items"], item_bytes)
     # A delta replaces the previous delta (its own items deleted) and reads its base once to diff
@@ -242,7 +268,7 @@ def reload_costs(
         **estimate,
         "full": full,
         "delta": delta,
-        "auto_writes": "delta" if share <= args.delta_threshold else "full",
+        "auto_writes": "delta" if share <= args.delta_threshold and index is None else "full",
         "delta_over_full": round(estimate["delta_items"] / max(1, items), 4),
         # Each release drifting from the last as this one did
         "following_every_release": reload_month_costs(
@@ -252,6 +278,7 @@ def reload_costs(
             releases_per_month=args.releases_per_month,
             max_chain=DEFAULT_DELTA_MAX_CHAIN,
             threshold=args.delta_threshold,
+            index=index,
         ),
     }
 
@@ -454,6 +481,7 @@ def _load_lines(plan: Mapping[str, Any]) -> list[str]:
     lines.append(
         f"  items of {plan['item_bytes']:,.0f} bytes on average ({plan.get('columns', '?')} columns): "
         f"{cost['write_units']:,} write units"
+        + (f" (with {plan['index_entries']:,} index entries' GSI writes)" if plan.get("indexed") else "")
     )
     lines.append(
         f"  write cost ${cost['write_usd']:,.2f} (${cost['write_usd_replacing_a_version']:,.2f} replacing "

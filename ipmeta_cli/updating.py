@@ -283,9 +283,10 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
     # raises. A held release is remembered too, so the next run does not load it again and again.
     record_loaded(states, fetched)
     _raise_if_held(built.name, outcome)
+    edge = f"\n{outcome['edge']}" if outcome["edge"] else ""
     return (
         f"{built.name}: loaded {check.release.describe()} into dataset {dataset}: "
-        f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items)"
+        f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items){edge}"
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,14 +75,21 @@ def command_activate(args: argparse.Namespace) -> int:
 
 
 def command_rollback(args: argparse.Namespace) -> int:
+    from ipmeta_cli.loading import edge_line
     from loader.pipeline import retention
     from loader.records import version_of
+    from loader.store.edge_cache import find_edge
     from loader.store.table import LoaderTable
 
     target = version_of(args.to) if args.to else None
     with backend(args) as settings:
-        outcome = retention.rollback(the_dataset(LoaderTable.from_settings(settings), args.dataset), target)
+        edge = find_edge(settings.table_name, local=bool(settings.dynamodb_endpoint))
+        table = the_dataset(LoaderTable.from_settings(settings), args.dataset)
+        outcome = retention.rollback(table, target, edge=edge.cache)
     print(json.dumps(outcome, indent=2))
+    said = edge_line(edge)
+    if said:
+        print(said, file=sys.stderr)
     return 0
 
 

@@ -228,6 +228,8 @@ class IndexPlan:
             figures["value_index"] = {
                 "field": self.value_field,
                 "values": len(self.value_counts),
+                # Each an entry of the ranges-by-value index: a write of its own in every region
+                "entries": sum(self.value_counts.values()),
                 "keys": plan.key_count,
                 "values_with_own_keys": len(plan.shards),
                 "shards": sum(plan.shards.values()),

@@ -26,6 +26,10 @@ FEEDS_PREFIX: Final = "feeds"
 
 #: The CloudFront distribution in front of the API (``edge``): each activation invalidates its cache.
 ENV_EDGE_DISTRIBUTION_ID: Final = "IPMETA_EDGE_DISTRIBUTION_ID"
+#: The stack's outputs naming its table and (with ``edge``) its distribution: how `ipmeta rollback`
+#: and a load from a workstation find the distribution to invalidate.
+OUTPUT_TABLE_NAME: Final = "TableName"
+OUTPUT_DISTRIBUTION_ID: Final = "DistributionId"
 
 #: Set (``true``) on the cleanup function when the stack exports a .mmdb per version
 #: (``exportMmdb``): deleting a version then deletes its ``exports/<version>.mmdb`` too.

@@ -74,6 +74,8 @@ from loader.settings import (
     METRIC_REGION_DIMENSION,
     METRIC_RELEASE_HELD,
     OUTPUT_ENRICH_STATE_MACHINE_ARN,
+    OUTPUT_DISTRIBUTION_ID,
+    OUTPUT_TABLE_NAME,
 )
 
 __all__ = [
@@ -129,6 +131,8 @@ __all__ = [
     "METRIC_REGION_DIMENSION",
     "METRIC_RELEASE_HELD",
     "OUTPUT_ENRICH_STATE_MACHINE_ARN",
+    "OUTPUT_DISTRIBUTION_ID",
+    "OUTPUT_TABLE_NAME",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -159,7 +163,6 @@ def region_stack_id(region: str) -> str:
 # --- Stack outputs -----------------------------------------------------------
 OUTPUT_API_URL: Final = "ApiUrl"
 OUTPUT_API_KEY_ID: Final = "ApiKeyId"
-OUTPUT_TABLE_NAME: Final = "TableName"
 OUTPUT_BUCKET_NAME: Final = "SourceBucketName"
 OUTPUT_STATE_MACHINE_ARN: Final = "StateMachineArn"
 OUTPUT_ALARM_TOPIC_ARN: Final = "AlarmTopicArn"
@@ -170,8 +173,8 @@ OUTPUT_SHARED_KEY_ID: Final = "SharedApiKeyId"
 OUTPUT_SHARED_KEY_SECRET_ARN: Final = "SharedApiKeySecretArn"
 #: With ``domainName``: the one hostname.
 OUTPUT_HOSTNAME_URL: Final = "HostnameUrl"
-#: With ``edge``: the CloudFront distribution (``ApiUrl`` is then its address).
-OUTPUT_DISTRIBUTION_ID: Final = "DistributionId"
+#: ``OUTPUT_TABLE_NAME`` and, with ``edge``, ``OUTPUT_DISTRIBUTION_ID`` (``ApiUrl`` is then its
+#: address) come from ``loader.settings``: the CLI reads them back to find the distribution.
 
 # --- Lambda runtime ----------------------------------------------------------
 LOOKUP_HANDLER: Final = "ipmeta.api.handler.handler"

@@ -15,7 +15,10 @@ beside the replicator (``testing.replication``):
 - ``Follower``: the region's arrival check (``loader.pipeline.arrival``) run on
   an interval, as the schedule runs it in AWS;
 - ``ServedDeletes``: every delete a region takes, counted when that region's own
-  pointer (home's, in home) still names the deleted item's version.
+  pointer (home's, in home) still names the deleted item's version;
+- ``KillSwitch``: a client's process "killed" at its n-th DynamoDB call, or at its
+  first call after one that wrote a given key (activation killed after the pointer
+  switch), as SIGKILL would leave it: nothing after that call happens.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 Row = tuple[str, str, int, str]
+#: What a region answers for a pinned version it may not read (yet, or any longer).
+REFUSALS: Final = frozenset({"VERSION_NOT_FOUND", "VERSION_NOT_ARRIVED", "VERSION_UNAVAILABLE"})
 #: The version a 404 names: "... is not in any range of asn v2".
 _NOT_FOUND_VERSION: Final = re.compile(r"\b([a-z][a-z0-9-]*) (v\d+)\b")
 
@@ -163,9 +168,12 @@ class AnswerTally:
         return verdict
 
     def verdict(self, address: str, status: int, body: Mapping[str, Any]) -> str:
-        """``right``, ``unanswered`` (no version serves yet) or ``mixed`` (not what its version holds)."""
+        """``right``, ``unanswered`` (no version serves yet), ``refused`` (a pinned version that may
+        not be read here, said so) or ``mixed`` (not what its version holds)."""
         if status == 503 and body.get("code") == "NO_DATASET":
             return "unanswered"
+        if status in (404, 409, 503) and body.get("code") in REFUSALS:
+            return "refused"
         if status == 200:
             section = body["datasets"][self.dataset]
             truth = self.truths.get(section["version"])
@@ -183,7 +191,8 @@ class AnswerTally:
         return "mixed"
 
     def answered(self, phase: str | None = None) -> int:
-        """Lookups a version answered (rightly or not), leaving out those before any version served."""
+        """Lookups a version answered (rightly or not) or refused, leaving out those before any
+        version served."""
         return self.total(phase=phase) - self.total("unanswered", phase)
 
     def total(self, verdict: str | None = None, phase: str | None = None) -> int:
@@ -195,20 +204,28 @@ class AnswerTally:
             )
 
 
-class Hammer(threading.Thread):
-    """Lookups through the real handler (the caller installs its dependencies), round the probes."""
+def plain_lookup(address: str) -> str:
+    return f"/v1/ip/{address}"
 
-    def __init__(self, probes: Sequence[str], tally: AnswerTally) -> None:
+
+class Hammer(threading.Thread):
+    """Lookups through the real handler (the caller installs its dependencies), round the probes;
+    ``path_of`` makes each request's path (``?version=`` for a pinned one)."""
+
+    def __init__(
+        self, probes: Sequence[str], tally: AnswerTally, path_of: Callable[[str], str] = plain_lookup
+    ) -> None:
         super().__init__(daemon=True, name="hammer")
         self.probes = probes
         self.tally = tally
+        self.path_of = path_of
         self.stopped = threading.Event()
 
     def run(self) -> None:
         index = 0
         while not self.stopped.is_set():
             address = self.probes[index % len(self.probes)]
-            status, body = get(f"/v1/ip/{address}")
+            status, body = get(self.path_of(address))
             self.tally.check(address, status, body)
             index += 1
 
@@ -295,3 +312,35 @@ class ServedDeletes:
 
 def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
     return {name: next(iter(value.values())) for name, value in item.items()}
+
+
+class Killed(BaseException):
+    """A process killed mid-run: a BaseException, so no ``except Exception`` of the product stops it."""
+
+
+class KillSwitch:
+    """Kills whoever uses ``client`` at its ``at_call``-th DynamoDB call, or at its first call after
+    a write of the partition key ``after_writing`` (the call itself is never sent)."""
+
+    def __init__(self, client: Any, *, at_call: int | None = None, after_writing: str | None = None) -> None:
+        self.at_call, self.after_writing = at_call, after_writing
+        self.calls = 0
+        self.armed = at_call is not None
+        self.fired = False
+        client.meta.events.register("before-parameter-build.dynamodb", self._before)
+
+    def _before(self, params: Mapping[str, Any], model: Any, **_: Any) -> None:
+        if self.fired:
+            return
+        self.calls += 1
+        if self.armed and (self.at_call is None or self.calls >= self.at_call):
+            self.fired = True
+            raise Killed(f"killed at call {self.calls} ({model.name})")
+        key = params.get("Key") or params.get("Item") or {}
+        written = key.get(keys.PARTITION_KEY, {}).get("S")
+        if (
+            self.after_writing is not None
+            and model.name in ("PutItem", "UpdateItem")
+            and written == self.after_writing
+        ):
+            self.armed = True

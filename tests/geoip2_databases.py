@@ -1,4 +1,5 @@
-"""A GeoIP2-City-layout and a GeoLite2-ASN-layout MaxMind DB, written by our own writer.
+"""A GeoIP2-City-layout and a GeoLite2-ASN-layout MaxMind DB, written by our own writer; and
+MaxMind's own test databases, from the pinned maxminddb release's source distribution.
 
 The City records are nested as MaxMind's are: names in several locales,
 subdivisions (two levels), registered and represented countries, location,
@@ -10,7 +11,11 @@ narrower than the City networks they overlap.
 
 from __future__ import annotations
 
+import importlib.metadata
 import ipaddress
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 from typing import Any, Final
 
@@ -210,3 +215,23 @@ def write_city(path: Path) -> Path:
 def write_asn(path: Path) -> Path:
     write_database(_ranges(ASN_RANGES), path, DatabaseMetadata("GeoLite2-ASN", {"en": "ipmeta test ASN"}))
     return path
+
+
+def maxmind_test_database(name: str, folder: Path) -> Path:
+    """MaxMind's test database ``name`` (e.g. ``GeoIP2-Enterprise-Test``), as the pinned maxminddb
+    release's source distribution (``tests/data/test-data``) ships it; fetched by pip into
+    ``folder`` once, never committed."""
+    target = folder / f"{name}.mmdb"
+    if target.exists():
+        return target
+    version = importlib.metadata.version("maxminddb")
+    sdist = folder / f"maxminddb-{version}.tar.gz"
+    if not sdist.exists():
+        command = [sys.executable, "-m", "pip", "download", f"maxminddb=={version}", "--no-binary", ":all:"]
+        subprocess.run([*command, "--no-deps", "--quiet", "--dest", str(folder)], check=True, timeout=300)
+    with tarfile.open(sdist) as archive:
+        member = archive.getmember(f"maxminddb-{version}/tests/data/test-data/{name}.mmdb")
+        source = archive.extractfile(member)
+        assert source is not None
+        target.write_bytes(source.read())
+    return target

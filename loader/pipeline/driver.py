@@ -41,6 +41,7 @@ from loader.pipeline.scan import scan_source
 from loader.pipeline.write import write_chunk
 from loader.records import LoadReport, LoadStatus
 from loader.store.batch_writes import WriteStats
+from loader.store.edge_cache import EdgeCache
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
 
@@ -81,8 +82,10 @@ def run_load(
     on_prepared: Callable[[Prepared], None] | None = None,
     resume: str | None = None,
     progress: bool = False,
+    edge: EdgeCache | None = None,
 ) -> LoadResult:
-    """Load ``sources`` as a new version (or finish the load ``resume`` names)."""
+    """Load ``sources`` as a new version (or finish the load ``resume`` names); ``edge`` (default:
+    the environment's distribution) is invalidated once it answers."""
     began = time.monotonic()
     started = (
         starting.resume(resume, table, options)
@@ -114,7 +117,7 @@ def run_load(
         progress=progress,
     )
     totals = _write_until_recorded(prepared, write_pass, table)
-    outcome = activate(prepared.load_id, table, staging, lease_seconds=options.lock_lease_seconds)
+    outcome = activate(prepared.load_id, table, staging, lease_seconds=options.lock_lease_seconds, edge=edge)
     return LoadResult(
         str(outcome.status),
         prepared.load_id,

@@ -285,13 +285,16 @@ def list_versions(table: LoaderTable) -> list[dict[str, Any]]:
     ]
 
 
-def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = None) -> dict[str, Any]:
+def rollback(
+    table: LoaderTable, to: int | None = None, *, now: float | None = None, edge: EdgeCache | None = None
+) -> dict[str, Any]:
     """Point lookups back at a retained version: one conditional write, no data copied.
 
     The target is claimed first (``Versions.claim_active``: only a ``retired`` version can be),
     so a cleanup marking it ``deleting`` at the same moment either wins, and the rollback is
     refused, or loses, and keeps it. A version whose manifest is gone was partly deleted (by a
     cleanup of an older release): it is refused too, as is a delta whose base is either.
+    ``edge`` (default: the environment's distribution) has its cache invalidated after the switch.
     """
     current = table.lookup.read_active_version(consistent=True)
     if current is None:
@@ -319,11 +322,13 @@ def rollback(table: LoaderTable, to: int | None = None, *, now: float | None = N
     table.versions.release(move)
     table.versions.set_status(current, VersionStatus.RETIRED, at)
     active, previous = format_version(to), format_version(current)
-    invalidate_after(f"rollback-{table.dataset}-{active}-{at}", EdgeCache.from_environment())
+    edge = edge if edge is not None else EdgeCache.from_environment()
+    invalidation = invalidate_after(f"rollback-{table.dataset}-{active}-{at}", edge)
     events.emit_activated(
         {"dataset": table.dataset, "version": active, "previous": previous, "rollback": True}
     )
-    return {"dataset": table.dataset, "active": active, "previous": previous}
+    rolled = {"dataset": table.dataset, "active": active, "previous": previous}
+    return rolled | ({"edge_invalidation": invalidation} if invalidation else {})
 
 
 def _check_restorable(table: LoaderTable, meta: VersionMeta | None, version: int, delta: int = 0) -> None:

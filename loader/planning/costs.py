@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ipmeta.schema.settings import LOOKUP_METRICS, Front
-from loader.planning.write_model import GB, ITEM_OVERHEAD_BYTES, KB, MILLION, write_units_per_item
+from loader.planning.write_model import (
+    GB,
+    INDEX_KEY_BYTES,
+    ITEM_OVERHEAD_BYTES,
+    KB,
+    MILLION,
+    write_units_per_item,
+)
 
 WRITE_PRICE_PER_MILLION: Final = 0.625
 READ_PRICE_PER_MILLION: Final = 0.125
@@ -40,6 +47,26 @@ CLOUDFRONT_FUNCTION_TIERS: Final = ((2, 0.0), (math.inf, 0.10))
 
 
 # -- costs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexWrites:
+    """A load's reverse-lookup index entries: each a GSI write of its own, in every region's GSIs.
+
+    ``entries`` counts the ranges-by-value entries and the flagged ones; ``entry_bytes`` is an
+    entry's size (the item's projected attributes and the index keys)."""
+
+    entries: int
+    entry_bytes: float
+
+    @classmethod
+    def of_report(cls, report: Mapping[str, Any], item_bytes: float) -> IndexWrites | None:
+        """From a load report's ``value_index`` and ``flag_index``; None for a load with neither."""
+        value_index, flag_index = report.get("value_index"), report.get("flag_index")
+        if not value_index and not flag_index:
+            return None
+        entries = (value_index or {}).get("entries", 0) + (flag_index or {}).get("items", 0)
+        return cls(entries, item_bytes + INDEX_KEY_BYTES)
 
 
 def load_costs(
@@ -95,8 +122,12 @@ def reload_month_costs(
     releases_per_month: float = TWICE_A_WEEK_PER_MONTH,
     max_chain: int,
     threshold: float,
+    index: IndexWrites | None = None,
 ) -> dict[str, Any]:
     """What following every release costs a month: full reloads, against deltas under ``--delta auto``.
+
+    An indexed load (``index``) is always written full, index entries and all: its shard plans
+    are whole-version, so ``--delta auto`` writes no delta for it.
 
     Every delta is computed against its base, so the k-th after a full version
     holds about k × ``share_per_release`` of it (releases drift apart). A
@@ -105,10 +136,12 @@ def reload_month_costs(
     deleted when it is replaced) once ``max_chain`` deltas sit on the base or
     the next would exceed ``threshold``: a cycle of one full load and its deltas.
     """
-    replacing = load_costs(items, item_bytes)["write_usd_replacing_a_version"]
+    entries = index.entries if index else 0
+    entry_bytes = index.entry_bytes if index else 0
+    replacing = load_costs(items, item_bytes, entries, entry_bytes)["write_usd_replacing_a_version"]
     reading_the_base = diff_read_costs(items, item_bytes)["read_usd"]
     cycle_usd, deltas = replacing, 0
-    while deltas < max_chain and (deltas + 1) * share_per_release <= threshold:
+    while index is None and deltas < max_chain and (deltas + 1) * share_per_release <= threshold:
         deltas += 1
         written = round(deltas * share_per_release * items)
         cycle_usd += load_costs(written, item_bytes)["write_usd_replacing_a_version"] + reading_the_base

@@ -29,6 +29,7 @@ from loader.planning.costs import (
     READ_PRICE_PER_MILLION,
     TWICE_A_WEEK_PER_MONTH,
     Batching,
+    IndexWrites,
     diff_read_costs,
     load_costs,
     lookup_costs,
@@ -59,9 +60,14 @@ ARRIVAL_IDLE_SECONDS: Final = 0.2
 CONSISTENT_READ_UNITS: Final = 1.0
 
 
-def replicated_load_costs(items: int, item_bytes: float, regions: int) -> dict[str, Any]:
-    """One load written in home and replicated to ``regions`` - 1 replica regions."""
-    one = load_costs(items, item_bytes)
+def replicated_load_costs(
+    items: int, item_bytes: float, regions: int, index: IndexWrites | None = None
+) -> dict[str, Any]:
+    """One load written in home and replicated to ``regions`` - 1 replica regions.
+
+    Each region's GSIs are its own: a replicated item is written again into them there, so the
+    index entries are written (and billed) in every region as the items are."""
+    one = load_costs(items, item_bytes, index.entries if index else 0, index.entry_bytes if index else 0)
     replicas = regions - 1
     transfer_gb = items * item_bytes / GB * replicas
     check = diff_read_costs(items, item_bytes)
@@ -89,6 +95,7 @@ def replicated_reload_costs(
     releases_per_month: float = TWICE_A_WEEK_PER_MONTH,
     max_chain: int,
     threshold: float,
+    index: IndexWrites | None = None,
 ) -> dict[str, Any]:
     """Following every release in ``regions`` regions: ``costs.reload_month_costs``' cycle of a full
     version and its deltas, its writes in every region, its diff's reads in home alone, and per
@@ -100,13 +107,19 @@ def replicated_reload_costs(
         releases_per_month=releases_per_month,
         max_chain=max_chain,
         threshold=threshold,
+        index=index,
     )
     deltas = home["releases_per_full_load"] - 1
     written = [items, *(round(k * share_per_release * items) for k in range(1, deltas + 1))]
+    entries, entry_bytes = (index.entries, index.entry_bytes) if index else (0, 0.0)
     replicas = regions - 1
     per_month = releases_per_month / (deltas + 1)
     lines = {
-        "writes": sum(load_costs(n, item_bytes)["write_usd_replacing_a_version"] for n in written) * regions,
+        # An indexed load has no deltas (``written`` is the full version alone), so entries are whole
+        "writes": sum(
+            load_costs(n, item_bytes, entries, entry_bytes)["write_usd_replacing_a_version"] for n in written
+        )
+        * regions,
         "diff_reads": deltas * diff_read_costs(items, item_bytes)["read_usd"],
         "replication_transfer": sum(written) * item_bytes / GB * replicas * INTER_REGION_TRANSFER_PER_GB,
         "arrival_checks": sum(diff_read_costs(n, item_bytes)["read_usd"] for n in written) * replicas,

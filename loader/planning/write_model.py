@@ -49,6 +49,9 @@ BATCH_ITEMS: Final = 25
 WRITE_UNIT_BYTES: Final = 1_024
 #: DynamoDB bills this much per item on top of its attributes.
 ITEM_OVERHEAD_BYTES: Final = 100
+#: What an index entry holds beside the item's projected attributes: the index's two key
+#: attributes (``gsi1pk`` ``v12#asn#15169#3``-style, ``gsi1sk`` a family, start and value hash).
+INDEX_KEY_BYTES: Final = 96
 KB: Final = 1_024
 GB: Final = 1 << 30
 MILLION: Final = 1_000_000

@@ -7,6 +7,14 @@
   0, so only an answer that says it may be kept (``Cache-Control: public``) is: the caller's own
   answers (``private``), errors and ``POST`` are not. ``/v1/*`` otherwise (``/v1/health``,
   ``/v1/datasets``, ``/v1/batch``, the docs) is never cached.
+- **CORS at the edge: the cache key includes ``Origin``** whenever CORS is on
+  (``corsAllowOrigins``). The function answers each allowed origin with its own
+  ``Access-Control-Allow-Origin`` (and a request without ``Origin`` with none), and CloudFront
+  ignores ``Vary``: without ``Origin`` in the key one site's cached answer, and its header, would
+  reach another's page for up to ``edgeCacheSeconds``.
+- **Errors are never cached**: CloudFront keeps a 4xx or 5xx for its Error Caching Minimum TTL
+  (10 s by default) whatever ``Cache-Control`` says, and an error may name the caller (its own
+  address); every status CloudFront caches gets an error caching TTL of 0.
 - **Keys at the edge: the cache key includes the key** (docs/decisions.md, "Keys behind the edge").
   A cached answer is found only by a request carrying the very credential (header or ``?token=``)
   the origin admitted it for, so a bad key never reaches one, and one key never receives another's
@@ -45,6 +53,11 @@ UNCACHED_PATHS: Final = ("/v1/*",)
 BATCH_PATHS: Final = ("/v1/batch", "/ipinfo/batch")
 ROOT_BATCH_PATH: Final = "/batch"
 
+#: Every 4xx and 5xx CloudFront caches (and may be given an Error Caching Minimum TTL), each kept 0 s.
+UNCACHED_ERRORS: Final = (400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504)
+#: The request header the function's CORS answer depends on.
+ORIGIN_HEADER: Final = "Origin"
+
 #: The viewer-request function behind the function URL: the client's Authorization moved aside
 #: (a repeated one joined with commas, which no key holds), and a forged copy dropped.
 COPY_AUTHORIZATION: Final = f"""function handler(event) {{
@@ -77,7 +90,9 @@ class EdgeFront(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         signed = batch_origin is not None
-        key_headers = (API_KEY_HEADER, EDGE_AUTHORIZATION_HEADER if signed else AUTHORIZATION_HEADER)
+        key_headers = [API_KEY_HEADER, EDGE_AUTHORIZATION_HEADER if signed else AUTHORIZATION_HEADER]
+        if config.cors_allow_origins:
+            key_headers.append(ORIGIN_HEADER)
         self.lookup_cache = cloudfront.CachePolicy(
             self,
             "LookupCache",
@@ -109,6 +124,10 @@ class EdgeFront(Construct):
             default_behavior=self._behavior(origin, cached=config.ipinfo_at_root),
             additional_behaviors=self._behaviors(origin, batch_origin),
             http_version=cloudfront.HttpVersion.HTTP2_AND_3,
+            error_responses=[
+                cloudfront.ErrorResponse(http_status=status, ttl=Duration.seconds(0))
+                for status in UNCACHED_ERRORS
+            ],
             web_acl_id=config.waf_web_acl_arn or None,
         )
         self._acknowledge_nag_findings()

@@ -60,6 +60,8 @@ EXAMPLE_WEB_ACL_ARN = (
     "arn:aws:wafv2:us-east-1:123456789012:regional/webacl/ipmeta-acl/a1b2c3d4-5678-90ab-cdef-0123456789ab"
 )
 EXAMPLE_ORIGIN = "https://app.example.com"
+#: A second site allowed beside it (the edge variant's cache key then needs ``Origin``).
+EXAMPLE_OTHER_ORIGIN = "https://maps.example.org"
 #: A CloudFront (global) web ACL: created in us-east-1, whatever the stack's region.
 EXAMPLE_EDGE_WEB_ACL_ARN = (
     "arn:aws:wafv2:us-east-1:123456789012:global/webacl/ipmeta-edge/b1c2d3e4-5678-90ab-cdef-0123456789ab"
@@ -130,7 +132,7 @@ VARIANTS: Mapping[str, Mapping[str, Any]] = {
         "apiType": "url",
         "edge": True,
         "edgeCacheSeconds": 600,
-        "corsAllowOrigins": [EXAMPLE_ORIGIN],
+        "corsAllowOrigins": [EXAMPLE_ORIGIN, EXAMPLE_OTHER_ORIGIN],
         "ipinfoAtRoot": True,
         "lookupReservedConcurrency": 50,
         "accessLogSampleRate": 0.05,

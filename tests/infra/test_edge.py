@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from typing import Any
@@ -43,6 +42,7 @@ from tests.infra.cfn import (
     resources_of_type,
     state_machine_definition,
 )
+from tests.infra.cloudfront import CACHING_DISABLED, behaviour_for
 from tests.infra.conftest import (
     EXAMPLE_EDGE_WEB_ACL_ARN,
     HTTP_EDGE,
@@ -53,19 +53,6 @@ from tests.infra.conftest import (
 )
 
 EDGES = (URL_EDGE, HTTP_EDGE, REST_EDGE)
-#: CloudFront's managed cache policy that caches nothing.
-CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
-
-
-def behaviour_for(template: dict[str, Any], path: str) -> dict[str, Any]:
-    """The behaviour CloudFront applies to ``path``: the first whose pattern matches, else the default."""
-    _, distribution = only(template, "AWS::CloudFront::Distribution")
-    config = distribution["Properties"]["DistributionConfig"]
-    for behaviour in config.get("CacheBehaviors", []):
-        pattern = re.escape(behaviour["PathPattern"]).replace(r"\*", ".*").replace(r"\?", ".")
-        if re.fullmatch(pattern, path):
-            return dict(behaviour)
-    return dict(config["DefaultCacheBehavior"])
 
 
 def lookup_cache(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -85,7 +72,11 @@ def test_lookup_answers_are_cached_by_path_query_and_key_and_health_never(
     key = cache["ParametersInCacheKeyAndForwardedToOrigin"]
     assert key["QueryStringsConfig"] == {"QueryStringBehavior": "all"}  # ?fields=, ?token=, ...
     carried = EDGE_AUTHORIZATION_HEADER if variant == URL_EDGE else AUTHORIZATION_HEADER
-    assert key["HeadersConfig"] == {"HeaderBehavior": "whitelist", "Headers": [API_KEY_HEADER, carried]}
+    origin = ["Origin"] if VARIANTS[variant].get("corsAllowOrigins") else []  # the CORS answer's
+    assert key["HeadersConfig"] == {
+        "HeaderBehavior": "whitelist",
+        "Headers": [API_KEY_HEADER, carried, *origin],
+    }
     for path in ("/v1/ip/1.1.1.1", "/v1/ip/1.1.1.1/asn", "/geoip/v2.1/city/1.1.1.1", "/ipinfo/1.1.1.1"):
         behaviour = behaviour_for(template, path)
         assert behaviour["CachePolicyId"] == {"Ref": cache_id}, path

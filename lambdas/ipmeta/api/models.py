@@ -24,6 +24,8 @@ ERROR_CODES: dict[str, str] = {
     "BATCH_BODY_NOT_ARRAY": "400: the batch body is JSON but not an array",
     "BATCH_ITEM_NOT_STRING": "400: an item of the batch array is not a string",
     "BATCH_TOO_LARGE": "400: more IPs than the configured batch limit",
+    "BATCH_ANSWER_TOO_LARGE": "413: the answer would pass what a Lambda response carries (5.8 MB as the "
+    "runtime escapes it); send fewer IPs or fewer ?fields=",
     "BATCH_ITEM_TOO_LONG": "400: a batch item is longer than any address (64 characters; 97 for ip/field "
     "on /ipinfo/batch)",
     "FIELD_NOT_INDEXED": "400: /v1/ranges ?field= is missing or not the field the version is indexed by",

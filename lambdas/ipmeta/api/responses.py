@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response, content_types
 
 from ipmeta.api.models import ERROR_CODES, ErrorResponse, LookupResponse
-from ipmeta.shapes import exact_json
+from ipmeta.shapes import batch_json, exact_json
 
 __all__ = ["ERROR_CODES", "NotModified", "cache_control", "cache_headers", "etag_matches"]
 
@@ -53,6 +53,7 @@ def _error(description: str) -> Any:
 STANDARD_RESPONSES: dict[int, Any] = {
     304: {"description": "Not modified: the If-None-Match ETag is current", "content": {}},
     400: _error("Invalid input; the code says which rule was broken"),
+    413: _error("BATCH_ANSWER_TOO_LARGE: the answer would not fit a Lambda response; send fewer IPs"),
     404: _error("IP_ADDRESS_NOT_FOUND, IP_ADDRESS_RESERVED, FIELD_NOT_FOUND or VERSION_NOT_FOUND"),
     500: _error("INTERNAL_ERROR"),
     503: _error("NO_DATASET: nothing is loaded yet"),
@@ -90,6 +91,13 @@ def json_answer(body: Any, headers: dict[str, str] | None = None) -> Response[st
         content_type=content_types.APPLICATION_JSON,
         body=exact_json.dumps(body),
         headers=headers,
+    )
+
+
+def batch_answer(answers: dict[str, Any]) -> Response[str]:
+    """A batch's 200, joined by ``batch_json`` (which refuses an answer no Lambda response can carry)."""
+    return Response(
+        status_code=200, content_type=content_types.APPLICATION_JSON, body=batch_json.join(answers)
     )
 
 

@@ -62,6 +62,13 @@ class BatchTooLarge(IpmetaError):
     code = "BATCH_TOO_LARGE"
 
 
+class BatchAnswerTooLarge(IpmetaError):
+    """The answer would pass what a Lambda response carries (``ipmeta.shapes.batch_json``)."""
+
+    status = 413
+    code = "BATCH_ANSWER_TOO_LARGE"
+
+
 class BatchBodyNotJson(IpmetaError):
     status = 400
     code = "BATCH_BODY_NOT_JSON"

@@ -23,6 +23,7 @@ from ipmeta.api.observability import count_lookups
 from ipmeta.api.responses import (
     LOOKUP_RESPONSES,
     NotModified,
+    batch_answer,
     cache_headers,
     documented,
     etag_matches,
@@ -270,7 +271,7 @@ def _batch_body_schema() -> dict[str, Any]:
     description="A JSON array of IP strings. The answer is keyed by each input string; each value is "
     'a result or `{"error": {"code", "message"}}`. Duplicates are looked up once.',
     responses=documented(
-        "One answer per distinct input string", 400, 500, 503, ok_content=json_model(BatchResponse)
+        "One answer per distinct input string", 400, 413, 500, 503, ok_content=json_model(BatchResponse)
     ),
     openapi_extensions=_batch_body_schema(),
 )
@@ -291,11 +292,16 @@ def post_batch() -> Response[str]:
         results = lookup_addresses(deps.lookup_reader, targets, addresses, deps.batch_executor, deps.ranges)
         count_lookups(len(results))
     wanted = parse_fields(query("fields"))
+    # One document per address, shared by its spellings: written and counted once each (batch_json).
+    documents: dict[Address, Any] = {}
     answers: dict[str, Any] = {}
     for text, value in parsed.items():
         outcome = results[value] if isinstance(value, Address) else value
         if isinstance(outcome, IpmetaError):
             answers[text] = {"error": {"code": outcome.code, "message": outcome.message}}
         else:
-            answers[text] = ipmeta_document.document(outcome, wanted)
-    return json_answer(answers)
+            assert isinstance(value, Address)
+            if value not in documents:
+                documents[value] = ipmeta_document.document(outcome, wanted)
+            answers[text] = documents[value]
+    return batch_answer(answers)

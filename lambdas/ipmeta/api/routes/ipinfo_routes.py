@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ipmeta.api import dependencies
 from ipmeta.api.models import IpinfoBatchResponse, IpinfoCore, IpinfoDetails, IpinfoError, IpinfoLite
 from ipmeta.api.observability import count_lookups
-from ipmeta.api.responses import cache_control
+from ipmeta.api.responses import batch_answer, cache_control
 from ipmeta.api.routes.ip_routes import MAX_BATCH_ITEM_LENGTH, caller_of, parse_batch_body, raw_body
 from ipmeta.lookup.answers import CombinedResult, lookup_address, lookup_addresses
 from ipmeta.lookup.catalog import Targets
@@ -136,13 +136,17 @@ def batch_answers(texts: list[str]) -> dict[str, Any]:
         results = lookup_addresses(deps.lookup_reader, targets, addresses, deps.batch_executor, deps.ranges)
         count_lookups(len(results))
     answers: dict[str, Any] = {}
+    # One document per address, shared by its spellings: written and counted once each (batch_json).
+    documents: dict[Address, dict[str, Any]] = {}
     for text, value in wanted.items():
         if isinstance(value, IpmetaError):
             answers[text] = ipinfo_document.error_body(*ipinfo_document.WRONG_IP)
             continue
         address, field = value
-        outcome = results[address]
-        answer = _details(address, outcome if isinstance(outcome, CombinedResult) else None)
+        if address not in documents:
+            outcome = results[address]
+            documents[address] = _details(address, outcome if isinstance(outcome, CombinedResult) else None)
+        answer = documents[address]
         if field in ("", WHOLE):
             answers[text] = answer
         else:
@@ -177,6 +181,7 @@ _BATCH: dict[int, Any] = {
         "content": {content_types.APPLICATION_JSON: {"model": IpinfoBatchResponse}},
     },
     400: _ipinfo_error("The body is not a JSON array of strings, or holds more than the batch limit"),
+    413: _ipinfo_error("BATCH_ANSWER_TOO_LARGE: the answer would not fit a Lambda response"),
     503: _ERRORS[503],
 }
 
@@ -219,7 +224,7 @@ def _handlers(at_root: bool) -> dict[str, Callable[..., Response[str]]]:
         texts = parse_batch_body(
             raw_body(event.body, event.is_base64_encoded), limit, MAX_BATCH_ITEM_LENGTH_WITH_FIELD
         )
-        return _json(batch_answers(texts), cached=False)
+        return batch_answer(batch_answers(texts))
 
     return {"one": one, "field": one_field, "caller": caller, "batch": batch}
 

@@ -1,0 +1,108 @@
+"""`ipmeta plan` counts every write a load sends: its items, and its reverse-lookup index entries.
+
+Given a CSV indexed by ``asn`` with a flag column, the plan's write units are checked against the
+writes the same load sends to DynamoDB, counted at botocore (``counted_store``): each item takes
+one write unit per KB begun, and each item carrying an index's keys one more write, of its
+projected size, in that GSI (DynamoDB bills GSI writes like table writes). In three regions every
+region's GSIs are written again by replication, and an indexed reload is written full.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from boto3.dynamodb.types import TypeDeserializer
+
+from ipmeta.schema import keys
+from ipmeta_cli.main import main
+from loader.formats import stored_bytes
+from loader.options import LoadOptions
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
+from loader.store.table import LoaderTable
+from tests.integration.conftest import RequestCounter
+
+INDEXING = ["--index-field", "asn", "--flag-column", "rule"]
+REGIONS = 3
+
+
+def indexed_csv(path: Path, rows: int = 400) -> Path:
+    lines = ["start,end,asn,org,rule"]
+    for row in range(rows):
+        start = (11 << 24) + row * 256
+        rule = "drop" if row % 7 == 0 else ""
+        lines.append(f"{start},{start + 255},{64_512 + row % 9},Org {row % 9},{rule}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def item_bytes(item: dict[str, Any], names: tuple[str, ...] | None = None) -> int:
+    """DynamoDB's size of ``item`` (its ``names`` only, when given): names and values."""
+    return sum(
+        len(name.encode()) + stored_bytes(value) for name, value in item.items() if not names or name in names
+    )
+
+
+def counted_write_units(counter: RequestCounter) -> tuple[int, int, int]:
+    """(items, the items' write units, the GSI entries' write units) of the load's range items."""
+    deserialize = TypeDeserializer().deserialize
+    written: dict[tuple[str, str], dict[str, Any]] = {}
+    for operation, body in counter.calls:
+        if operation != "BatchWriteItem":
+            continue
+        for requests in body["RequestItems"].values():
+            for request in requests:
+                wire = request.get("PutRequest", {}).get("Item")
+                if wire and keys.ATTR_START in wire:
+                    item = {name: deserialize(value) for name, value in wire.items()}
+                    written[(str(item[keys.PARTITION_KEY]), str(item[keys.SORT_KEY]))] = item
+    item_units = sum(math.ceil(item_bytes(item) / 1024) for item in written.values())
+    index_units = 0
+    for index in (keys.RANGES_BY_VALUE, keys.FLAGGED):
+        projected = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key, *index.projected)
+        entries = [item for item in written.values() if index.partition_key in item]
+        assert entries, index
+        index_units += sum(math.ceil(item_bytes(item, projected) / 1024) for item in entries)
+    return len(written), item_units, index_units
+
+
+def test_the_plans_write_units_are_the_writes_a_load_sends_in_every_region(
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, counter = counted_store
+    path = indexed_csv(tmp_path / "indexed.csv")
+    # Given the plan of an indexed load served from three regions
+    assert main(["plan", str(path), *INDEXING, "--workers", "1", "--regions", str(REGIONS), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    # When the same load runs
+    counter.reset()
+    driver.run_load(
+        [path], LoadOptions(index_field="asn", flag_column="rule"), store, LocalStaging(tmp_path / "staging")
+    )
+    items, item_units, index_units = counted_write_units(counter)
+    # Then the plan's writes are the load's: its items and every GSI entry, once in each region
+    assert plan["load"]["items"] == items
+    assert index_units > 0
+    assert plan["load"]["cost"]["write_units"] == item_units + index_units
+    assert plan["regions"]["load"]["write_units"] == REGIONS * (item_units + index_units)
+
+
+def test_an_indexed_reload_is_priced_written_full(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    previous = indexed_csv(tmp_path / "previous.csv")
+    current = indexed_csv(tmp_path / "current.csv", rows=401)  # one range more: a 0.25% delta
+    argv = ["plan", str(current), "--previous", str(previous), "--workers", "1", "--regions", str(REGIONS)]
+    assert main([*argv, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["reload"]["auto_writes"] == "delta"  # an unindexed load would write a delta
+    assert main([*argv, *INDEXING, "--json"]) == 0
+    indexed = json.loads(capsys.readouterr().out)
+    month = indexed["reload"]["following_every_release"]
+    assert indexed["reload"]["auto_writes"] == "full"
+    assert month["releases_per_full_load"] == 1
+    assert month["delta_usd_per_month"] == month["full_usd_per_month"]
+    assert indexed["regions"]["reload"]["releases_per_full_load"] == 1
+    assert indexed["regions"]["reload"]["breakdown"]["diff_reads"] == 0
