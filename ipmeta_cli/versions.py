@@ -61,16 +61,22 @@ def command_versions(args: argparse.Namespace) -> int:
 
 
 def command_activate(args: argparse.Namespace) -> int:
+    from ipmeta_cli.loading import edge_line
     from loader.pipeline.activate import activate
-    from loader.store.edge_cache import EdgeCache
+    from loader.store.edge_cache import find_edge
     from loader.store.staging import LocalStaging
     from loader.store.table import LoaderTable
 
     with backend(args) as settings:
+        # As rollback: the distribution in front of this table is found, or the caller is told.
+        edge = find_edge(settings.table_name, local=bool(settings.dynamodb_endpoint))
         table = LoaderTable.from_settings(settings)
         staging = LocalStaging(Path(args.data_dir) / "staging")
-        outcome = activate(args.load_id, table, staging, edge=EdgeCache.from_environment(), accept_held=True)
+        outcome = activate(args.load_id, table, staging, edge=edge.cache, accept_held=True)
     print(json.dumps({"load_id": outcome.load_id, "status": str(outcome.status)}, indent=2))
+    said = edge_line(edge)
+    if said:
+        print(said, file=sys.stderr)
     return 0
 
 

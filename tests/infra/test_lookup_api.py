@@ -14,7 +14,6 @@ from loader.planning.costs import (
     ACCESS_LOG_LINE_BYTES,
     DEFAULT_LOG_BYTES,
     LOG_EVENT_OVERHEAD_BYTES,
-    ApiFront,
 )
 from stacks.constants import (
     API_STAGE_NAME,
@@ -280,7 +279,7 @@ def test_an_access_log_line_weighs_what_the_cost_model_counts(
     # The cost model (loader.planning.costs) counts this many bytes per request.
     front = Front.HTTP if variant == HTTP_API else Front.REST
     assert len(line.encode()) <= ACCESS_LOG_LINE_BYTES
-    assert DEFAULT_LOG_BYTES[ApiFront(front)] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
+    assert DEFAULT_LOG_BYTES[front] == ACCESS_LOG_LINE_BYTES + LOG_EVENT_OVERHEAD_BYTES
 
 
 def test_page_tokens_are_signed_with_a_generated_secret_only_the_lookup_reads(
