@@ -28,8 +28,9 @@ from loader.store.edge_cache import EdgeCache, invalidate_after
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
 
-#: The statuses a version is activated from: written, or active already (a retried Activate).
-_ACTIVATABLE: Final = frozenset({VersionStatus.LOADING, VersionStatus.ACTIVE})
+#: What a version may be when its activation claims it: written by this load, held by the guard
+#: (``ipmeta activate`` accepts it), or already claimed by a retried Activate.
+_ACTIVATABLE: Final = frozenset({VersionStatus.LOADING, VersionStatus.HELD, VersionStatus.ACTIVE})
 
 
 @dataclass(frozen=True)

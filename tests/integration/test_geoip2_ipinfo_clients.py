@@ -370,11 +370,13 @@ def test_me_is_the_caller_and_without_keys_any_credentials_pass(
     for handler in (clients.classic, clients.lite, clients.core, clients.plus):
         caller = handler.getDetails()
         assert (caller.ip, caller.bogon) == ("127.0.0.1", True), handler
-    # As `ipmeta serve` runs by default: no keys configured, so any account and key will do
+    # As `ipmeta serve` runs with no keys configured, so any account and key will do. Behind the
+    # url front, whose function checks keys itself: in this process it replaces the key check the
+    # `deployment` fixture installed, as a separate `ipmeta serve` process starts without one.
     from ipmeta.api.handler import handler
 
     tls = tls_context(str(deployment.certificate.certificate), str(deployment.certificate.key))
-    open_server = LocalApiServer("127.0.0.1", 0, handler, tls=tls)
+    open_server = LocalApiServer("127.0.0.1", 0, handler, tls=tls, front=Front.URL)
     threading.Thread(target=open_server.serve_forever, daemon=True).start()
     try:
         host = f"127.0.0.1:{open_server.server_address[1]}"
