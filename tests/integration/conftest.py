@@ -110,6 +110,10 @@ def load_csv(
     return driver.run_load(paths, LoadOptions(columns=columns), store, LocalStaging(tmp_path / "staging"))
 
 
+def skip_drain(seconds: float) -> None:
+    """Cleanup's drain (``retention.DRAIN_SECONDS``) where a test's clock is its ``now=``: no real wait."""
+
+
 @contextmanager
 def running_api_server(
     store: LoaderTable,

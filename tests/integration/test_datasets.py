@@ -26,7 +26,7 @@ from loader.options import LoadOptions
 from loader.pipeline import driver, retention
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
-from tests.integration.conftest import RequestCounter, get_json, running_api_server
+from tests.integration.conftest import RequestCounter, get_json, running_api_server, skip_drain
 
 CITY = "city"
 ASN = "asn"
@@ -344,7 +344,11 @@ def test_cleanup_of_one_dataset_deletes_only_its_versions(two_datasets: LoaderTa
     load(two_datasets, tmp_path, CITY, city_csv(tmp_path, "city2.csv", city="Sydney CBD"))
     later = 10**10  # past every grace period
     outcome = retention.cleanup(
-        two_datasets.for_dataset(CITY), LocalStaging(tmp_path / "staging"), retention=0, now=later
+        two_datasets.for_dataset(CITY),
+        LocalStaging(tmp_path / "staging"),
+        retention=0,
+        now=later,
+        sleep=skip_drain,
     )
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{old_city}"]
     asn = two_datasets.for_dataset(ASN)

@@ -33,7 +33,7 @@ from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from testing.row_scan import brute_force
-from tests.integration.conftest import RequestCounter, get_json, running_api_server
+from tests.integration.conftest import RequestCounter, get_json, running_api_server, skip_drain
 from tests.killing import kill_when
 from tests.one_version import lookup_version
 
@@ -226,7 +226,7 @@ def test_cleanup_keeps_a_base_while_a_delta_needs_it_and_deletes_only_a_deltas_o
     second = load_rows(store, tmp_path, "c.csv", release(500, 3, changed=0.05))
     staging = LocalStaging(tmp_path / "staging")
     # Retention 0: the retired base would go, but the active delta answers through it
-    outcome = retention.cleanup(store, staging, retention=0, now=10**10)
+    outcome = retention.cleanup(store, staging, retention=0, now=10**10, sleep=skip_drain)
     assert outcome["bases"] == [f"v{base.version}"]
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{first.version}"]
     assert outcome["deleted"][0]["items_deleted"] == first.items
@@ -462,7 +462,7 @@ def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items
     # And once the load is failed (the state machine's Abort), cleanup deletes the delta's items alone
     (failed,) = [load for load in store.loads.list_all() if load.status == LoadStatus.PREPARED]
     abort.fail(failed.load_id, "States.TaskFailed", store, now=10.0)
-    outcome = retention.cleanup(store, LocalStaging(tmp_path / "staging"), now=10**10)
+    outcome = retention.cleanup(store, LocalStaging(tmp_path / "staging"), now=10**10, sleep=skip_drain)
     assert [entry["version"] for entry in outcome["deleted"]] == [failed.load_id]
     assert outcome["deleted"][0]["items_deleted"] == 2 * 25
     assert sum(store.partitions.count(pk) for pk in base_manifest.partitions) == base_items

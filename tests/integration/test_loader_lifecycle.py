@@ -34,6 +34,7 @@ from loader.store.edge_cache import EdgeCache
 from loader.store.loads import Loads
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from tests.integration.conftest import skip_drain
 from tests.one_version import lookup_version
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
@@ -221,7 +222,7 @@ def test_retention_rollback_and_cleanup(store: LoaderTable, tmp_path: Path) -> N
     retired = store.lookup.get_version_meta(v2)
     assert retired is not None
     later = (retired.retired_at or 0) + DEFAULT_CLEANUP_GRACE_SECONDS + 1
-    outcome = retention.cleanup(store, staging, retention=1, now=later)
+    outcome = retention.cleanup(store, staging, retention=1, now=later, sleep=skip_drain)
     assert [entry["version"] for entry in outcome["deleted"]] == [f"v{v1}"]
     assert outcome["deleted"][0]["items_deleted"] == 6
     assert store.partitions.count(keys.key_space().partition_key(v1, 4, 1)) == 0
@@ -243,7 +244,9 @@ def test_cleanup_deletes_a_failed_loads_partial_version(store: LoaderTable, tmp_
     written = write_chunk(prepared.load_id, 0, store, staging).items
     fail(prepared.load_id, "States.TaskFailed", store, now=1000.0)
     assert store.lock.read() is None
-    outcome = retention.cleanup(store, staging, now=1000.0 + DEFAULT_CLEANUP_GRACE_SECONDS + 1)
+    outcome = retention.cleanup(
+        store, staging, now=1000.0 + DEFAULT_CLEANUP_GRACE_SECONDS + 1, sleep=skip_drain
+    )
     assert outcome["deleted"] == [
         {"version": prepared.load_id, "reason": "failed load", "items_deleted": written}
     ]
