@@ -43,6 +43,9 @@ class LoadDescriptor:
     #: The full version this load diffs against (``loader.pipeline.diff``), chosen at start; 0: none.
     #: Whether the version is then written as a delta is decided once the diff is known.
     base: int = 0
+    #: A full version the release is only measured against, for the guard's change ratio, when it is
+    #: written full whatever it changed (``--delta never``, reverse indexes): 0 when ``base`` is set.
+    measured: int = 0
 
     @property
     def dry_run(self) -> bool:
@@ -59,6 +62,7 @@ class LoadDescriptor:
                 "fingerprint": self.fingerprint,
                 "created_at": self.created_at,
                 "base": self.base,
+                "measured": self.measured,
             }
         ).encode()
 
@@ -74,6 +78,7 @@ class LoadDescriptor:
             fingerprint=raw["fingerprint"],
             created_at=float(raw["created_at"]),
             base=int(raw.get("base", 0)),
+            measured=int(raw.get("measured", 0)),
         )
 
     def stage(self, staging: Staging) -> None:

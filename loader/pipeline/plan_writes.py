@@ -31,6 +31,7 @@ from ipmeta.schema import keys
 from ipmeta.schema.records import Cover, VersionMeta, VersionStatus
 from loader import reverse_index
 from loader.formats import stored_data
+from loader.options import LoadOptions
 from loader.pipeline import staged
 from loader.pipeline.descriptor import LoadDescriptor, read_descriptor
 from loader.pipeline.partitions import PartitionPlan
@@ -215,7 +216,13 @@ def _delta_decision(
     covers: Sequence[Cover],
     table: LoaderTable | None,
 ) -> DeltaDecision:
-    """A delta when the policy allows it and (``auto``) it holds at most ``delta_threshold`` of its base."""
+    """A delta when the policy allows it and (``auto``) it holds at most ``delta_threshold`` of its base.
+
+    A load written full whatever it changed, but measured for the guard (``descriptor.measured``),
+    reports its share of that version all the same (``written_as: full``).
+    """
+    if table is not None and not descriptor.base and descriptor.measured:
+        return DeltaDecision(report=_measured_report(descriptor, summaries, table))
     if not descriptor.base or table is None:
         return DeltaDecision()
     options, scoped = descriptor.options, table.for_load(descriptor.load_id)
@@ -244,6 +251,30 @@ def _delta_decision(
         **{name: counts[name] for name in ("unchanged", "replaced", "added", "gaps", "markers")},
     }
     return DeltaDecision(written, report, gap_covers if written else [])
+
+
+def _measured_report(
+    descriptor: LoadDescriptor, summaries: Sequence[PartitionSummary], table: LoaderTable
+) -> dict[str, Any]:
+    """The share of ``descriptor.measured`` the release changed: what a delta over it would write."""
+    base = table.for_load(descriptor.load_id).lookup.get_version_meta(descriptor.measured)
+    counts = _diff_totals(summaries)
+    share = counts["items"] / max(1, base.items if base else 0)
+    return {
+        "base": keys.format_version(descriptor.measured),
+        "written_as": "full",
+        "reason": f"{_full_because(descriptor.options)}; measured for the guard, {share:.1%} of it changed",
+        "items": counts["items"],
+        "share_of_base": round(share, 4),
+        "base_items": base.items if base else 0,
+        **{name: counts[name] for name in ("unchanged", "replaced", "added", "gaps", "markers")},
+    }
+
+
+def _full_because(options: LoadOptions) -> str:
+    if options.delta == "never":
+        return "--delta never"
+    return "a reverse index is built" if options.index_field or options.flag_column else "no delta base"
 
 
 def _diff_totals(summaries: Sequence[PartitionSummary]) -> dict[str, int]:

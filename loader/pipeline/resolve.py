@@ -159,6 +159,10 @@ def resolve_partition(
                 staging=staging,
                 path=path,
             )
+        elif descriptor.measured:
+            # Written full whatever it changed: measured for the guard, its delta not kept.
+            base = TableBase(_opened(table).for_load(load_id), descriptor.measured)
+            _measure(items, base, plan=plan, spec=spec, summary=summary)
     summary.seconds = round(time.monotonic() - started, 3)
     # The summary last: its presence says the partition is resolved (a killed task reruns).
     staging.put(load_id, staged.resolved_name(partition), summary.to_json())
@@ -177,13 +181,26 @@ def _stage_delta(
     path: Path,
 ) -> None:
     """The partition diffed against the base: its delta's items, dealt into sections like the full ones."""
+    delta = _measure(items, base, plan=plan, spec=spec, summary=summary)
+    summary.delta_offsets = _write_sections(path, _deal(delta, plan.sections, descriptor, spec.index))
+    staging.put_file(descriptor.load_id, staged.delta_name(spec.index), path)
+
+
+def _measure(
+    items: list[_Item],
+    base: TableBase,
+    *,
+    plan: PartitionPlan,
+    spec: PartitionSpec,
+    summary: PartitionSummary,
+) -> list[_Item]:
+    """What the partition changed from ``base`` (its counts in ``summary.delta``), and the delta's items."""
     family: Family = 4 if spec.family == 4 else 6
     delta, counts = diff_partition(
         family, items, spec.buckets, base, columns=plan.columns, column_types=plan.column_types
     )
     summary.delta = asdict(counts)
-    summary.delta_offsets = _write_sections(path, _deal(delta, plan.sections, descriptor, spec.index))
-    staging.put_file(descriptor.load_id, staged.delta_name(spec.index), path)
+    return delta
 
 
 def _opened(table: LoaderTable | Settings | None) -> LoaderTable:

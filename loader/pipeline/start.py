@@ -90,6 +90,7 @@ def start(
     # Named before anything is written, so a cleanup visits this dataset even if its load fails.
     table.versions.register_dataset(serving=False)
     base = delta_base(table, options, meta)
+    measured = 0 if base else guard_base(table, options, meta)
     version = table.versions.allocate()
     load_id = load_id_of(version, table.dataset)
     table.lock.acquire(load_id, lease_seconds=options.lock_lease_seconds, now=at)
@@ -106,7 +107,9 @@ def start(
             updated_at=int(at),
         )
         table.loads.put(load)
-        LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at, base).stage(staging)
+        LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at, base, measured).stage(
+            staging
+        )
     except BaseException as error:
         fail(load_id, f"start failed: {error!r}"[:1000], table)
         raise
@@ -133,6 +136,21 @@ def delta_base(table: LoaderTable, options: LoadOptions, active: VersionMeta | N
     if options.delta == "auto" and chain >= options.delta_max_chain:
         return 0
     return base
+
+
+def guard_base(table: LoaderTable, options: LoadOptions, active: VersionMeta | None) -> int:
+    """The full version a release written full is measured against for the guard, or 0.
+
+    A load with a ``max_change_ratio`` that ``delta_base`` writes full (``--delta never``,
+    reverse indexes) still has its change measured: resolve diffs each partition against this
+    version (counts only, bounded by the partition as a delta's diff is), and the guard reads the
+    share. The active version's base, as for a delta: what the release would replace.
+    """
+    if options.max_change_ratio is None or active is None:
+        return 0
+    base = active.base or active.version
+    base_meta = table.lookup.get_version_meta(base)
+    return base if base_meta is not None and base_meta.retained else 0
 
 
 def _resumable_load(table: LoaderTable, checksum: str, fingerprint: str, active: int) -> LoadItem | None:

@@ -79,3 +79,42 @@ def test_a_release_within_the_ratio_activates(
     second = ranges(tmp_path / "second.csv", 200, "moved", same=190)  # 5% relabelled
     assert load(tmp_path, second, *GUARD) == 0
     assert active(store) == 2
+
+
+@pytest.mark.parametrize(
+    "written_full",
+    [("--delta", "never"), ("--index-field", "label"), ("--flag-column", "label")],
+    ids=["delta-never", "value-index", "flag-index"],
+)
+def test_a_release_written_full_is_still_measured_and_held(
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    written_full: tuple[str, str],
+) -> None:
+    # Given 200 ranges active, loaded by a path that never writes a delta
+    assert load(tmp_path, ranges(tmp_path / "first.csv", 200, "first"), *GUARD, *written_full) == 0
+    # When a release relabels 90% of them
+    second = ranges(tmp_path / "second.csv", 200, "renamed", same=20)
+    capsys.readouterr()
+    assert load(tmp_path, second, *GUARD, *written_full) == 0
+    out = capsys.readouterr().out
+    # Then it is written full, its change measured against version 1, and held
+    assert "written full, not as a delta over v1" in out
+    assert active(store) == 1
+    held = store.for_dataset("ranges").loads.get(2)
+    assert held is not None
+    assert str(held.status) == "held"
+    assert "changes 90% of the active version, above 10%" in str(held.error)
+    delta = held.report.delta or {}
+    # (what a delta over it would write: the 180 relabelled ranges and the bucket's marker)
+    assert delta["written_as"] == "full"
+    assert 0.9 <= float(delta["share_of_base"]) < 0.91
+    # And once it serves, a release that relabels 2% of it, on the same path, activates
+    assert main(["activate", "--data-dir", str(tmp_path), "ranges.v2"]) == 0
+    third = tmp_path / "third.csv"
+    relabelled = second.read_text().replace("renamed-198", "third-198").replace("renamed-199", "third-199")
+    third.write_text(relabelled)
+    assert load(tmp_path, third, *GUARD, *written_full) == 0
+    assert active(store) == 3
