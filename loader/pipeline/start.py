@@ -89,8 +89,7 @@ def start(
         return resume(resumable.load_id, table, options, now=at)
     # Named before anything is written, so a cleanup visits this dataset even if its load fails.
     table.versions.register_dataset(serving=False)
-    base = delta_base(table, options, meta)
-    measured = 0 if base else guard_base(table, options, meta)
+    bases = compared_versions(table, options, meta)
     version = table.versions.allocate()
     load_id = load_id_of(version, table.dataset)
     table.lock.acquire(load_id, lease_seconds=options.lock_lease_seconds, now=at)
@@ -107,13 +106,20 @@ def start(
             updated_at=int(at),
         )
         table.loads.put(load)
-        LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at, base, measured).stage(
-            staging
-        )
+        LoadDescriptor(load_id, version, named, options, checksum, fingerprint, at, *bases).stage(staging)
     except BaseException as error:
         fail(load_id, f"start failed: {error!r}"[:1000], table)
         raise
     return Started(STARTED, load_id, version, len(named), LoadStatus.PREPARING)
+
+
+def compared_versions(
+    table: LoaderTable, options: LoadOptions, active: VersionMeta | None
+) -> tuple[int, int]:
+    """The version a reload diffs against as a delta (``delta_base``), or else the one it is only
+    measured against for the guard (``guard_base``): ``(base, measured)``, at most one of them set."""
+    base = delta_base(table, options, active)
+    return base, 0 if base else guard_base(table, options, active)
 
 
 def delta_base(table: LoaderTable, options: LoadOptions, active: VersionMeta | None) -> int:
