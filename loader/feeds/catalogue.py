@@ -21,6 +21,7 @@ the week's file is the first ``ServiceTags_Public_*.json`` link on it
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ CATALOGUE: Final[Mapping[str, NetworkList]] = {
             "crawler",
             "rate(1 day)",
             0.2,
-            "https://developers.google.com/static/search/apis/ipranges/googlebot.json",
+            "https://developers.google.com/crawling/ipranges/googlebot.json",
         ),
         _list("bingbot", "crawler", "rate(1 day)", 0.2, "https://www.bing.com/toolbox/bingbot.json"),
         _list("tor", "tor", "rate(1 hour)", 0.5, "https://check.torproject.org/torbulkexitlist"),
@@ -151,13 +152,49 @@ def parse_network_lists(text: str) -> tuple[ChosenList, ...]:
     return tuple(chosen.values())
 
 
+_RATE: Final = re.compile(r"rate\((\d+) (minute|hour|day)s?\)")
+_UNIT_SECONDS: Final = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def period_seconds(schedule: str) -> int:
+    """How often a catalogue schedule (``rate(6 hours)``) runs, in seconds."""
+    found = _RATE.fullmatch(schedule)
+    if found is None:
+        raise ValueError(f"{schedule!r} is not a rate(N unit) expression")
+    return int(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+
+
+def set_schedule(text: str) -> str:
+    """The schedule of the lists ``text`` names, run as one feed: the most frequent of theirs.
+
+    Each run asks every list whether it changed (one conditional GET a file), so the slower
+    lists cost a small request per run and are fetched only when their owner renamed them.
+    """
+    return min((chosen.entry.schedule for chosen in parse_network_lists(text)), key=period_seconds)
+
+
+_SERVICE_TAGS_FILE: Final = re.compile(r"ServiceTags_Public_\d{8}\.json")
 _SERVICE_TAGS_LINK: Final = re.compile(
     rb'https://download\.microsoft\.com/[^"\'<>\s]*ServiceTags_Public_\d{8}\.json'
 )
+#: The Download Center's page data: ``<script>window.__DLCDetails__={...}</script>``.
+_DLC_DETAILS: Final = re.compile(rb"window\.__DLCDetails__\s*=\s*(\{.*?\})\s*;?\s*</script>", re.DOTALL)
 
 
 def discover_url(entry: NetworkList, page: bytes) -> str:
-    """The current file's URL, from the page that links it (Azure's weekly Service Tags)."""
+    """The current file's URL, from the page that links it (Azure's weekly Service Tags).
+
+    Microsoft's Download Center has had two shapes: the details page carries its files as
+    JSON (``window.__DLCDetails__``: ``dlcDetailsView.downloadFile[]``, each a ``name`` and a
+    ``url``); the older confirmation page linked the file in an ``<a class="mscom-link
+    failoverLink">``. The JSON is read when the page has it, else the first link to a
+    ``ServiceTags_Public_<date>.json`` on ``download.microsoft.com``.
+    """
+    details = _DLC_DETAILS.search(page)
+    if details is not None:
+        url = _file_in_details(entry, details.group(1))
+        if url:
+            return url
     found = _SERVICE_TAGS_LINK.search(page)
     if found is None:
         raise FeedProtocolError(
@@ -165,6 +202,28 @@ def discover_url(entry: NetworkList, page: bytes) -> str:
             "name the file with azure=URL"
         )
     return found.group(0).decode("ascii")
+
+
+def _file_in_details(entry: NetworkList, text: bytes) -> str:
+    """The Service Tags file among the page data's files, or ``""`` (the page's links are read then)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise FeedProtocolError(
+            f"network:{entry.name}: {entry.discovery} holds page data that is not JSON"
+        ) from None
+    view = data.get("dlcDetailsView") if isinstance(data, dict) else None
+    files = view.get("downloadFile") if isinstance(view, dict) else None
+    for file in files if isinstance(files, list) else []:
+        name, url = (file.get("name"), file.get("url")) if isinstance(file, dict) else (None, None)
+        if (
+            isinstance(name, str)
+            and isinstance(url, str)
+            and _SERVICE_TAGS_FILE.fullmatch(name)
+            and url.startswith("https://download.microsoft.com/")
+        ):
+            return url
+    return ""
 
 
 def list_feeds(chosen: ChosenList, http: HttpClient) -> list[UrlFeed]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from loader.feeds.catalogue import CATALOGUE, discover_url, parse_network_lists
+from loader.feeds.catalogue import CATALOGUE, discover_url, parse_network_lists, period_seconds, set_schedule
 from loader.feeds.config import parse_feed_spec
 from loader.feeds.errors import FeedConfigInvalid, FeedProtocolError
 from loader.formats.network_lists import NETWORK_LISTS, list_of
@@ -44,16 +46,64 @@ def test_a_bad_spec_is_refused_by_name(spec: str, problem: str) -> None:
         parse_network_lists(spec)
 
 
-def test_azures_weekly_file_is_the_first_service_tags_link_on_its_page() -> None:
-    page = (
-        b'<a href="https://download.microsoft.com/download/7/1/D/71D86715-5596-4529-9B13-DA13A5DE5B63/'
-        b'ServiceTags_Public_20261123.json" class="mscom-link">Download</a>'
+PAGES = Path(__file__).parent.parent / "fixtures" / "download_center"
+WEEKLY_FILE = (
+    "https://download.microsoft.com/download/7/1/D/71D86715-5596-4529-9B13-DA13A5DE5B63/"
+    "ServiceTags_Public_{date}.json"
+)
+
+
+def test_azures_weekly_file_is_read_from_the_download_centers_page_data() -> None:
+    # Given the details page as the Download Center serves it: its files in window.__DLCDetails__
+    page = (PAGES / "details-56519.html").read_bytes()
+    # Then the week's file is the Service Tags entry of dlcDetailsView.downloadFile
+    assert discover_url(CATALOGUE["azure"], page) == WEEKLY_FILE.format(date="20261123")
+    # And JSON's escaped slashes (a page may write "\/" or "\u002F") are read as JSON reads them
+    escaped = page.replace(
+        b"https://download.microsoft.com/download/7/", b"https:\\/\\/download.microsoft.com\\u002Fdownload/7/"
     )
-    url = discover_url(CATALOGUE["azure"], page)
-    assert url.endswith("/ServiceTags_Public_20261123.json")
-    assert url.startswith("https://download.microsoft.com/")
-    with pytest.raises(FeedProtocolError, match="links no ServiceTags_Public"):
-        discover_url(CATALOGUE["azure"], b"<html>We moved</html>")
+    assert discover_url(CATALOGUE["azure"], escaped) == WEEKLY_FILE.format(date="20261123")
+
+
+def test_azures_weekly_file_is_the_failover_link_of_the_older_confirmation_page() -> None:
+    page = (PAGES / "confirmation-56519.html").read_bytes()
+    assert discover_url(CATALOGUE["azure"], page) == WEEKLY_FILE.format(date="20200518")
+
+
+@pytest.mark.parametrize(
+    ("page", "problem"),
+    [
+        (b"<html>We moved</html>", "links no ServiceTags_Public"),
+        # The page data lists other files only (another cloud's tags), and no link names the week's
+        (
+            b'<script>window.__DLCDetails__={"dlcDetailsView":{"downloadFile":[{"name":'
+            b'"ServiceTags_AzureGovernment_20261123.json","url":"https://download.microsoft.com/x/'
+            b'ServiceTags_AzureGovernment_20261123.json"}]}};</script>',
+            "links no ServiceTags_Public",
+        ),
+        (b"<script>window.__DLCDetails__={not json};</script>", "page data that is not JSON"),
+        # A file of that name elsewhere than Microsoft's download host is not taken
+        (
+            b'<script>window.__DLCDetails__={"dlcDetailsView":{"downloadFile":[{"name":'
+            b'"ServiceTags_Public_20261123.json","url":"https://evil.example/ServiceTags_Public_20261123.json"}]}};'
+            b"</script>",
+            "links no ServiceTags_Public",
+        ),
+    ],
+    ids=["moved", "other-files-only", "broken-page-data", "other-host"],
+)
+def test_a_page_without_the_weeks_file_is_refused_by_name(page: bytes, problem: str) -> None:
+    with pytest.raises(FeedProtocolError, match=problem):
+        discover_url(CATALOGUE["azure"], page)
+
+
+def test_a_set_of_lists_runs_at_its_most_frequent_lists_pace() -> None:
+    assert period_seconds("rate(1 hour)") == 3600
+    assert period_seconds("rate(7 days)") == 7 * 86400
+    assert set_schedule("azure,spamhaus-drop") == "rate(12 hours)"
+    assert set_schedule("azure,tor=https://mirror.example/exits.txt") == "rate(1 hour)"
+    with pytest.raises(ValueError, match="not a rate"):
+        period_seconds("cron(0 3 * * ? *)")
 
 
 def test_a_geofeed_spec_is_a_url_feed_read_as_a_geofeed() -> None:
