@@ -293,76 +293,32 @@ def update_feed(feed: PlannedFeed, run: UpdateRun) -> str:
 def update_network(config: FeedConfig, run: UpdateRun) -> str:
     """The public network lists ``config`` names, into one dataset with ``--overlaps merge``.
 
-    Changed (or missing) files are fetched into ``incoming/``; the dataset loads from every list's
-    current file; only then do new files replace old ones and become state (a refusal keeps both).
+    The one path a ``network`` feed's scheduled run takes too (``loader.pipeline.network_feed``):
+    changed (or missing) files are fetched into ``incoming/``; the dataset loads from every
+    list's current file; only then do new files replace old ones and become state.
     """
-    from loader.feeds.catalogue import list_feeds, parse_network_lists
-    from loader.feeds.fetch import check_feed, fetch_release, record_loaded
-    from loader.feeds.verify import DirectorySinks
     from loader.options import LoadOptions
-    from loader.pipeline.guard import DEFAULT_MIN_SIZE_RATIO
+    from loader.pipeline.network_feed import FolderListFiles, check_lists, fetch_lists, keep_lists
 
     dataset = config.dataset_name
     states = run.table.for_dataset(dataset).list_states
-    folder = run.data_dir / FEEDS_DIR / dataset
-    incoming = folder / "incoming"
-    parts = [part for chosen in parse_network_lists(config.edition) for part in list_feeds(chosen, run.http)]
-    checks = [(part, check_feed(part, states)) for part in parts]
-    stale = [
-        (part, check)
-        for part, check in checks
-        if not check.unchanged or not (folder / part.file_name).exists()
-    ]
-    names = ", ".join(part.name for part, _ in stale)
-    if not stale:
-        return f"network:{dataset}: unchanged ({len(parts)} files)"
+    files = FolderListFiles(run.data_dir / FEEDS_DIR / dataset)
+    check = check_lists(config, run.http, states, files)
+    if check.unchanged:
+        return f"network:{dataset}: unchanged ({len(check.parts)} files)"
     if run.dry_run:
-        return f"network:{dataset}: would fetch {names}; into dataset {dataset}"
+        return f"network:{dataset}: would fetch {check.stale_names}; into dataset {dataset}"
     with DownloadBar() as bar:
-        fetched = [
-            fetch_release(
-                part,
-                check.release,
-                DirectorySinks(incoming),
-                dataset=dataset,
-                workdir=run.data_dir,
-                progress=bar,
-            )
-            for part, check in stale
-        ]
-    renewed = {part.file_name for part, _ in stale}
-    sources = [(incoming if part.file_name in renewed else folder) / part.file_name for part in parts]
-    options = LoadOptions(
-        dataset=dataset,
-        format="network",
-        overlaps="merge",
-        min_size_ratio=DEFAULT_MIN_SIZE_RATIO,
-        held_by=_lists_moved_too_far(folder, incoming, sorted(renewed)),
-    )
+        release = fetch_lists(check, files, workdir=run.data_dir, progress=bar)
+    options = LoadOptions.from_event({**release.load_options(), "dataset": dataset})
+    sources = [Path(source) for source in release.sources]
     outcome = load_files(run.settings, sources, None, run.data_dir, options=options)
-    for name in renewed:
-        (incoming / name).replace(folder / name)
-    for release in fetched:
-        record_loaded(states, release)
+    keep_lists(files, release.renewed, states, [fetched.state() for fetched in release.fetched])
     _raise_if_held(f"network:{dataset}", outcome)
     return (
-        f"network:{dataset}: loaded {names} into dataset {dataset}: "
+        f"network:{dataset}: loaded {check.stale_names} into dataset {dataset}: "
         f"{outcome['version']} {outcome['status']} ({outcome['items']:,} items)"
     )
-
-
-def _lists_moved_too_far(folder: Path, incoming: Path, renewed: Sequence[str]) -> str:
-    """Why the guard must hold the dataset's release: each renewed list that moved past its limits."""
-    from loader.feeds.catalogue import CATALOGUE
-    from loader.formats.network_lists import list_of
-    from loader.pipeline.guard import moved_too_far
-
-    reasons = [
-        moved_too_far(folder / name, incoming / name, CATALOGUE[list_of(name)])
-        for name in renewed
-        if (folder / name).exists()
-    ]
-    return "; ".join(reason for reason in reasons if reason)
 
 
 def _raise_if_held(feed: str, outcome: Mapping[str, Any]) -> None:

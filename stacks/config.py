@@ -140,15 +140,9 @@ def _checked_feed(value: Any, index: int) -> None:
     if not isinstance(value.get("cron", ""), str):
         raise ValueError(f"feeds[{index}]: cron is a schedule expression such as cron(0 6 ? * WED,SAT *)")
     try:
-        config = FeedConfig.from_dict(value)
+        FeedConfig.from_dict(value)
     except LoadError as error:
         raise ValueError(f"feeds[{index}]: {error}") from None
-    if config.vendor == "network":
-        # Refused at synth rather than deployed to fail: the Fetch state fetches one file per feed.
-        raise ValueError(
-            f"feeds[{index}]: network lists are kept current by `ipmeta update --feed network:...` "
-            "(--table TABLE for a deployed table); the stack does not schedule them yet"
-        )
 
 
 def _name_list(value: Any, check: Callable[[str], str]) -> Any:
@@ -175,6 +169,13 @@ def _check_ipinfo_fields(value: Mapping[str, Any]) -> None:
     from ipmeta.shapes.ipinfo_document import field_map
 
     field_map(value)
+
+
+def _lists_schedule(config: FeedConfig) -> str:
+    """A ``network`` feed's default schedule (its lists' most frequent); ``""`` for any other feed."""
+    from loader.feeds.catalogue import set_schedule
+
+    return set_schedule(config.edition) if config.vendor == "network" else ""
 
 
 @dataclass(frozen=True)
@@ -405,6 +406,8 @@ class IpmetaConfig(BaseModel):
         from loader.feeds.config import FeedConfig
 
         configs = [(FeedConfig.from_dict(feed), str(feed.get("cron") or "")) for feed in self.feeds]
+        # A network feed's set of lists runs as often as its most frequent list (docs/feeds.md).
+        configs = [(config, cron or _lists_schedule(config)) for config, cron in configs]
         default = self.default_source
         if self.source_url:
             url = FeedConfig("url", self.source_url, dataset=DEFAULT_DATASET)

@@ -200,7 +200,10 @@ OPTIONS: Final[Mapping[str, Option]] = {
     "feeds": Option(
         'Vendor feeds, each kept current in a dataset of its own: `[{"name": "city", "vendor": '
         '"maxmind", "edition": "GeoLite2-City", "secret": "ipmeta/maxmind", "cron": "cron(0 6 ? * '
-        'WED,SAT *)"}]` ([Vendor feeds](#vendor-feeds-maxmind-db-ip-ipinfo-a-url)). With feeds, the '
+        'WED,SAT *)"}]` ([Vendor feeds](#vendor-feeds-maxmind-db-ip-ipinfo-a-url)). The public network '
+        'lists as one feed of one dataset: `{"vendor": "network", "edition": "aws,tor,apple-relay"}` '
+        "(any list may name its own https URL, `tor=https://mirror/exits.txt`; one schedule for the "
+        "set, by default its most frequent list's: [docs/feeds.md](feeds.md)). With feeds, the "
         "implicit `default` dataset (top-level `sourceKey`…) is there only if `datasets` declares it",
     ),
     "feedFailuresToAlarm": Option(

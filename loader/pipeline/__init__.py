@@ -5,6 +5,7 @@ brackets when its name differs):
 
 - ``fetch`` (a feed's run, ``fetch`` and ``record_release``): the vendor's latest
   release, unchanged or streamed into the bucket for ``start``; remembered once active;
+  a network feed's lists through ``network_feed``, the one path ``ipmeta update`` takes too;
 - ``start``: unchanged, resumed, or a new version under the load lock;
 - ``scan``: one streaming pass over one source file, rows staged by bucket;
 - ``partitions`` (``plan_partitions``): the partitions the resolve tasks work on;

@@ -31,6 +31,7 @@ from loader.feeds.errors import FeedConfigInvalid
 from loader.feeds.fetch import check_feed, fetch_release
 from loader.feeds.http_client import HttpClient
 from loader.pipeline.guard import DEFAULT_FEED_MAX_CHANGE_RATIO, DEFAULT_MIN_SIZE_RATIO
+from loader.pipeline.network_feed import ListFiles, check_lists, fetch_lists, keep_event
 from loader.records import FeedState
 from loader.settings import FEEDS_PREFIX
 from loader.store.s3 import S3Sinks
@@ -80,12 +81,22 @@ def fetch_feed(
     read_secret: Callable[[str], Any],
     http: HttpClient,
     workdir: Path | None = None,
+    list_files: Callable[[str], ListFiles] | None = None,
 ) -> dict[str, Any]:
-    """The Fetch state: ``{"status": "unchanged", ...}``, or the input of ``start`` for the new release."""
+    """The Fetch state: ``{"status": "unchanged", ...}``, or the input of ``start`` for the new release.
+
+    A ``network`` feed's lists take ``ipmeta update``'s path (``network_feed``), their files in
+    ``list_files(prefix)``.
+    """
     deployed = feeds.get(name)
     if deployed is None:
         raise FeedConfigInvalid(f"no feed {name[:40]!r} is deployed; known: {', '.join(sorted(feeds))}")
     config = deployed.config
+    if config.vendor == "network":
+        if list_files is None:
+            raise FeedConfigInvalid(f"feed {name}: network lists need their files' place")
+        files = list_files(f"{FEEDS_PREFIX}/{deployed.dataset}")
+        return _fetch_lists(name, deployed, table, files, http=http, workdir=workdir)
     credentials = credentials_from_secret(config, read_secret(config.secret)) if config.secret else None
     feed = build_feed(config, http, credentials)
     dataset_table = table.for_dataset(deployed.dataset)
@@ -114,8 +125,50 @@ def fetch_feed(
     }
 
 
-def record_release(release: Mapping[str, Any], table: LoaderTable) -> FeedState:
-    """The release a load just activated (or found active) becomes its feed's state; the run succeeded."""
+def _fetch_lists(
+    name: str,
+    deployed: DeployedFeed,
+    table: LoaderTable,
+    files: ListFiles,
+    *,
+    http: HttpClient,
+    workdir: Path | None,
+) -> dict[str, Any]:
+    states = table.for_dataset(deployed.dataset).list_states
+    check = check_lists(deployed.config, http, states, files)
+    if check.unchanged:
+        return {
+            "status": UNCHANGED,
+            "feed": name,
+            "dataset": deployed.dataset,
+            "release": f"{len(check.parts)} files unchanged",
+            "failures_in_a_row": states.count_run(failed=False),
+        }
+    release = fetch_lists(check, files, workdir=workdir)
+    return {
+        "status": FETCHED,
+        "dataset": deployed.dataset,
+        "sources": list(release.sources),
+        "options": release.load_options(deployed.options),
+        "feed": release.to_event(),
+    }
+
+
+def record_release(
+    release: Mapping[str, Any], table: LoaderTable, list_files: Callable[[str], ListFiles] | None = None
+) -> FeedState:
+    """The release a load just activated (or found active) becomes its feed's state; the run succeeded.
+
+    A network dataset's (``lists`` in the release): its new files replace the current ones, and each
+    list's release becomes its state (``network_feed.keep_lists``); the state returned names them all.
+    """
+    if "lists" in release:
+        if list_files is None:
+            raise FeedConfigInvalid(f"{release['feed']}: network lists need their files' place")
+        dataset = str(release["dataset"])
+        files = list_files(f"{FEEDS_PREFIX}/{dataset}")
+        kept = keep_event(release, files, table.for_dataset(dataset).list_states)
+        return FeedState(str(release["feed"]), ", ".join(f"{s.feed}@{s.release_id}" for s in kept))
     state = FeedState.from_dict(release["state"])
     table.for_dataset(release["dataset"]).feed_states.put(state)
     return state

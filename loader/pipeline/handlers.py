@@ -175,11 +175,17 @@ def fetch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         read_secret=_read_secret,
         http=HttpClient(HttpSettings(deadline_seconds=_download_deadline(context))),
         workdir=Path(tempfile.gettempdir()),
+        list_files=_list_files,
     )
     if outcome["status"] == fetch_task.UNCHANGED:
         _publish_feed_run(outcome["dataset"], FEED_RUN_UNCHANGED, outcome["failures_in_a_row"])
     logger.info("feed checked", extra={"feed": event["feed"], "status": outcome["status"]})
     return outcome
+
+
+def _list_files(prefix: str) -> s3.S3ListFiles:
+    """A network feed's list files, under ``prefix`` of the source bucket."""
+    return s3.S3ListFiles(s3.client(), os.environ[ENV_SOURCE_BUCKET], prefix)
 
 
 #: Kept back from the function's timeout: a stalled vendor ends as a FeedTimeout the state
@@ -197,7 +203,7 @@ def record_release(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """``{"feed": <the release>, "load_id"}``, once the load is active: what the feed's next run compares."""
     from loader.pipeline import fetch as fetch_task
 
-    state = fetch_task.record_release(event["feed"], _table())
+    state = fetch_task.record_release(event["feed"], _table(), _list_files)
     # RecordUnchangedRelease: Start found the release's bytes active already; RecordRelease: loaded.
     _publish_feed_run(event["feed"]["dataset"], event.get("run", FEED_RUN_LOADED), 0)
     logger.info(

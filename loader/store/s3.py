@@ -19,7 +19,7 @@ from loader.settings import DEFAULT_CHUNK_PREFIX, ENV_CHUNK_PREFIX, ENV_SOURCE_B
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
-    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef, CopySourceTypeDef
 
 #: S3 takes parts of 5 MiB at least (the last one aside) and 10,000 parts at most: 8 MiB
 #: parts hold a file of 78 GiB, far above the feeds' caps, in 8 MiB of memory.
@@ -198,3 +198,44 @@ class S3Sinks:
     def uri(self, name: str) -> str:
         """What a load's ``sources`` name: ``s3://bucket/prefix/name``."""
         return f"s3://{self.bucket}/{self.key(name)}"
+
+
+class S3ListFiles:
+    """A network dataset's list files under ``s3://bucket/prefix/`` (``network_feed.ListFiles``): the
+    current ones beside ``incoming/``, where a run's new files wait for its load."""
+
+    def __init__(self, s3: S3Client, bucket: str, prefix: str) -> None:
+        self.client, self.bucket, self.prefix = s3, bucket, prefix.strip("/")
+        self._current = S3Sinks(s3, bucket, self.prefix)
+        self._incoming = S3Sinks(s3, bucket, f"{self.prefix}/incoming")
+
+    def incoming(self) -> S3Sinks:
+        return self._incoming
+
+    def _folder(self, renewed: bool) -> S3Sinks:
+        return self._incoming if renewed else self._current
+
+    def has(self, name: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._current.key(name))
+        except ClientError as error:
+            if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def source(self, name: str, *, renewed: bool) -> str:
+        return self._folder(renewed).uri(name)
+
+    def readable(self, name: str, *, renewed: bool, scratch: Path) -> Path:
+        scratch.mkdir(parents=True, exist_ok=True)
+        target = scratch / name
+        self.client.download_file(self.bucket, self._folder(renewed).key(name), str(target))
+        return target
+
+    def promote(self, name: str) -> None:
+        # A server-side copy (a list is megabytes; CopyObject takes up to 5 GB in one request).
+        source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": self._incoming.key(name)}
+        self.client.copy_object(Bucket=self.bucket, Key=self._current.key(name), CopySource=source)

@@ -290,12 +290,39 @@ class LoaderFunctions(Construct):
             "Each feed's files are named by its dataset and its vendor's release, known at run time; the "
             "task may only write (and abort its own uploads) under the feeds prefix of the loader's bucket.",
         )
+        if any(feed.config.vendor == "network" for feed in self._config.feed_sources):
+            self._grant_network_lists(role)
         secrets = sorted({feed.config.secret for feed in self._config.feed_sources if feed.config.secret})
         for index, name in enumerate(secrets):
             # GetSecretValue and DescribeSecret on this name's ARN (with the six characters
             # Secrets Manager appends), and on no other secret.
             secret = secretsmanager.Secret.from_secret_name_v2(self, f"FeedSecret{index}", name)
             secret.grant_read(role)
+
+    def _grant_network_lists(self, fetch_role: iam.IRole) -> None:
+        """Network feeds (``loader.pipeline.network_feed``): Fetch reads each list's current file (the
+        guard measures a renewed list against it) and asks whether it exists (a 404 needs ListBucket);
+        RecordRelease copies a run's new files over the current ones once the load is done."""
+        lists = self._bucket.arn_for_objects(f"{FEEDS_PREFIX}/*")
+        fetch_role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[lists]))
+        fetch_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self._bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{FEEDS_PREFIX}/*"]}},
+            )
+        )
+        record_role = self.functions[RECORD_RELEASE_TASK].role
+        record_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[lists])
+        )
+        acknowledge(
+            record_role,
+            f"IAM5[Resource::{arn_ref(self._bucket)}/{FEEDS_PREFIX}/*]",
+            "A network feed's list files are named by its dataset and its lists, known at run time; the "
+            "task copies a run's new files over the current ones, under the feeds prefix of the loader's "
+            "bucket only.",
+        )
 
     def _grant_export(self, role: iam.IRole, action: str) -> None:
         """``action`` (write or delete) under the export prefix, and nothing else there."""

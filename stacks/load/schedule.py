@@ -15,6 +15,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ipmeta.schema.keys import DEFAULT_DATASET
+from loader.feeds.catalogue import parse_network_lists
+from loader.feeds.config import FeedConfig
 from loader.feeds.http_client import display_url
 from stacks.config import DatasetSource, FeedSource, IpmetaConfig
 
@@ -29,6 +31,15 @@ def load_input(
 def feed_input(feed: FeedSource) -> dict[str, Any]:
     """The execution input of a feed's run: its name, nothing more (no credential, no URL)."""
     return {"feed": feed.name}
+
+
+def _shown_edition(settings: FeedConfig) -> str:
+    """A feed's edition as its schedule describes it: no URL's query, no mirror of a network list."""
+    if settings.vendor == "url":
+        return display_url(settings.edition)
+    if settings.vendor == "network":
+        return ",".join(chosen.entry.name for chosen in parse_network_lists(settings.edition))
+    return settings.edition
 
 
 class ScheduledReloads(Construct):
@@ -66,7 +77,7 @@ class ScheduledReloads(Construct):
         for feed in config.feed_sources:
             if feed.schedule_enabled:
                 settings = feed.config
-                edition = display_url(settings.edition) if settings.vendor == "url" else settings.edition
+                edition = _shown_edition(settings)
                 self.feed_schedules[feed.name] = self._build_schedule(
                     f"Feed{feed.construct_suffix}",
                     f"Fetch {settings.vendor}:{edition} into dataset {feed.name} when it changed",

@@ -91,7 +91,16 @@ EXAMPLE_DATASETS: Mapping[str, Mapping[str, Any]] = {
     },
 }
 
-#: Four vendor feeds: two MaxMind editions sharing one secret, DB-IP (no secret), IPinfo.
+#: A mirror of one network list (``<list>=URL`` in a network feed's edition).
+EXAMPLE_RELAY_MIRROR = "https://mirror.example.com/apple/egress-ip-ranges.csv"
+#: The public network lists as one feed of one dataset (``network``), one list on a mirror; no
+#: cron: the set's schedule is its most frequent list's (Tor's).
+EXAMPLE_NETWORK_FEED: Mapping[str, Any] = {
+    "vendor": "network",
+    "edition": f"aws,tor,apple-relay={EXAMPLE_RELAY_MIRROR}",
+}
+#: Four vendor feeds: two MaxMind editions sharing one secret, DB-IP (no secret), IPinfo; and the
+#: network lists.
 EXAMPLE_FEEDS: tuple[Mapping[str, Any], ...] = (
     {
         "name": "city",
@@ -103,6 +112,7 @@ EXAMPLE_FEEDS: tuple[Mapping[str, Any], ...] = (
     {"vendor": "maxmind", "edition": "GeoLite2-ASN", "secret": "ipmeta/maxmind"},
     {"vendor": "dbip", "edition": "country-lite", "cron": "cron(0 7 2 * ? *)"},
     {"vendor": "ipinfo", "edition": "ipinfo_lite", "secret": "ipmeta/ipinfo"},
+    EXAMPLE_NETWORK_FEED,
 )
 #: The feeds' secrets, as Secrets Manager names them: the only ones the fetch function may read.
 EXAMPLE_FEED_SECRETS = ("ipmeta/ipinfo", "ipmeta/maxmind")

@@ -84,7 +84,7 @@ DATA_AGE: Mapping[str, Mapping[str, int]] = {
 }
 FEED_FAILURES: Mapping[str, Mapping[str, int]] = {
     SOURCE_URL: {"default": 2},
-    FEEDS: {"city": 3, "geolite2-asn": 3, "dbip-country-lite": 3, "ipinfo-lite": 3},
+    FEEDS: {"city": 3, "geolite2-asn": 3, "dbip-country-lite": 3, "ipinfo-lite": 3, "network": 3},
 }
 READ_OPERATIONS = ("GetItem", "Query", "BatchGetItem")
 EXECUTION_FAILURES = ("ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted")

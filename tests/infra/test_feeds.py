@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
+from loader.feeds.catalogue import CATALOGUE, parse_network_lists
 from loader.pipeline.fetch import decode_feeds
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
@@ -22,6 +23,7 @@ from stacks.constants import (
     LOADER_SERVICE_NAME,
     METRIC_FEED_FAILURES,
     METRIC_RELEASE_HELD,
+    METRICS_NAMESPACE,
     RECORD_RELEASE_TASK,
 )
 from stacks.load.loader_workflow import FEED_RETRY_ERRORS
@@ -38,6 +40,7 @@ from tests.infra.cfn import (
 from tests.infra.conftest import (
     DEFAULT,
     EXAMPLE_FEED_SECRETS,
+    EXAMPLE_RELAY_MIRROR,
     EXAMPLE_SOURCE_URL,
     FEEDS,
     SOURCE_URL,
@@ -45,7 +48,7 @@ from tests.infra.conftest import (
     cdk_json,
 )
 
-FEED_NAMES = {"city", "geolite2-asn", "dbip-country-lite", "ipinfo-lite"}
+FEED_NAMES = {"city", "geolite2-asn", "dbip-country-lite", "ipinfo-lite", "network"}
 
 
 def _config(**context: Any) -> IpmetaConfig:
@@ -81,6 +84,8 @@ def test_each_feed_has_its_own_schedule_whose_input_only_names_it(synthesized: S
         "geolite2-asn": cdk_json()["context"]["scheduleCron"],
         "dbip-country-lite": "cron(0 7 2 * ? *)",
         "ipinfo-lite": cdk_json()["context"]["scheduleCron"],
+        # aws, tor and apple-relay as one feed: as often as its most frequent list, Tor's exits
+        "network": "rate(1 hour)",
     }
     # The declared city dataset is loaded by its feed: no schedule of its source key
     assert len(resources_of_type(template, "AWS::Scheduler::Schedule")) == len(FEED_NAMES)
@@ -138,6 +143,7 @@ def test_the_fetch_function_knows_each_feeds_settings_and_only_the_names_of_its_
         "geolite2-asn": "ipmeta/maxmind",
         "dbip-country-lite": "",
         "ipinfo-lite": "ipmeta/ipinfo",
+        "network": "",
     }
     # A declared dataset's load options go with its feed
     assert feeds["city"].options == {"max_errors": 10}
@@ -181,14 +187,40 @@ def test_the_fetch_function_writes_only_under_feeds_and_reads_and_counts_its_sta
     template = synthesized.templates[FEEDS]
     statements = policy_statements_of_role(template, _role_of(template, FETCH_TASK))
     s3 = [s for s in statements if any(a.startswith("s3:") for a in as_list(s["Action"]))]
-    assert {a for s in s3 for a in as_list(s["Action"])} == {"s3:PutObject", "s3:AbortMultipartUpload"}
-    assert all("/feeds/*" in json.dumps(s["Resource"]) for s in s3)
+    # With a network feed it also reads each list's current file (the guard measures a renewed list
+    # against it), and lists the feeds prefix alone, so a missing file is a 404
+    assert {a for s in s3 for a in as_list(s["Action"])} == {
+        "s3:PutObject",
+        "s3:AbortMultipartUpload",
+        "s3:GetObject",
+        "s3:ListBucket",
+    }
+    for statement in s3:
+        if as_list(statement["Action"]) == ["s3:ListBucket"]:
+            assert statement["Condition"] == {"StringLike": {"s3:prefix": ["feeds/*"]}}
+        else:
+            assert "/feeds/*" in json.dumps(statement["Resource"]), statement
     dynamodb = {a for s in statements for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
     assert dynamodb == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
     record = policy_statements_of_role(template, _role_of(template, RECORD_RELEASE_TASK))
     assert {a for s in record for a in as_list(s["Action"]) if a.split(":")[0] in ("dynamodb", "s3")} == {
-        "dynamodb:UpdateItem"
+        "dynamodb:UpdateItem",
+        "s3:GetObject",
+        "s3:PutObject",
     }
+    # RecordRelease copies a network run's new list files over the current ones, under feeds/ only
+    record_s3 = [s for s in record if any(a.startswith("s3:") for a in as_list(s["Action"]))]
+    assert all("/feeds/*" in json.dumps(s["Resource"]) for s in record_s3)
+
+
+def test_without_network_feeds_the_feed_functions_cannot_read_the_feeds_prefix(
+    synthesized: Synthesized,
+) -> None:
+    template = synthesized.templates[SOURCE_URL]
+    for task in (FETCH_TASK, RECORD_RELEASE_TASK):
+        statements = policy_statements_of_role(template, _role_of(template, task))
+        actions = {a for s in statements for a in as_list(s["Action"])}
+        assert not {"s3:GetObject", "s3:ListBucket"} & actions, task
 
 
 def test_no_secret_value_is_in_the_template_and_no_key_can_be_put_in_the_context(
@@ -275,7 +307,12 @@ def test_source_url_is_a_url_feed_of_the_default_dataset(synthesized: Synthesize
         ({"feeds": [{"vendor": "dbip", "edition": "city-lite", "cron": 6}]}, "cron"),
         ({"feeds": [{"vendor": "url", "edition": "http://example.com/x.csv"}]}, "not an https URL"),
         ({"feeds": ["maxmind:GeoLite2-City"]}, "expected an object"),
-        ({"feeds": [{"vendor": "network", "edition": "aws,tor"}]}, "does not schedule them yet"),
+        (
+            {"feeds": [{"vendor": "network", "edition": "aws=http://mirror.example.com/ip-ranges.json"}]},
+            "network list aws: http://mirror.example.com/ip-ranges.json is not an https URL",
+        ),
+        ({"feeds": [{"vendor": "network", "edition": "tor,tor"}]}, "network list tor is named twice"),
+        ({"feeds": [{"vendor": "network", "edition": "aws", "cron": "hourly"}]}, "cron of feed network"),
         ({"feeds": [{"vendor": "network", "edition": "aws,nosuch"}]}, "'nosuch' is not in the catalogue"),
         (
             {
@@ -311,3 +348,62 @@ def test_feeds_read_from_the_command_line_as_json() -> None:
     assert (feed.name, feed.config.secret, feed.cron) == ("asn", "ipmeta/maxmind", config.schedule_cron)
     # With feeds alone, the deployment has no default dataset to schedule from a source key
     assert config.dataset_sources == []
+
+
+def test_the_network_lists_are_one_feed_scheduled_as_often_as_their_most_frequent_list(
+    synthesized: Synthesized,
+) -> None:
+    template = synthesized.templates[FEEDS]
+    # Given feeds naming catalogue entries, {"vendor": "network", "edition": "aws,tor,apple-relay=<mirror>"}
+    schedule = _feed_schedules(template)["network"]
+    properties = schedule["properties"]
+    # Then one schedule starts the set's run on the load state machine, naming the feed alone
+    assert schedule["start"] == {"feed": "network"}
+    assert properties["ScheduleExpression"] == "rate(1 hour)"
+    [machine] = resources_of_type(template, "AWS::StepFunctions::StateMachine")
+    assert properties["Target"]["Arn"] == {"Ref": machine}
+    assert properties["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 3
+    # described by its lists, never by a mirror's URL
+    described = "Fetch network:aws,tor,apple-relay into dataset network when it changed"
+    assert properties["Description"] == described
+    assert EXAMPLE_RELAY_MIRROR not in json.dumps(properties)
+    # And the fetch function knows the lists and the mirror one of them is read from
+    _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_TASK}")
+    network = decode_feeds(function["Properties"]["Environment"]["Variables"][ENV_FEEDS])["network"]
+    assert (network.config.vendor, network.dataset) == ("network", "network")
+    chosen = {c.entry.name: c.urls for c in parse_network_lists(network.config.edition)}
+    assert chosen == {
+        "aws": CATALOGUE["aws"].urls,
+        "tor": CATALOGUE["tor"].urls,
+        "apple-relay": (EXAMPLE_RELAY_MIRROR,),
+    }
+
+
+def test_the_network_feed_has_its_failing_and_held_alarms(synthesized: Synthesized) -> None:
+    alarms = cfn_alarms(synthesized.templates[FEEDS]).values()
+    network = {
+        alarm["MetricName"]: alarm
+        for alarm in alarms
+        if {"Name": "feed", "Value": "network"} in alarm.get("Dimensions", [])
+        or {"Name": "dataset", "Value": "network"} in alarm.get("Dimensions", [])
+    }
+    assert set(network) == {METRIC_FEED_FAILURES, METRIC_RELEASE_HELD}
+    held = network[METRIC_RELEASE_HELD]
+    assert (held["Threshold"], held["Statistic"], held["Namespace"]) == (1, "Sum", METRICS_NAMESPACE)
+    assert {"Name": "service", "Value": LOADER_SERVICE_NAME} in held["Dimensions"]
+    assert held["AlarmActions"], "the held alarm notifies"
+
+
+@pytest.mark.parametrize(
+    ("feed", "schedule"),
+    [
+        ({"vendor": "network", "edition": "azure,spamhaus-drop"}, "rate(12 hours)"),
+        ({"vendor": "network", "edition": "azure"}, "rate(7 days)"),
+        ({"vendor": "network", "edition": "aws,tor", "cron": "cron(0 * * * ? *)"}, "cron(0 * * * ? *)"),
+    ],
+)
+def test_a_network_feed_runs_at_its_most_frequent_lists_pace_unless_it_names_a_cron(
+    feed: dict[str, str], schedule: str
+) -> None:
+    [source] = _config(feeds=[feed]).feed_sources
+    assert (source.name, source.cron) == ("network", schedule)

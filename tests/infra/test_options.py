@@ -54,3 +54,10 @@ def test_a_changed_bound_would_show_on_the_page() -> None:
     assert (option.low, option.high) == (1, 1000)
     assert option.problem("mapMaxConcurrency", 41) is None
     assert option.problem("mapMaxConcurrency", 1001) == "mapMaxConcurrency must be 1..1000"
+
+
+def test_the_feeds_option_says_how_to_name_the_network_lists() -> None:
+    description = OPTIONS["feeds"].description
+    assert '{"vendor": "network", "edition": "aws,tor,apple-relay"}' in description
+    assert "one schedule for the set" in description
+    assert description in DEPLOY_PAGE.read_text(encoding="utf-8")

@@ -24,6 +24,7 @@ import pytest
 from ipmeta.schema.settings import Settings
 from loader.export.mmdb_writer import DatabaseMetadata, write_database
 from loader.feeds import http_client
+from loader.feeds.catalogue import parse_network_lists
 from loader.feeds.config import FeedConfig
 from loader.pipeline import handlers
 from loader.pipeline.fetch import DeployedFeed, decode_feeds, encode_feeds
@@ -32,10 +33,12 @@ from loader.settings import ENV_CHUNK_PREFIX, ENV_FEEDS, ENV_SOURCE_BUCKET, FEED
 from loader.store.table import LoaderTable
 from stacks.constants import FETCH_TASK, LOADER_MODULE
 from tests.fakes.releases import maxmind_city_csv_zip, maxmind_tarball, md5_of, mmdb_bytes
-from tests.fakes.vendors import Edition, FakeMaxMind, Reply
+from tests.fakes.vendors import Edition, FakeMaxMind, Reply, file_route, serving
 from tests.infra.cfn import function_by_handler
 from tests.infra.conftest import FEEDS, Synthesized
+from tests.integration.conftest import get_json, running_api_server
 from tests.integration.feeds import Sleeps, quick_http
+from tests.integration.test_network_lists import tor_release
 from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine, localize, running_machine
 
 ACCOUNT, KEY = 42, "state-machine-licence-key"
@@ -337,3 +340,154 @@ def test_a_scheduled_release_that_changed_too_much_is_held_alarmed_and_not_loade
     again = feed_machine.run()
     assert again["output"]["status"] == "unchanged"
     assert [load.version for load in feed_machine.dataset.loads.list_all()] == [1, 2]
+
+
+# -- the network lists: the one path `ipmeta update --feed network:...` takes, as a scheduled run --
+
+NETWORK = "network"
+NETWORK_SAMPLES = Path(__file__).parent.parent / "fixtures" / "network"
+NETWORK_LISTS = {"aws": "aws.json", "tor": "tor.txt", "apple-relay": "apple-relay.csv"}
+
+
+def network_release(tor: bytes | None = None) -> dict[str, bytes]:
+    published = {file: (NETWORK_SAMPLES / file).read_bytes() for file in NETWORK_LISTS.values()}
+    return {**published, "tor.txt": tor} if tor is not None else published
+
+
+@dataclass
+class NetworkMachine:
+    machine: Machine
+    files: dict[str, bytes]
+    table: LoaderTable
+
+    def run(self) -> dict[str, Any]:
+        return self.machine.run(localize(self.machine.definition), {"feed": NETWORK})
+
+    @property
+    def dataset(self) -> LoaderTable:
+        return self.table.for_dataset(NETWORK)
+
+    def list_files(self) -> dict[str, bytes]:
+        s3 = self.machine.endpoint.s3
+        listing = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{FEEDS_PREFIX}/{NETWORK}/")
+        return {
+            entry["Key"].removeprefix(f"{FEEDS_PREFIX}/{NETWORK}/"): s3.get_object(
+                Bucket=BUCKET, Key=entry["Key"]
+            )["Body"].read()
+            for entry in listing.get("Contents", [])
+        }
+
+
+@pytest.fixture
+def network_machine(
+    synthesized: Synthesized,
+    table_environment: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[NetworkMachine]:
+    """The ``feeds`` template's machine, its network feed's lists read from a fake server (a mirror)."""
+    template = synthesized.templates[FEEDS]
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    handlers.metrics.clear_metrics()
+    monkeypatch.setattr(http_client, "HttpClient", lambda settings: quick_http(Sleeps(), attempts=1))
+    files = network_release()
+    # The route reads ``files`` as it is at each request: a test publishes by changing it.
+    with serving(file_route(files)) as server:
+        _, function = function_by_handler(template, f"{LOADER_MODULE}.{FETCH_TASK}")
+        deployed = decode_feeds(function["Properties"]["Environment"]["Variables"][ENV_FEEDS])[NETWORK]
+        # The deployed lists, each named at its mirror on the fake server
+        names = [chosen.entry.name for chosen in parse_network_lists(deployed.config.edition)]
+        assert names == list(NETWORK_LISTS)
+        mirrored = ",".join(f"{name}={server.url}/files/{NETWORK_LISTS[name]}" for name in names)
+        config = dataclasses.replace(deployed.config, edition=mirrored)
+        monkeypatch.setenv(ENV_FEEDS, encode_feeds([DeployedFeed(config, deployed.options)]))
+        with running_machine(
+            template, tmp_path, monkeypatch, endpoint=RecordingEndpoint, seed=_no_seed
+        ) as machine:
+            yield NetworkMachine(machine, files, LoaderTable.from_settings(table_environment))
+
+
+def _no_seed(s3: Any) -> None:
+    """The bucket starts empty: the first run fetches every list."""
+
+
+def test_a_scheduled_network_run_loads_every_list_into_one_dataset_then_is_unchanged(
+    network_machine: NetworkMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # When the network feed's schedule starts a run, {"feed": "network"}
+    first = network_machine.run()
+    # Then the three lists are fetched, loaded into one dataset with every kind, and kept
+    assert first["status"] == "SUCCEEDED", first
+    assert network_machine.dataset.lookup.read_active_version(consistent=True) == 1
+    [load] = network_machine.dataset.loads.list_all()
+    assert (load.options.format, load.options.overlaps) == ("network", "merge")
+    assert sorted(source.rsplit("/", 1)[-1] for source in load.sources) == [
+        "apple-relay-1.csv",
+        "aws-1.json",
+        "tor-1.txt",
+    ]
+    # The new files were promoted from incoming/ once the version was active
+    kept = network_machine.list_files()
+    assert {name for name in kept if "/" not in name} == {"aws-1.json", "tor-1.txt", "apple-relay-1.csv"}
+    assert kept["tor-1.txt"] == network_machine.files["tor.txt"]
+    states = network_machine.dataset.list_states
+    assert all(states.get(f"network:{name}") is not None for name in NETWORK_LISTS)
+    # And one Query answers an AWS range that is also a Tor exit with both kinds
+    with running_api_server(network_machine.table) as server:
+        status, body = get_json(server, "/v1/ip/3.5.140.10")
+    assert status == 200, body
+    assert body["data"]["network_kinds"] == ["cloud", "tor"]
+    assert published_failures(capsys.readouterr().out) == [(NETWORK, 0, "loaded")]
+    # When the next run finds every list unchanged, it ends before any load
+    again = network_machine.run()
+    assert again["output"]["status"] == "unchanged", again
+    assert [load.version for load in network_machine.dataset.loads.list_all()] == [1]
+    assert published_failures(capsys.readouterr().out) == [(NETWORK, 0, "unchanged")]
+
+
+def test_a_scheduled_tor_release_that_changes_90_percent_is_held_alarmed_and_not_loaded_again(
+    network_machine: NetworkMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the lists loaded with a Tor list of 100 exits
+    network_machine.files.update(network_release(tor_release(100)))
+    assert network_machine.run()["status"] == "SUCCEEDED"
+    capsys.readouterr()
+    # When the next Tor release replaces 90 of them
+    moved = tor_release(10) + tor_release(90, first=1000)
+    network_machine.files["tor.txt"] = moved
+    held = network_machine.run()
+    # Then version 2 is written and held, version 1 serves, and the alarm's metric is out
+    assert held["status"] == "SUCCEEDED", held
+    assert held["output"]["activation"]["status"] == "held"
+    assert network_machine.dataset.lookup.read_active_version(consistent=True) == 1
+    loads = network_machine.dataset.loads.list_all()
+    assert [(load.version, str(load.status)) for load in loads] == [(1, "activated"), (2, "held")]
+    assert "tor: changes 90% of its ranges, above 50%" in loads[1].options.held_by
+    printed = capsys.readouterr().out
+    [line] = [json.loads(text) for text in printed.splitlines() if '"ReleaseHeld"' in text]
+    assert (line["ReleaseHeld"], line["dataset"]) == ([1.0], NETWORK)
+    # And the held release is kept, so the next scheduled run is unchanged: no loop
+    assert network_machine.list_files()["tor-1.txt"] == moved
+    again = network_machine.run()
+    assert again["output"]["status"] == "unchanged", again
+    assert [load.version for load in network_machine.dataset.loads.list_all()] == [1, 2]
+
+
+def test_a_broken_list_fails_the_run_and_keeps_the_files_and_states_it_had(
+    network_machine: NetworkMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert network_machine.run()["status"] == "SUCCEEDED"
+    before = network_machine.list_files()
+    state = network_machine.dataset.list_states.get("network:aws")
+    # When AWS publishes an HTML page in place of its JSON
+    network_machine.files["aws.json"] = b"<html><body>captive portal</body></html>"
+    failed = network_machine.run()
+    # Then the run fails, version 1 serves, and the current files and states are those of version 1
+    assert failed["status"] == "FAILED", failed
+    assert network_machine.dataset.lookup.read_active_version(consistent=True) == 1
+    after = network_machine.list_files()
+    assert {name: after[name] for name in before if "/" not in name} == {
+        name: data for name, data in before.items() if "/" not in name
+    }
+    assert network_machine.dataset.list_states.get("network:aws") == state
+    assert published_failures(capsys.readouterr().out)[-1] == (NETWORK, 1, "failed")
