@@ -155,11 +155,28 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.regions > 1:
         report["regions"] = region_report(report, args)
+    if args.feed:
+        report["feeds"] = feed_report(args.feed)
     if not args.files:
         resources = DEFAULT_STACK.with_dashboard() if args.dashboard else DEFAULT_STACK
         stored = args.stored_gb
         report["fixed"] = fixed_bill(resources) if stored is None else fixed_bill(resources, stored)
     return report
+
+
+def feed_report(spec: str) -> dict[str, Any]:
+    """``--feed network:aws,tor``: a month of the set's scheduled checks (``loader.planning.feed_costs``)."""
+    from loader.feeds.catalogue import parse_network_lists, period_seconds
+    from loader.feeds.errors import FeedConfigInvalid
+    from loader.planning.feed_costs import ListPace, feed_check_costs
+
+    vendor, _, lists = spec.partition(":")
+    if vendor != "network" or not lists:
+        raise FeedConfigInvalid(f"--feed {spec!r}: expected network:LIST[,LIST...], such as network:aws,tor")
+    chosen = parse_network_lists(lists)
+    return feed_check_costs(
+        [ListPace(c.entry.name, period_seconds(c.entry.schedule), max(1, len(c.urls))) for c in chosen]
+    )
 
 
 def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -325,6 +342,8 @@ def summarize(report: Mapping[str, Any]) -> str:
         lines.extend(_enrich_lines(report["enrich"]))
     if "regions" in report:
         lines.extend(_region_lines(report["regions"]))
+    if "feeds" in report:
+        lines.extend(_feed_lines(report["feeds"]))
     if "fixed" in report:
         lines.extend(_fixed_lines(report["fixed"]))
     return "\n".join(lines)
@@ -402,6 +421,19 @@ _BILL_LINES = {
     "data_transfer": "transfer out",
     "logs": "logs",
 }
+
+
+def _feed_lines(feeds: Mapping[str, Any]) -> list[str]:
+    one, each = feeds["set"], feeds["per_list"]
+    bill = ", ".join(f"{name} {_usd(usd)}" for name, usd in one["breakdown"].items())
+    return [
+        f"Keeping network:{','.join(feeds['lists'])} current on AWS (the runs that find nothing new):",
+        f"  one schedule for the set, every {one['every_seconds'] / 3600:g} h: {one['runs']:,} runs, "
+        f"{one['requests']:,} conditional GETs a month, {_usd(one['usd_per_month'])} ({bill})",
+        f"  one schedule per list (not built), each at its own pace: {each['runs']:,} runs, "
+        f"{each['requests']:,} GETs, {_usd(each['usd_per_month'])} with two alarms per list",
+        "  a run that finds a change loads the dataset: the same either way (ipmeta plan FILES prices it)",
+    ]
 
 
 def _enrich_lines(enrich: Mapping[str, Any]) -> list[str]:
@@ -605,6 +637,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="with --enrich-rows: how many datasets each address is annotated with (default 1)",
     )
     plan.add_argument(
+        "--feed",
+        metavar="network:LIST,...",
+        help="price a month of the stack's scheduled checks of these network lists (one schedule for "
+        "the set), next to one schedule per list",
+    )
+    _add_capacity_arguments(plan)
+    plan.set_defaults(run=command_plan, dry_run=True)
+
+
+def _add_capacity_arguments(plan: argparse.ArgumentParser) -> None:
+    """The write capacity a load is sized against."""
+    plan.add_argument(
         "--target-minutes", type=float, default=10.0, help="the load time to size pre-warming for"
     )
     plan.add_argument(
@@ -613,7 +657,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     plan.add_argument(
         "--provisioned-write-units", type=positive_int, default=10_000, help="provisioned WCU to model"
     )
-    plan.set_defaults(run=command_plan, dry_run=True)
 
 
 def _add_lookup_arguments(plan: argparse.ArgumentParser) -> None:

@@ -8,7 +8,9 @@
 - ``fixed_bill``: what the default stack costs a month before any lookup or load, line by line;
 - ``load_plan``: everything ``ipmeta plan`` reports about one load;
 - ``blog``: the AWS blog's four loads, reproduced by the model;
-- ``enrich_costs``: what ``ipmeta enrich`` costs on AWS, next to the same addresses through the API.
+- ``enrich_costs``: what ``ipmeta enrich`` costs on AWS, next to the same addresses through the API;
+- ``feed_costs``: what a network feed's scheduled checks cost a month, one schedule for the set
+  against one per list.
 
 Imports only the shared modules of ``loader`` (``reverse_index``) and
 ``ipmeta``: it never writes, and a load never consults it.
