@@ -6,7 +6,7 @@ A scheduled run that finds nothing new (most runs) costs, per run:
 - **Step Functions**: its transitions (``Feed?``, ``Fetch``, ``Fetched?``, ``FeedUnchanged``);
 - **Lambda**: one invocation of the fetch function (512 MB), a base time plus one conditional GET
   per published file;
-- **S3**: one HEAD a file (is the current file there?).
+- **S3**: one LIST a file (is the current file there?), priced as S3 prices a LIST (a PUT's price).
 
 A run on a set checks every file of every list; a run per list, its own. The set runs as often
 as its most frequent list (``loader.feeds.catalogue.set_schedule``), so the slower lists are asked
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from loader.planning.costs import LAMBDA_PRICE_PER_GB_SECOND, LAMBDA_PRICE_PER_MILLION
-from loader.planning.enrich_costs import S3_GET_PRICE_PER_THOUSAND, STEP_FUNCTIONS_PRICE_PER_THOUSAND
+from loader.planning.enrich_costs import S3_PUT_PRICE_PER_THOUSAND, STEP_FUNCTIONS_PRICE_PER_THOUSAND
 
 SECONDS_PER_MONTH: Final = 730 * 3600
 #: ``Feed?``, ``Fetch``, ``Fetched?``, ``FeedUnchanged``.
@@ -60,7 +60,7 @@ def _bill(runs: float, files: int, feeds: int) -> dict[str, Any]:
         "step_functions": runs * UNCHANGED_RUN_TRANSITIONS / 1000 * STEP_FUNCTIONS_PRICE_PER_THOUSAND,
         "lambda": runs / 1e6 * LAMBDA_PRICE_PER_MILLION
         + seconds * FETCH_MEMORY_MB / 1024 * LAMBDA_PRICE_PER_GB_SECOND,
-        "s3": runs * files / 1000 * S3_GET_PRICE_PER_THOUSAND,
+        "s3": runs * files / 1000 * S3_PUT_PRICE_PER_THOUSAND,
         "alarms": feeds * ALARMS_PER_FEED * ALARM_METRIC_PER_MONTH,
     }
     return {

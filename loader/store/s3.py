@@ -216,15 +216,11 @@ class S3ListFiles:
         return self._incoming if renewed else self._current
 
     def has(self, name: str) -> bool:
-        from botocore.exceptions import ClientError
-
-        try:
-            self.client.head_object(Bucket=self.bucket, Key=self._current.key(name))
-        except ClientError as error:
-            if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise
-        return True
+        # A LIST of the key itself (it sorts first among the keys it prefixes): a missing file is an
+        # empty answer, whatever HeadObject would say without ListBucket on the whole bucket.
+        key = self._current.key(name)
+        listing = self.client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1)
+        return any(entry.get("Key") == key for entry in listing.get("Contents", []))
 
     def source(self, name: str, *, renewed: bool) -> str:
         return self._folder(renewed).uri(name)

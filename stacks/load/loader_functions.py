@@ -301,7 +301,7 @@ class LoaderFunctions(Construct):
 
     def _grant_network_lists(self, fetch_role: iam.IRole) -> None:
         """Network feeds (``loader.pipeline.network_feed``): Fetch reads each list's current file (the
-        guard measures a renewed list against it) and asks whether it exists (a 404 needs ListBucket);
+        guard measures a renewed list against it) and lists the feeds prefix to tell whether it exists;
         RecordRelease copies a run's new files over the current ones once the load is done."""
         lists = self._bucket.arn_for_objects(f"{FEEDS_PREFIX}/*")
         fetch_role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[lists]))
