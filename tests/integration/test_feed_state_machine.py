@@ -36,7 +36,7 @@ from tests.fakes.vendors import Edition, FakeMaxMind, Reply
 from tests.infra.cfn import function_by_handler
 from tests.infra.conftest import FEEDS, Synthesized
 from tests.integration.feeds import Sleeps, quick_http
-from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine, localize, running_machine
+from tests.integration.state_machines import BUCKET, LambdaEndpoint, Machine, localize, running_machine
 
 ACCOUNT, KEY = 42, "state-machine-licence-key"
 SECRET = "ipmeta/maxmind"
