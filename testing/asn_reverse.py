@@ -9,6 +9,7 @@ both ``tests/integration/test_reverse_asn.py`` (on a subset) and
 from __future__ import annotations
 
 import csv
+import functools
 import ipaddress
 import random
 from collections import Counter
@@ -21,6 +22,13 @@ HOTTEST, RANDOM_VALUES = 8, 12
 
 
 def read_rows(paths: tuple[Path, ...] = ASN_FILES) -> list[Row]:
+    """Every row of ``paths`` in file order; parsed once per process (half a million rows take
+    seconds), each caller getting its own list."""
+    return list(_parsed_rows(paths))
+
+
+@functools.cache
+def _parsed_rows(paths: tuple[Path, ...]) -> tuple[Row, ...]:
     rows: list[Row] = []
     for path in paths:
         with path.open(newline="") as handle:
@@ -28,7 +36,7 @@ def read_rows(paths: tuple[Path, ...] = ASN_FILES) -> list[Row]:
                 first, last = ipaddress.ip_address(line[0]), ipaddress.ip_address(line[1])
                 values = dict(zip(ASN_COLUMNS[2:], line[2:], strict=True))
                 rows.append(Row(first.version, int(first), int(last), values, len(rows)))
-    return rows
+    return tuple(rows)
 
 
 def overlaps(rows: list[Row]) -> dict[int, list[Row]]:

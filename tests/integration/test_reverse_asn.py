@@ -61,7 +61,8 @@ def asn_subset(
     store = LoaderTable.from_settings(settings)
     create_table_if_missing(store.client, store.table_name)
     options = LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
-    result = driver.run_load([path], options, store, LocalStaging(folder / "staging"))
+    staging = LocalStaging(folder / "staging")
+    result = driver.run_load([path], options, store, staging, workers=driver.default_workers())
     assert result.status == LoadStatus.ACTIVATED
     dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
     yield [row for row in rows if row.position in wanted], store
