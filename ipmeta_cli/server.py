@@ -64,7 +64,7 @@ from ipmeta_cli.framing import (
 
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
-__all__ = ["Front", "LocalApiServer", "LocalLambdaContext", "proxy_event", "serve_in_workers", "tls_context"]
+__all__ = ["LocalApiServer", "LocalLambdaContext", "proxy_event", "serve_in_workers", "tls_context"]
 
 
 @dataclass

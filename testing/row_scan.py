@@ -12,10 +12,10 @@ from __future__ import annotations
 import bisect
 import csv
 import ipaddress
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 
 class Ranged(Protocol):
@@ -30,6 +30,18 @@ class Ranged(Protocol):
 
 
 RowT = TypeVar("RowT", bound=Ranged)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of a source as the tests write it and the oracles read it: its family, first and last
+    address, its values by column, and its place in the file (later rows win)."""
+
+    family: int
+    start: int
+    end: int
+    values: Mapping[str, Any] = field(default_factory=dict)
+    position: int = 0
 
 
 def brute_force(rows: Iterable[RowT], family: int, value: int) -> RowT | None:

@@ -99,6 +99,9 @@ def rest_verdict(event: dict[str, Any]) -> str | None:
             raise
         return None
     [statement] = response["policyDocument"]["Statement"]
+    if statement["Effect"] == "Deny":
+        assert "usageIdentifierKey" not in response
+        return None
     assert statement["Effect"] == "Allow"
     key: str = response["usageIdentifierKey"]
     return key
@@ -112,6 +115,20 @@ def http_verdict(event: dict[str, Any]) -> str | None:
         return None
     client: str = response["context"]["client"]
     return client
+
+
+#: The key forms each route family takes (docs/api.md), by the words a 401's message names them with.
+FAMILY_FORMS: Mapping[str, set[str]] = {
+    "v1": {"x-api-key"},
+    "geoip": {"Basic"},
+    "ipinfo": {"Bearer", "?token="},
+}
+FORM_WORDS = ("x-api-key", "Basic", "Bearer", "?token=")
+
+
+def named_forms(message: str) -> set[str]:
+    """The key forms a refusal's message names."""
+    return {word for word in FORM_WORDS if word in message}
 
 
 #: A value in the identity header that holds no key in any form, so the authorizer is invoked

@@ -25,7 +25,8 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta_cli.server import Front, LocalApiServer, tls_context
+from ipmeta.schema.settings import Front
+from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
 from testing.tls import ServerCertificate, make_server_certificate
 

@@ -1,5 +1,8 @@
 """The Lambda context a loader task is invoked with, for the tests that call its handlers directly
-or through the state machine: the local server's context, named as the loader function."""
+or through the state machine: the local server's context, named as the loader function.
+
+It stays in ``tests/`` rather than ``testing/``: no benchmark invokes a loader task, and
+``testing/`` holds only what the tests and the benchmarks both use (``tests/unit/test_layout.py``)."""
 
 from __future__ import annotations
 

@@ -26,14 +26,6 @@ from loader.pipeline.write import chunk_items
 from loader.store.staging import LocalStaging
 
 
-@dataclasses.dataclass(frozen=True)
-class Row:
-    family: int
-    start: int
-    end: int
-    values: dict[str, str]
-
-
 @dataclasses.dataclass
 class Staged:
     items: list[dict[str, Any]]

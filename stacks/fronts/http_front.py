@@ -39,7 +39,6 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from ipmeta.api.fronts.credentials import GEOIP2_KEYS, IPINFO_KEYS, V1_KEYS, RouteFamily
-from stacks.config import IpmetaConfig
 from stacks.constants import (
     API_VERSION_PATH,
     AUTHORIZER_HANDLER,
@@ -58,6 +57,7 @@ from stacks.constants import (
 )
 from stacks.fronts.edge import http_api_origin
 from stacks.fronts.front_metrics import MonitoredFront, api_gateway_front
+from stacks.fronts.lookup_front import SecretKeyedFront
 from stacks.function import PythonFunction, lookup_code
 from stacks.nag import acknowledge
 
@@ -150,21 +150,11 @@ class _AccessLogs:
         return apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":")))
 
 
-class HttpLookupFront(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: IpmetaConfig,
-        handler: PythonFunction,
-        keys: secretsmanager.ISecret | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self._config = config
+class HttpLookupFront(SecretKeyedFront):
+    def _build(self, handler: PythonFunction, keys: secretsmanager.ISecret | None) -> None:
+        config = self._config
         #: Given in a replica region: home's keys, replicated there, so one key works everywhere.
         self.keys: secretsmanager.ISecret = keys or self._build_keys_secret()
-        self.usage_plan: apigateway.UsagePlan | None = None
         self.authorizer = self._build_authorizer_function()
         self.functions: Mapping[str, lambda_.IFunction] = {"authorizer": self.authorizer.function}
         self.api = apigatewayv2.HttpApi(

@@ -65,6 +65,32 @@ class LookupFront(Protocol):
         ...
 
 
+class SecretKeyedFront(Construct):
+    """A front built as a construct of its own, its clients' keys in a secret (http, url): the
+    arguments every ``FrontBuilder`` passes, kept here once. The construct's id is the one its
+    resources' logical ids have always carried (``HttpFront``, ``UrlFront``)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: IpmetaConfig,
+        handler: PythonFunction,
+        keys: secretsmanager.ISecret | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        #: Only REST meters keys with a usage plan.
+        self.usage_plan: apigateway.UsagePlan | None = None
+        self._build(handler, keys)
+
+    def _build(self, handler: PythonFunction, keys: secretsmanager.ISecret | None) -> None:
+        """The front itself, around ``handler``; ``keys``: home's secret replicated here, in a
+        replica region."""
+        raise NotImplementedError
+
+
 class FrontBuilder(Protocol):
     """Builds one front in ``scope`` (the ``LookupApi``) before ``handler``; ``keys`` is home's
     secret replicated here, in a replica region."""

@@ -32,6 +32,8 @@ from constructs import Construct
 from ipmeta.api.fronts.credentials import (
     GEOIP2_KEYS,
     IPINFO_KEYS,
+    MISSING_KEY_MESSAGE,
+    REFUSAL_CONTEXT,
     REFUSAL_STATUS,
     V1_KEYS,
     RouteFamily,
@@ -256,19 +258,23 @@ class RestLookupFront:
                 target.add_method(method, integration, api_key_required=False)
 
     def _build_refusals(self, api: apigateway.RestApi) -> None:
-        """No key, or a key no usage plan holds: 401 and one body every client reads as its own
-        error (MaxMind's ``code``/``error``, /v1's ``code``/``message``), not API Gateway's
-        ``{"message": "Forbidden"}``."""
-        for construct_id, response_type in (
-            ("NoKey", apigateway.ResponseType.UNAUTHORIZED),
-            ("UnknownKey", apigateway.ResponseType.INVALID_API_KEY),
+        """No key, a refused one, or a key no usage plan holds: 401 and one body every client reads
+        as its own error (MaxMind's ``code``/``error``, /v1's ``code``/``message``), not API
+        Gateway's ``{"message": "Forbidden"}``. A request its family's authorizer judged gets the
+        family's message from the authorizer's context; one without the family's identity header
+        is refused before any authorizer runs, and its message names no form."""
+        judged = refusal_body(f"$context.authorizer.{REFUSAL_CONTEXT}")
+        for construct_id, response_type, body in (
+            ("NoKey", apigateway.ResponseType.UNAUTHORIZED, refusal_body(MISSING_KEY_MESSAGE)),
+            ("UnknownKey", apigateway.ResponseType.INVALID_API_KEY, judged),
+            ("RefusedKey", apigateway.ResponseType.ACCESS_DENIED, judged),
         ):
             api.add_gateway_response(
                 construct_id,
                 type=response_type,
                 status_code=str(REFUSAL_STATUS),
                 response_headers={"Content-Type": "'application/json'"},
-                templates={"application/json": json.dumps(refusal_body())},
+                templates={"application/json": json.dumps(body)},
             )
 
     def _cors_options(self) -> apigateway.CorsOptions | None:

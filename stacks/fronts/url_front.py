@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from typing import cast
 
 from aws_cdk import Duration
-from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -31,7 +30,7 @@ from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from stacks.config import ConfigError, IpmetaConfig
+from stacks.config import ConfigError
 from stacks.constants import (
     BATCH_ALIAS,
     CORS_ALLOW_HEADERS,
@@ -47,6 +46,7 @@ from stacks.constants import (
 from stacks.fronts.edge import batch_url_origin, function_url_origin
 from stacks.fronts.front_metrics import FIVE_MINUTES, MonitoredFront
 from stacks.fronts.http_front import keys_secret, keys_secret_outputs
+from stacks.fronts.lookup_front import SecretKeyedFront
 from stacks.function import PythonFunction
 from stacks.nag import acknowledge
 
@@ -54,24 +54,14 @@ from stacks.nag import acknowledge
 URL_CORS_METHODS = (lambda_.HttpMethod.GET, lambda_.HttpMethod.HEAD, lambda_.HttpMethod.POST)
 
 
-class UrlLookupFront(Construct):
+class UrlLookupFront(SecretKeyedFront):
     """The lookup function's URL, its keys and its access log; with ``edge``, the batch alias's URL."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: IpmetaConfig,
-        handler: PythonFunction,
-        keys: secretsmanager.ISecret | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self._config = config
+    def _build(self, handler: PythonFunction, keys: secretsmanager.ISecret | None) -> None:
+        config = self._config
         self._function = handler.function
         #: ``keys``: home's secret replicated here, in a replica region; else the front's own.
         self.keys: secretsmanager.ISecret | None = self._build_keys(handler, keys)
-        self.usage_plan: apigateway.UsagePlan | None = None
         self.functions: Mapping[str, lambda_.IFunction] = {}
         function = handler.function
         if config.lookup_reserved_concurrency:

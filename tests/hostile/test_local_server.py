@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Front, Settings
 from ipmeta_cli.dynalite import free_port, port_open
-from ipmeta_cli.server import ConnectionLimits, Front, LocalApiServer
+from ipmeta_cli.server import ConnectionLimits, LocalApiServer
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 from tests.hostile.raw_http import (

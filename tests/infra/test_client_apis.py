@@ -10,12 +10,16 @@ service reads and whether ipinfo answers at the root.
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, cast
 
 import pytest
 from aws_cdk import App
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.fronts.credentials import FORM_HEADERS, RouteFamily, family_of_route, refusal_body
+from ipmeta.api.fronts import usage_plan_authorizer
+from ipmeta.api.fronts.credentials import FORM_HEADERS, RouteFamily, family_of_route
+from ipmeta_cli.server import LocalLambdaContext
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
     API_KEY_HEADER,
@@ -28,7 +32,17 @@ from stacks.constants import (
     USAGE_PLAN_AUTHORIZER_HANDLER,
 )
 from stacks.fronts.http_front import AUTHORIZER_MEMORY_MB
-from tests.authorizer_events import admitted_forms
+from tests.authorizer_events import (
+    FAMILY_FORMS,
+    GEOIP2_ROUTE,
+    IPINFO_ROUTE,
+    NO_KEY,
+    V1_ROUTE,
+    admitted_forms,
+    basic,
+    named_forms,
+    rest_authorizer_event,
+)
 from tests.infra.cfn import (
     as_list,
     function_by_handler,
@@ -79,21 +93,70 @@ def test_the_key_authorizer_is_small_and_can_only_write_its_logs(synthesized: Sy
     assert actions == {"logs:CreateLogStream", "logs:PutLogEvents"}
 
 
-@pytest.mark.parametrize("response_type", ["UNAUTHORIZED", "INVALID_API_KEY"])
-def test_a_missing_or_unknown_key_is_a_401_every_client_reads(
-    synthesized: Synthesized, response_type: str
-) -> None:
-    responses = {
+def gateway_responses(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    """The REST front's gateway responses, by type."""
+    return {
         response["Properties"]["ResponseType"]: response["Properties"]
         for response in resources_of_type(
             synthesized.templates[DEFAULT], "AWS::ApiGateway::GatewayResponse"
         ).values()
     }
-    properties = responses[response_type]
+
+
+def rendered(template: str, authorizer_context: dict[str, str]) -> dict[str, Any]:
+    """A gateway response's body as API Gateway renders it: ``$context.authorizer.<name>``
+    replaced by the authorizer's context (its templates substitute variables, nothing more)."""
+    text = re.sub(
+        r"\$context\.authorizer\.(\w+)", lambda found: authorizer_context.get(found[1], ""), template
+    )
+    body: dict[str, Any] = json.loads(text)
+    return body
+
+
+@pytest.mark.parametrize("response_type", ["UNAUTHORIZED", "INVALID_API_KEY", "ACCESS_DENIED"])
+def test_a_missing_refused_or_unknown_key_is_a_401_every_client_reads(
+    synthesized: Synthesized, response_type: str
+) -> None:
+    properties = gateway_responses(synthesized)[response_type]
     assert properties["StatusCode"] == "401"
-    body = json.loads(properties["ResponseTemplates"]["application/json"])
-    assert body == refusal_body()
+    body = rendered(properties["ResponseTemplates"]["application/json"], {})
+    assert body["code"] == "AUTHORIZATION_INVALID"
     assert {"code", "error", "message"} <= set(body)  # MaxMind's clients and /v1's both find theirs
+
+
+#: A request of each family as the REST authorizer sees it, with no key in the family's form
+#: (junk in the identity header, so API Gateway invokes the authorizer), and with a key.
+REST_REQUESTS = {
+    "v1": (V1_ROUTE, [("x-api-key", NO_KEY)], [("x-api-key", "K" * 20)], []),
+    "geoip": (GEOIP2_ROUTE, [("Authorization", NO_KEY)], [("Authorization", basic("42", "K" * 20))], []),
+    "ipinfo": (IPINFO_ROUTE, [], [], [("token", "K" * 20)]),
+}
+
+
+@pytest.mark.parametrize("family", list(REST_REQUESTS))
+def test_each_familys_401_on_the_rest_front_names_its_key_forms_only(
+    synthesized: Synthesized, family: str
+) -> None:
+    route, refused_headers, keyed_headers, keyed_query = REST_REQUESTS[family]
+    responses = gateway_responses(synthesized)
+    context = cast(LambdaContext, LocalLambdaContext())
+    # Given the authorizer's answers: a denial (ACCESS_DENIED), and a key the usage plan may not
+    # hold (INVALID_API_KEY)
+    denied = usage_plan_authorizer.handler(rest_authorizer_event(route, refused_headers), context)
+    admitted = usage_plan_authorizer.handler(
+        rest_authorizer_event(route, keyed_headers, keyed_query), context
+    )
+    for response_type, answer in (("ACCESS_DENIED", denied), ("INVALID_API_KEY", admitted)):
+        # When API Gateway renders the 401 with the authorizer's context
+        body = rendered(responses[response_type]["ResponseTemplates"]["application/json"], answer["context"])
+        # Then it names the family's key forms, and no other
+        assert named_forms(body["message"]) == FAMILY_FORMS[family], response_type
+        assert body["error"] == body["message"]
+    # And a request without the family's identity header, refused before any authorizer runs
+    # by one answer for the whole API, is told of no form rather than another family's
+    missing = rendered(responses["UNAUTHORIZED"]["ResponseTemplates"]["application/json"], {})
+    assert named_forms(missing["message"]) == set()
+    assert "key is required" in missing["message"]
 
 
 def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synthesized: Synthesized) -> None:

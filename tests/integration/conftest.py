@@ -22,10 +22,10 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.lookup.range_cache import RangeCache
-from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Front, Settings
 from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
-from ipmeta_cli.server import ConnectionLimits, Front, LocalApiServer
+from ipmeta_cli.server import ConnectionLimits, LocalApiServer
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.feed_states import FeedStates

@@ -12,9 +12,9 @@ import pytest
 
 from ipmeta.api import dependencies
 from ipmeta.api.handler import handler
-from ipmeta.schema.settings import Settings
+from ipmeta.schema.settings import Front, Settings
 from ipmeta_cli.main import main
-from ipmeta_cli.server import Front, LocalApiServer
+from ipmeta_cli.server import LocalApiServer
 from loader.store.table import LoaderTable
 from tests.integration.conftest import load_csv
 

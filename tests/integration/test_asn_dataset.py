@@ -23,10 +23,13 @@ from ipmeta.schema.settings import Settings
 from ipmeta_cli.demo import ASN_COLUMNS, ASN_FILES
 from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
+from loader.options import LoadOptions
+from loader.pipeline import driver
+from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 from testing.row_scan import CsvScan, read_csv
-from tests.integration.conftest import load_csv, running_api_server
+from tests.integration.conftest import running_api_server
 
 SAMPLED_RANGES = 10_000
 
@@ -36,7 +39,11 @@ def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
     settings = Settings("ipmeta-asn-acceptance", dynalite_endpoint, 0.0)
     store = LoaderTable.from_settings(settings)
     create_table_if_missing(store.client, store.table_name)
-    result = load_csv(store, list(ASN_FILES), tmp_path_factory.mktemp("asn"), list(ASN_COLUMNS))
+    # As `ipmeta load` runs it: the scans and resolves on every core
+    folder = tmp_path_factory.mktemp("asn")
+    options = LoadOptions(columns=list(ASN_COLUMNS))
+    staging = LocalStaging(folder / "staging")
+    result = driver.run_load(list(ASN_FILES), options, store, staging, workers=driver.default_workers())
     assert result.status == "activated"
     with running_api_server(store, pointer_cache_seconds=60.0) as server:
         yield server

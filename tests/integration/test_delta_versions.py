@@ -8,13 +8,11 @@ in another dataset of the same table, for the range each answer reports.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import os
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +30,11 @@ from loader.pipeline import driver, retention
 from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
-from testing.row_scan import brute_force
+from testing.row_scan import Row, brute_force
 from tests.integration.conftest import RequestCounter, get_json, running_api_server, skip_drain
 from tests.killing import kill_when
 from tests.one_version import lookup_version
+from tests.pipeline import write_csv
 
 #: The releases live in buckets 1 to 5 (IPv4 /8s): small enough to probe every edge,
 #: with room for whole buckets (covers) and for buckets one release leaves empty.
@@ -43,21 +42,13 @@ FIRST, LAST = 1 << 24, (6 << 24) - 1
 BUCKET = 1 << 24
 
 
-@dataclass(frozen=True)
-class Row:
-    start: int
-    end: int
-    label: str
-    family: int = 4
+def labelled(start: int, end: int, label: str) -> Row:
+    """An IPv4 row whose one column, ``name``, is ``label``."""
+    return Row(4, start, end, {"name": label})
 
 
-def write(rows: list[Row], path: Path) -> Path:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["start", "end", "name"])
-        for row in rows:
-            writer.writerow([format_address(4, row.start), format_address(4, row.end), row.label])
-    return path
+def label(row: Row) -> str:
+    return str(row.values["name"])
 
 
 @st.composite
@@ -78,7 +69,7 @@ def rows(draw: st.DrawFn, count: int = 12) -> list[Row]:
         else:
             start = draw(st.integers(min_value=FIRST, max_value=LAST))
             end = draw(st.integers(min_value=start, max_value=min(LAST, start + 3 * BUCKET)))
-        made.append(Row(start, end, draw(st.sampled_from(["a", "b", "c", "d"]))))
+        made.append(labelled(start, end, draw(st.sampled_from(["a", "b", "c", "d"]))))
     return made
 
 
@@ -92,9 +83,9 @@ def releases(draw: st.DrawFn) -> tuple[list[Row], list[Row]]:
         if fate == "keep":
             second.append(row)
         elif fate == "relabel":
-            second.append(Row(row.start, row.end, row.label + "2"))
+            second.append(labelled(row.start, row.end, label(row) + "2"))
         elif fate == "shrink" and row.end > row.start:
-            second.append(Row(row.start, row.start + (row.end - row.start) // 2, row.label))
+            second.append(labelled(row.start, row.start + (row.end - row.start) // 2, label(row)))
     second.extend(draw(rows(count=3)))
     return first, second
 
@@ -130,7 +121,7 @@ def test_a_delta_answers_every_address_as_a_full_load_of_its_release(
     deltas, fulls = store.for_dataset(f"d{example}"), store.for_dataset(f"f{example}")
 
     def load(rows: list[Row], table: LoaderTable, name: str, delta: DeltaPolicy) -> driver.LoadResult:
-        path = write(rows, folder / name)
+        path = write_csv(rows, folder / name)
         return driver.run_load([path], LoadOptions(dataset=table.dataset, delta=delta), store, staging)
 
     # Given release A loaded full, then B written as a delta over it, and B loaded full elsewhere
@@ -147,7 +138,7 @@ def test_a_delta_answers_every_address_as_a_full_load_of_its_release(
         expected = answer(fulls, full.version, 0, value, None)
         got = answer(deltas, delta.version, meta.base, value, cache)
         owner = brute_force(second, 4, value)
-        assert (got[0] if got else None) == (owner.label if owner else None), format_address(4, value)
+        assert (got[0] if got else None) == (label(owner) if owner else None), format_address(4, value)
         assert got == expected, format_address(4, value)
     # And what the cache proved answers the same again
     for value in probes(first, second):
@@ -163,13 +154,13 @@ def release(count: int, seed: int, changed: float = 0.0, dropped: float = 0.0) -
     rows = []
     for index in range(count):
         start = FIRST + (index * 4096 + (index % 7) * 256) % (LAST - FIRST - 256)
-        label = f"r{index}"
+        name = f"r{index}"
         position = (index * 2654435761 + seed) % 1000 / 1000  # spread the changes over the buckets
         if position < dropped:
             continue
         if position < dropped + changed:
-            label += f"-{seed}"
-        rows.append(Row(start, start + 255, label))
+            name += f"-{seed}"
+        rows.append(labelled(start, start + 255, name))
     return rows
 
 
@@ -177,7 +168,7 @@ def load_rows(
     store: LoaderTable, folder: Path, name: str, rows: list[Row], **options: Any
 ) -> driver.LoadResult:
     staging = LocalStaging(folder / "staging")
-    return driver.run_load([write(rows, folder / name)], LoadOptions(**options), store, staging)
+    return driver.run_load([write_csv(rows, folder / name)], LoadOptions(**options), store, staging)
 
 
 def test_auto_writes_a_small_change_as_a_delta_and_a_large_one_full(
@@ -235,7 +226,7 @@ def test_cleanup_keeps_a_base_while_a_delta_needs_it_and_deletes_only_a_deltas_o
     for row in release(500, 3, changed=0.05)[::25]:
         found = answer(store, second.version, base.version, row.start, None)
         assert found is not None
-        assert found[0] == row.label
+        assert found[0] == label(row)
 
 
 def test_rollback_to_a_full_version_or_a_delta_answers_as_that_release(
@@ -253,7 +244,7 @@ def test_rollback_to_a_full_version_or_a_delta_answers_as_that_release(
         for row in rows[::20]:
             found = answer(store, target.version, meta.base, row.start + 5, None)
             assert found is not None
-            assert found[0] == row.label
+            assert found[0] == label(row)
 
 
 def test_a_delta_exports_the_same_ranges_as_a_full_load_of_its_release(
@@ -261,8 +252,8 @@ def test_a_delta_exports_the_same_ranges_as_a_full_load_of_its_release(
 ) -> None:
     from loader.export.version_ranges import ranges_of_version
 
-    load_rows(store, tmp_path, "a.csv", [*release(600, 1), Row(4 * BUCKET, 5 * BUCKET - 1, "whole")])
-    rows = [*release(600, 2, changed=0.05, dropped=0.02), Row(4 * BUCKET, 4 * BUCKET + 99, "part")]
+    load_rows(store, tmp_path, "a.csv", [*release(600, 1), labelled(4 * BUCKET, 5 * BUCKET - 1, "whole")])
+    rows = [*release(600, 2, changed=0.05, dropped=0.02), labelled(4 * BUCKET, 4 * BUCKET + 99, "part")]
     delta = load_rows(store, tmp_path, "b.csv", rows)
     full = load_rows(store.for_dataset("full"), tmp_path, "b-full.csv", rows, dataset="full", delta="never")
     delta_meta = store.lookup.get_version_meta(delta.version)
@@ -316,7 +307,7 @@ def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once_then_one_in_a_k
     client.meta.events.register("before-send.dynamodb", counter)
     client.meta.events.register("before-send.dynamodb", hold_queries)
     rows = release(400, 2, changed=0.05)
-    unchanged = [row for row in rows if not row.label.endswith("-2")]
+    unchanged = [row for row in rows if not label(row).endswith("-2")]
     # Pairs of unchanged neighbours in one bucket, no delta item between them
     pairs = [
         (first, second)
@@ -333,14 +324,14 @@ def test_an_uncached_lookup_of_a_delta_sends_two_queries_at_once_then_one_in_a_k
             counter.reset()
             status, body = get_json(server, f"/v1/ip/{format_address(4, first.start + 7)}")
             # Then each answers the new release, from exactly two Queries (the delta's, the base's)
-            assert (status, body["data"]["name"]) == (200, first.label)
+            assert (status, body["data"]["name"]) == (200, label(first))
             assert body["datasets"]["default"]["version"] == f"v{delta.version}"
             assert counter.operations().count("Query") == 2, counter.operations()
             holding.clear()
             # And its neighbour falls through the stretch the delta's Query proved: the base's alone
             counter.reset()
             status, body = get_json(server, f"/v1/ip/{format_address(4, second.start + 7)}")
-            assert (status, body["data"]["name"]) == (200, second.label)
+            assert (status, body["data"]["name"]) == (200, label(second))
             assert counter.operations().count("Query") == 1, counter.operations()
     assert not together.broken
 
@@ -364,7 +355,7 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
 ) -> None:
     base = load_rows(store, tmp_path, "a.csv", release(6000, 1))
     rows = release(6000, 2, changed=0.08, dropped=0.02)
-    source = write(rows, tmp_path / "b.csv")
+    source = write_csv(rows, tmp_path / "b.csv")
     # Given a loader process writing B as a delta: many partitions, small chunks, one at a time
     env = {
         **os.environ,
@@ -399,7 +390,7 @@ def test_a_delta_load_killed_in_its_diff_or_its_writes_resumes_and_activates_exa
     for row in rows[::50]:
         found = answer(store, meta.version, meta.base, row.end, None)
         assert found is not None
-        assert found[0] == row.label
+        assert found[0] == label(row)
 
 
 def test_plan_with_the_previous_release_prints_the_items_a_delta_load_then_writes(
@@ -407,8 +398,8 @@ def test_plan_with_the_previous_release_prints_the_items_a_delta_load_then_write
 ) -> None:
     from ipmeta_cli import main as cli
 
-    old = write(release(800, 1), tmp_path / "old.csv")
-    new = write(release(800, 2, changed=0.04, dropped=0.01), tmp_path / "new.csv")
+    old = write_csv(release(800, 1), tmp_path / "old.csv")
+    new = write_csv(release(800, 2, changed=0.04, dropped=0.01), tmp_path / "new.csv")
     # Given the plan of the new release over the previous one
     assert cli.main(["plan", "--json", "--workers", "1", str(new), "--previous", str(old)]) == 0
     reload = json.loads(capsys.readouterr().out)["reload"]
@@ -447,7 +438,7 @@ def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items
     monkeypatch.setattr(driver, "write_chunk", breaking_write_chunk)
     with pytest.raises(RuntimeError, match="refused"):
         driver.run_load(
-            [write(release(1200, 2, changed=0.1), tmp_path / "b.csv")],
+            [write_csv(release(1200, 2, changed=0.1), tmp_path / "b.csv")],
             LoadOptions(delta="always", chunk_size=25),
             store,
             LocalStaging(tmp_path / "staging"),
@@ -458,7 +449,7 @@ def test_a_failed_delta_leaves_its_base_serving_and_cleanup_takes_only_its_items
     with running_api_server(store) as server:
         for row in rows_a[::60]:
             _, body = get_json(server, f"/v1/ip/{format_address(4, row.start)}")
-            assert body["data"]["name"] == row.label
+            assert body["data"]["name"] == label(row)
     # And once the load is failed (the state machine's Abort), cleanup deletes the delta's items alone
     (failed,) = [load for load in store.loads.list_all() if load.status == LoadStatus.PREPARED]
     abort.fail(failed.load_id, "States.TaskFailed", store, now=10.0)

@@ -35,7 +35,7 @@ from loader.store.table import LoaderTable
 from stacks.constants import LOADER_MODULE
 from tests.infra.cfn import state_machine_definition
 from tests.infra.conftest import ENRICH, Synthesized
-from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine
+from tests.integration.state_machines import BUCKET, LambdaEndpoint, Machine
 from tests.s3_filesystem import boto3_filesystem
 
 INPUT_BUCKET = "example-logs"

@@ -22,7 +22,7 @@ from loader.pipeline.export_task import EXPORT_PREFIX
 from loader.records import LoadStatus, load_id_of
 from loader.store.table import LoaderTable
 from tests.infra.conftest import EXPORT_MMDB
-from tests.integration.test_state_machine import (
+from tests.integration.state_machines import (
     BUCKET,
     EXECUTION,
     FIXTURE,

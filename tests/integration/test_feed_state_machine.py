@@ -38,8 +38,8 @@ from tests.infra.cfn import function_by_handler
 from tests.infra.conftest import FEEDS, Synthesized
 from tests.integration.conftest import get_json, running_api_server
 from tests.integration.feeds import Sleeps, quick_http
+from tests.integration.state_machines import BUCKET, LambdaEndpoint, Machine, localize, running_machine
 from tests.integration.test_network_lists import tor_release
-from tests.integration.test_state_machine import BUCKET, LambdaEndpoint, Machine, localize, running_machine
 
 ACCOUNT, KEY = 42, "state-machine-licence-key"
 SECRET = "ipmeta/maxmind"

@@ -32,7 +32,8 @@ from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 from testing.in_process_api import handle, invoke
-from tests.authorizer_events import HTTP_KEYS, admitted_key, carrying
+from tests.authorizer_events import FAMILY_FORMS, HTTP_KEYS, admitted_key, carrying, named_forms
+from tests.integration.conftest import get_json, running_api_server
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "small.csv"
 CALLER = "198.51.100.23"
@@ -177,3 +178,21 @@ def test_the_lookup_page_needs_no_key_behind_the_url_front_and_a_wrong_one_does_
         assert "<html" in body.lower()
     # And a data route next to it still refuses the missing key
     assert not admitted(Front.URL, ("GET", "/json", b""), [], [])
+
+
+#: A data route of each family, asked with no key.
+FAMILY_PATHS = {"v1": "/v1/ip/1.0.0.1", "geoip": "/geoip/v2.1/country/1.0.0.1", "ipinfo": "/ipinfo/1.0.0.1"}
+
+
+@pytest.mark.parametrize("front", [Front.REST, Front.HTTP])
+@pytest.mark.parametrize("family", list(FAMILY_PATHS))
+def test_the_local_servers_401_names_its_familys_key_forms_as_each_front(
+    store: LoaderTable, front: Front, family: str
+) -> None:
+    # Given `ipmeta serve --front rest|http --api-key`, which refuses before the function
+    with running_api_server(store, api_keys=[KEY], front=front) as server:
+        # When a request of the family comes with no key
+        status, document = get_json(server, FAMILY_PATHS[family])
+    # Then the 401 names the key forms the family takes, and no other
+    assert (status, document["code"]) == (401, "AUTHORIZATION_INVALID")
+    assert named_forms(document["message"]) == FAMILY_FORMS[family]

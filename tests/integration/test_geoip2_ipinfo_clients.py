@@ -40,10 +40,10 @@ import requests
 from ipinfo.error import APIError
 
 from ipmeta.api import dependencies
-from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Settings
+from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Front, Settings
 from ipmeta.shapes import geoip2_document as shapes
 from ipmeta_cli import main as cli
-from ipmeta_cli.server import Front, LocalApiServer, tls_context
+from ipmeta_cli.server import LocalApiServer, tls_context
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 from testing.tls import ServerCertificate

@@ -12,6 +12,7 @@ check on the full v4+v6 load.
 from __future__ import annotations
 
 import csv
+import ipaddress
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -27,9 +28,10 @@ from loader.records import LoadStatus
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
-from testing.asn_reverse import HOTTEST, Row, expected_ranges, overlaps, pick_values, read_rows
+from testing.asn_reverse import HOTTEST, expected_ranges, overlaps, pick_values, read_rows
 from testing.in_process_api import list_all
 from testing.index_scan import scan_index
+from testing.row_scan import Row
 
 COMPANY_ROWS = 5000
 
@@ -41,21 +43,26 @@ def asn_subset(
     rows = read_rows()
     values = set(pick_values(rows))
     overlapping = overlaps(rows)
-    wanted = {row.position for row in rows if row.asn in values}
+    wanted = {row.position for row in rows if row.values["asn"] in values}
     wanted |= {other.position for position in list(wanted) for other in overlapping.get(position, [])}
     rest = [row.position for row in rows if row.position not in wanted]
     wanted |= set(random.Random(5).sample(rest, COMPANY_ROWS))
     folder = tmp_path_factory.mktemp("asn-subset")
     path = folder / "asn-subset.csv"
     with path.open("w", newline="") as handle:
-        csv.writer(handle).writerows(row.line for row in rows if row.position in wanted)  # file order kept
+        csv.writer(handle).writerows(  # file order kept
+            [ipaddress.ip_address(row.start), ipaddress.ip_address(row.end), *row.values.values()]
+            for row in rows
+            if row.position in wanted
+        )
     settings = Settings(
         table_name="ipmeta-reverse-asn", dynamodb_endpoint=dynalite_endpoint, pointer_cache_seconds=0
     )
     store = LoaderTable.from_settings(settings)
     create_table_if_missing(store.client, store.table_name)
     options = LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
-    result = driver.run_load([path], options, store, LocalStaging(folder / "staging"))
+    staging = LocalStaging(folder / "staging")
+    result = driver.run_load([path], options, store, staging, workers=driver.default_workers())
     assert result.status == LoadStatus.ACTIVATED
     dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
     yield [row for row in rows if row.position in wanted], store

@@ -30,7 +30,7 @@ from ipmeta_cli.events import EVENT_BUILDERS, function_url_event, http_api_event
 from ipmeta_cli.server import LocalLambdaContext
 from testing.in_process_api import handle, invoke
 from testing.stub_store import SlashTwentyFourStore
-from tests.authorizer_events import basic
+from tests.authorizer_events import FAMILY_FORMS, basic, named_forms
 
 SAMPLES = Path(__file__).parents[1] / "fixtures" / "events"
 CALLER = "198.51.100.23"
@@ -212,15 +212,6 @@ def test_the_url_front_admits_a_key_only_in_its_familys_form(
         message = document["message"]
     # And the message names the key forms this family takes, and no other
     assert named_forms(message) == FAMILY_FORMS[family]
-
-
-#: The key forms each family takes (docs/api.md), and how a 401's message spells each.
-FAMILY_FORMS = {"v1": {"x-api-key"}, "geoip": {"Basic"}, "ipinfo": {"Bearer", "?token="}}
-FORM_WORDS = ("x-api-key", "Basic", "Bearer", "?token=")
-
-
-def named_forms(message: str) -> set[str]:
-    return {word for word in FORM_WORDS if word in message}
 
 
 def test_a_refused_key_is_refused_before_the_parameters_are_validated() -> None:

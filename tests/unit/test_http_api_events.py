@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api import dependencies
 from ipmeta.api.fronts import authorizer, usage_plan_authorizer
+from ipmeta.api.fronts.credentials import REFUSAL_CONTEXT, KeyForm
 from ipmeta.schema.settings import DEFAULT_API_KEY_CACHE_SECONDS
 from ipmeta.store.dynamodb import Store
 from ipmeta_cli.events import http_api_event, proxy_event
@@ -27,14 +28,19 @@ from ipmeta_cli.server import LocalLambdaContext
 from testing.in_process_api import handle
 from testing.stub_store import SlashTwentyFourStore
 from tests.authorizer_events import (
+    FAMILY_FORMS,
     GEOIP2_ROUTE,
     HTTP_KEYS,
+    IDENTITY_HEADERS,
     IPINFO_ROUTE,
+    NO_KEY,
     ROOT_ROUTE,
     V1_ROUTE,
     basic,
+    carrying,
     http_authorizer_event,
     http_verdict,
+    named_forms,
     rest_authorizer_event,
     rest_verdict,
 )
@@ -224,6 +230,36 @@ def test_the_rest_authorizer_hands_each_familys_key_to_the_usage_plan(
 
 def test_the_rest_authorizer_refuses_a_request_with_no_key_as_unauthorized() -> None:
     assert rest_verdict(rest_authorizer_event(V1_ROUTE)) is None
+
+
+#: Each family's proxy route, and a form it takes.
+FAMILY_ROUTES = {"v1": (V1_ROUTE, KeyForm.API_KEY), "geoip": (GEOIP2_ROUTE, KeyForm.BASIC)}
+FAMILY_ROUTES |= {"ipinfo": (IPINFO_ROUTE, KeyForm.TOKEN)}
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["a-key-for-the-usage-plan", "no-key-in-its-form"])
+@pytest.mark.parametrize("family", list(FAMILY_ROUTES))
+def test_the_rest_authorizer_gives_the_401_the_key_forms_of_its_family(family: str, keyed: bool) -> None:
+    # Given a request of the family with a key in its form, or none (junk in the identity
+    # header, so API Gateway invokes the authorizer)
+    route, form = FAMILY_ROUTES[family]
+    junk = [(IDENTITY_HEADERS[family], NO_KEY)] if family in IDENTITY_HEADERS else []
+    headers, query = carrying(form, K) if keyed else (junk, [])
+    # When the REST authorizer answers
+    response = usage_plan_authorizer.handler(
+        rest_authorizer_event(route, headers, query), cast(LambdaContext, LocalLambdaContext())
+    )
+    # Then it admits the key for the usage plan to judge, or denies (API Gateway's ACCESS_DENIED)
+    [statement] = response["policyDocument"]["Statement"]
+    assert statement["Effect"] == ("Allow" if keyed else "Deny")
+    # And either way the 401 it may lead to names the family's key forms, and no other
+    assert named_forms(response["context"][REFUSAL_CONTEXT]) == FAMILY_FORMS[family]
+
+
+def test_the_rest_authorizer_refuses_a_route_of_no_family() -> None:
+    event = rest_authorizer_event("/static/{proxy+}", [("x-api-key", K)])
+    with pytest.raises(PermissionError, match=usage_plan_authorizer.UNAUTHORIZED):
+        usage_plan_authorizer.handler(event, cast(LambdaContext, LocalLambdaContext()))
 
 
 # -- issue 26: the key checked is the value API Gateway caches the answer by -----------------------

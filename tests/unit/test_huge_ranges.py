@@ -19,10 +19,10 @@ from ipmeta.schema import keys
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from ipmeta.schema.ips import Address, Family
 from loader.options import LoadOptions
-from testing.row_scan import brute_force
+from testing.row_scan import Row, brute_force
 from tests.memory_table import InMemoryTable
 from tests.one_version import lookup_version
-from tests.pipeline import Row, Staged, stage
+from tests.pipeline import Staged, stage
 
 Found = tuple[str, int, int] | None
 

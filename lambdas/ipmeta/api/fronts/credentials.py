@@ -243,8 +243,18 @@ def refusal_message(forms: tuple[KeyForm, ...] = tuple(KeyForm)) -> str:
     return f"a valid ipmeta API key is required: {listed}"
 
 
-#: Every form: the REST front's gateway responses, one answer for the whole API.
+#: Every form, for a path of no family.
 REFUSAL_MESSAGE: Final = refusal_message()
+#: The REST front's 401 when a request lacks its family's identity header: API Gateway refuses it
+#: before any authorizer runs, with one gateway response for the whole API and no way to tell
+#: the family, so the answer names no form rather than another family's.
+MISSING_KEY_MESSAGE: Final = (
+    "a valid ipmeta API key is required, sent in the form this route's clients send it"
+)
+#: The REST authorizer's context key holding its family's ``refusal_message``: the gateway
+#: responses of the requests it judged (a refused or unknown key) read
+#: ``$context.authorizer.refusal`` (REST's templates substitute variables, nothing more).
+REFUSAL_CONTEXT: Final = "refusal"
 
 
 def family_of_path(path: str) -> RouteFamily:

@@ -10,8 +10,10 @@ and API Gateway checks it against the usage plan's keys, answering 401
 ``AUTHORIZATION_INVALID`` (the gateway response the stack sets) for a key no
 plan holds. So it needs no secret and no table: nothing to read, nothing to leak.
 
-A request with no key in its family's form, or an ambiguous one, is refused here
-("Unauthorized": API Gateway's 401).
+A request with no key in its family's form, or an ambiguous one, is denied here (API Gateway's
+ACCESS_DENIED, which the stack answers as a 401). Every answer carries the family's refusal
+message in its context (``credentials.REFUSAL_CONTEXT``), so the 401 of a denied or unknown key
+names the forms of the request's family and no other. A route of no family is "Unauthorized".
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from ipmeta.api.fronts.credentials import request_key
+from ipmeta.api.fronts.credentials import REFUSAL_CONTEXT, family_of_route, request_key
 
 #: The message API Gateway turns into its 401 UNAUTHORIZED response.
 UNAUTHORIZED = "Unauthorized"
+#: Whom a denial names: nobody's key.
+REFUSED_PRINCIPAL = "refused"
 
 
 def principal_of(key: str) -> str:
@@ -39,17 +43,24 @@ def principal_of(key: str) -> str:
 
 @event_source(data_class=APIGatewayAuthorizerRequestEvent)
 def handler(event: APIGatewayAuthorizerRequestEvent, context: LambdaContext) -> dict[str, Any]:
+    route = event.get("resource")
+    family = family_of_route(route) if isinstance(route, str) else None
+    if family is None:
+        raise PermissionError(UNAUTHORIZED)  # API Gateway answers its UNAUTHORIZED response
     key = request_key(
-        event.get("resource"),
+        route,
         event.get("headers"),
         event.get("queryStringParameters"),
         event.get("multiValueHeaders"),
         event.get("multiValueQueryStringParameters"),
     )
+    refusal = {REFUSAL_CONTEXT: family.refusal_message}
     if key is None:
-        raise PermissionError(UNAUTHORIZED)  # API Gateway answers its UNAUTHORIZED response
+        denied = APIGatewayAuthorizerResponse.from_route_arn(event.method_arn, REFUSED_PRINCIPAL, refusal)
+        denied.deny_all_routes()
+        return denied.asdict()
     response = APIGatewayAuthorizerResponse.from_route_arn(
-        event.method_arn, principal_of(key), usage_identifier_key=key
+        event.method_arn, principal_of(key), refusal, usage_identifier_key=key
     )
     # Every method of the stage: API Gateway caches this answer per identity source (the
     # header of the route family), and the cached answer must serve that family's methods.
