@@ -330,6 +330,29 @@ def planted_slowdowns() -> dict[str, float]:
     return planted
 
 
+_BURN = (
+    "import sys, time\n"
+    "clock = time.perf_counter if sys.argv[1] == 'wall' else time.process_time\n"
+    "end = clock() + float(sys.argv[2])\n"
+    "while clock() < end:\n"
+    "    pass\n"
+)
+
+
+def planted_run(sample: Sample, share: float, metric: str) -> Sample:
+    """``sample`` made ``share`` slower in ``metric``, as a slower command would be: a child process
+    busy for that long (by the wall clock, or CPU time), timed and counted as the command is."""
+    measured = sample.wall if metric == "wall" or sample.cpu is None else sample.cpu
+    clock = "wall" if metric == "wall" or sample.cpu is None else "cpu"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _BURN, clock, str(share * measured)], check=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Sample(sample.wall + wall, None if sample.cpu is None else sample.cpu + cpu)
+
+
 # -- the run ----------------------------------------------------------------------------------------------
 
 
@@ -340,6 +363,7 @@ class Bench:
     trees: list[Tree]
     paths: list[str]
     planted: dict[str, float]
+    metric: str = "wall"
     samples: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
     servers: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -392,8 +416,7 @@ class Bench:
                         bar.set_postfix_str(f"{path} {tree.label}")
                         sample = self.measure(path, tree, round_index)
                         if tree.label == "head" and path in self.planted:
-                            time.sleep(sample.wall * self.planted[path])
-                            sample = replace(sample, wall=sample.wall * (1 + self.planted[path]))
+                            sample = planted_run(sample, self.planted[path], self.metric)
                         self.samples[path][tree.label].append(sample)
                         bar.update()
 
@@ -405,12 +428,14 @@ def set_up(tree: Tree, inputs: Inputs, config: Config, paths: list[str]) -> None
     shutil.rmtree(WORK / tree.label, ignore_errors=True)
     asn = ("--columns", ASN_COLUMNS, *inputs.asn)
     workers = ("--workers", str(config.workers))
-    for arguments in (
-        ("load", *workers, "--data-dir", tree.data("one"), "--dataset", "asn", *asn),
-        ("load", *workers, "--data-dir", tree.data("two"), "--dataset", "asn", *asn),
-        ("load", *workers, "--data-dir", tree.data("two"), "--dataset", "city", inputs.second),
-    ):
-        timed_command(tree, *arguments)
+    stores: dict[str, list[tuple[str | Path, ...]]] = {
+        "one": [("--dataset", "asn", *asn)],
+        "two": [("--dataset", "asn", *asn), ("--dataset", "city", inputs.second)],
+    }
+    needed = {"one": {"lookups_one", "enrich"}, "two": {"lookups_two"}}
+    for store in (store for store, users in needed.items() if users & set(paths)):
+        for arguments in stores[store]:
+            timed_command(tree, "load", *workers, "--data-dir", tree.data(store), *arguments)
     if "enrich" in paths and "enrich" not in tree.lacks:
         timed_command(
             tree, "enrich", "--data-dir", tree.data("one"), "--out", tree.data("warm.csv"), inputs.enrich
@@ -420,22 +445,20 @@ def set_up(tree: Tree, inputs: Inputs, config: Config, paths: list[str]) -> None
 def report(bench: Bench, ref: str, started: float) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for path, by_tree in bench.samples.items():
-        ref_wall = [sample.wall for sample in by_tree["ref"]]
-        head_wall = [sample.wall for sample in by_tree["head"]]
+        has_cpu = all(sample.cpu for samples in by_tree.values() for sample in samples)
+        metrics = {"wall": compare(_figures(by_tree["ref"], "wall"), _figures(by_tree["head"], "wall"))}
+        if has_cpu:
+            metrics["cpu"] = compare(_figures(by_tree["ref"], "cpu"), _figures(by_tree["head"], "cpu"))
+        judged = bench.metric if bench.metric in metrics else "wall"
         figures: dict[str, Any] = {
-            **compare(ref_wall, head_wall).as_dict(),
-            "seconds": {
-                label: [round(sample.wall, 4) for sample in samples] for label, samples in by_tree.items()
-            },
-            "cpu_seconds": {
-                label: [None if sample.cpu is None else round(sample.cpu, 4) for sample in samples]
-                for label, samples in by_tree.items()
-            },
+            "judged_on": judged,
+            **metrics[judged].as_dict(),
+            **{f"{metric}_comparison": comparison.as_dict() for metric, comparison in metrics.items()},
+            "seconds": {label: _figures(samples, "wall") for label, samples in by_tree.items()},
+            "cpu_seconds": {label: _figures(samples, "cpu") for label, samples in by_tree.items()}
+            if has_cpu
+            else None,
         }
-        if all(sample.cpu for samples in by_tree.values() for sample in samples):
-            ref_cpu = [sample.cpu or 0.0 for sample in by_tree["ref"]]
-            head_cpu = [sample.cpu or 0.0 for sample in by_tree["head"]]
-            figures["cpu"] = compare(ref_cpu, head_cpu).as_dict()
         if path in bench.planted:
             figures["planted_slowdown"] = bench.planted[path]
         paths[path] = figures
@@ -444,13 +467,24 @@ def report(bench: Bench, ref: str, started: float) -> dict[str, Any]:
     }
     return {
         "ref": ref,
-        "trees": {tree.label: {"commit": tree.commit, "root": tree.root.name} for tree in bench.trees},
+        "trees": {
+            tree.label: {
+                "commit": tree.commit,
+                "from": "the working tree" if tree.root == PROJECT_ROOT else "git archive",
+            }
+            for tree in bench.trees
+        },
         "config": asdict(bench.config),
+        "metric": bench.metric,
         "paths": paths,
         "skipped": skipped,
         "minutes": round((time.monotonic() - started) / 60, 1),
         "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
     }
+
+
+def _figures(samples: list[Sample], metric: str) -> list[float]:
+    return [round((sample.wall if metric == "wall" else sample.cpu) or 0.0, 4) for sample in samples]
 
 
 def save_pyperf_suites(bench: Bench) -> list[Path]:
@@ -475,21 +509,26 @@ def save_pyperf_suites(bench: Bench) -> list[Path]:
 
 
 def table(results: dict[str, Any]) -> str:
-    """One line a path: mean seconds of each tree, the ratio with its interval, the spreads, the verdicts."""
+    """One line a path: mean seconds of each tree, the judged ratio with its interval, the spreads, the
+    verdict, and the other metric's ratio and verdict."""
     lines = [
-        f"{'path':<12} {'ref s':>8} {'head s':>8} {'head/ref':>9} {'95% CI':>17} {'spread ref/head':>16}"
-        f"  {'verdict (wall)':<20} cpu head/ref"
+        f"{'path':<12} {'ref s':>8} {'head s':>8} {'judged':>6} {'head/ref':>9} {'95% CI':>17} "
+        f"{'spread ref/head':>16}  {'verdict':<20} other metric"
     ]
     for path, figures in results["paths"].items():
         low, high = figures["ci95"]
         interval = f"[{low:.3f}, {high:.3f}]"
         spread = f"{figures['ref_spread']:.1%} / {figures['head_spread']:.1%}"
-        means = [statistics.fmean(figures["seconds"][label]) for label in ("ref", "head")]
-        cpu = f"{figures['cpu']['ratio']:.3f} ({figures['cpu']['verdict']})" if "cpu" in figures else "-"
+        seconds = figures["seconds" if figures["judged_on"] == "wall" else "cpu_seconds"]
+        means = [statistics.fmean(seconds[label]) for label in ("ref", "head")]
+        other = "cpu" if figures["judged_on"] == "wall" else "wall"
+        other_figures = figures.get(f"{other}_comparison")
+        aside = f"{other} {other_figures['ratio']:.3f} ({other_figures['verdict']})" if other_figures else "-"
         planted = f" planted +{figures['planted_slowdown']:.0%}" if "planted_slowdown" in figures else ""
         lines.append(
-            f"{path:<12} {means[0]:>8.2f} {means[1]:>8.2f} {figures['ratio']:>9.3f} {interval:>17} "
-            f"{spread:>16}  {figures['verdict'] + planted:<20} {cpu}"
+            f"{path:<12} {means[0]:>8.2f} {means[1]:>8.2f} {figures['judged_on']:>6} "
+            f"{figures['ratio']:>9.3f} {interval:>17} {spread:>16}  {figures['verdict'] + planted:<20} "
+            f"{aside}"
         )
     lines.extend(f"{path:<12} skipped: {reason}" for path, reason in results["skipped"].items())
     return "\n".join(lines)
@@ -501,6 +540,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, two rounds: checks every path runs")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 8; 2 with --quick)")
     parser.add_argument("--paths", default=",".join(PATHS), help=f"a subset of {','.join(PATHS)}")
+    parser.add_argument(
+        "--metric",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="the figure judged: wall time (default, on a quiet machine), or the CPU time of the command's "
+        "processes (on a shared one: waits for a core do not count); lookups are always judged on wall time",
+    )
     args = parser.parse_args(argv)
     config = QUICK if args.quick else DEFAULT
     if args.rounds:
@@ -518,12 +564,14 @@ def main(argv: list[str] | None = None) -> int:
     inputs = make_inputs(config)
     for tree in trees:
         set_up(tree, inputs, config, paths)
-    bench = Bench(config, inputs, trees, paths, planted_slowdowns())
+    bench = Bench(config, inputs, trees, paths, planted_slowdowns(), args.metric)
     lookups = [path for path in ("lookups_one", "lookups_two") if path in paths]
     with _servers(bench, lookups):
         bench.run()
     results = report(bench, args.ref, started)
-    name = re.sub(r"[^\w.-]", "-", args.ref) + ("-quick" if args.quick else "")
+    planted = "-planted" if bench.planted else ""
+    name = re.sub(r"[^\w.-]", "-", args.ref) + ("-quick" if args.quick else "") + planted
+    name += "-cpu" if args.metric == "cpu" else ""
     target = RESULTS / f"compare-{name}.json"
     target.write_text(json.dumps(results, indent=2) + "\n")
     suites = save_pyperf_suites(bench)
