@@ -564,11 +564,12 @@ def main(argv: list[str] | None = None) -> int:
     inputs = make_inputs(config)
     for tree in trees:
         set_up(tree, inputs, config, paths)
+    setup_minutes = round((time.monotonic() - started) / 60, 1)
     bench = Bench(config, inputs, trees, paths, planted_slowdowns(), args.metric)
     lookups = [path for path in ("lookups_one", "lookups_two") if path in paths]
     with _servers(bench, lookups):
         bench.run()
-    results = report(bench, args.ref, started)
+    results = {**report(bench, args.ref, started), "setup_minutes": setup_minutes}
     planted = "-planted" if bench.planted else ""
     name = re.sub(r"[^\w.-]", "-", args.ref) + ("-quick" if args.quick else "") + planted
     name += "-cpu" if args.metric == "cpu" else ""

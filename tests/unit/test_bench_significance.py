@@ -68,3 +68,13 @@ def test_unpaired_or_single_rounds_are_refused() -> None:
         compare([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="two rounds"):
         compare([1.0], [1.0])
+
+
+def test_the_planted_slowdown_names_paths_the_runner_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.compare import PLANT_VARIABLE, planted_slowdowns
+
+    monkeypatch.setenv(PLANT_VARIABLE, "prepare:0.2,load:0.05")
+    assert planted_slowdowns() == {"prepare": 0.2, "load": 0.05}
+    monkeypatch.setenv(PLANT_VARIABLE, "prepar:0.2")
+    with pytest.raises(SystemExit, match="no path 'prepar'"):
+        planted_slowdowns()
