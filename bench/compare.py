@@ -556,7 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such path: {', '.join(sorted(unknown))}")
     started = time.monotonic()
     head = Tree(
-        "head", PROJECT_ROOT, git("rev-parse", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+        "head",
+        PROJECT_ROOT,
+        git("rev-parse", "HEAD") + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
     )
     trees = [head, export_tree(args.ref)]
     for tree in trees:
