@@ -7,7 +7,7 @@ PORT ?= 8080
 STAMP_PY := $(VENV)/.installed
 STAMP_NPM := node_modules/.installed
 
-.PHONY: setup run test lint unit integration infra synth bench clean
+.PHONY: setup run test lint unit integration infra synth bench bench-compare clean
 
 setup: $(STAMP_PY) $(STAMP_NPM)
 
@@ -59,6 +59,12 @@ bench: setup
 	$(PY) -m bench.replication
 	$(PY) -m bench.enrich
 	$(PY) -m bench.enrich_task
+
+# The working tree against REF on every core path, interleaved (bench/compare.py; QUICK=1 checks that
+# every path runs in a few minutes). It exits 1 when a path is slower beyond noise. CI never runs it.
+bench-compare: setup
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<commit> [QUICK=1] [ROUNDS=N]"; exit 2; }
+	$(PY) -m bench.compare $(REF) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS))
 
 clean:
 	rm -rf cdk.out .mypy_cache .ruff_cache .pytest_cache
