@@ -15,7 +15,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from ipmeta.schema import keys
-from ipmeta.store.dynamodb import serialize_item
+from ipmeta.store.dynamodb import item_key, serialize_item
 from loader.records import Pointer
 from loader.store.dataset_items import DatasetItems, condition_failed
 
@@ -75,6 +75,44 @@ class RegionPointers(DatasetItems):
         """Whether ``region`` recorded this very version (``VersionMeta.uid``) as wholly arrived."""
         item = self._get(self.space.region_pointer(region), version)
         return item is not None and str(item.get("uid", "")) == uid
+
+    def unindexed(self, region: str) -> dict[int, str]:
+        """The versions ``region`` recorded as arrived whose index entries it has not counted yet,
+        each with its ``uid``."""
+        return {
+            int(item[keys.SORT_KEY]): str(item.get("uid", ""))
+            for item in self._query_partition(self.space.region_pointer(region))
+            if int(item[keys.SORT_KEY]) != keys.META_SORT_KEY and not item.get("indexed")
+        }
+
+    def mark_indexed(self, region: str, version: int, uid: str, *, entries: int, at: int) -> bool:
+        """Every index entry of ``version`` counted in ``region``'s GSIs: its reverse lookups may
+        read them (``ipmeta.lookup.catalog.indexes_arrived``). Only on the arrival record of this
+        very version (its ``uid``); False if there is none."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=item_key(self.space.region_pointer(region), version),
+                UpdateExpression="SET #indexed = :yes, #entries = :entries, #at = :at",
+                ConditionExpression="#uid = :uid",
+                ExpressionAttributeNames={
+                    "#indexed": "indexed",
+                    "#entries": "index_entries",
+                    "#at": "indexed_at",
+                    "#uid": "uid",
+                },
+                ExpressionAttributeValues={
+                    ":yes": {"BOOL": True},
+                    ":entries": {"N": str(entries)},
+                    ":at": {"N": str(at)},
+                    ":uid": {"S": uid},
+                },
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True
 
     def mark_arrived(self, region: str, version: int, uid: str, *, items: int, at: int) -> None:
         """``version``'s items all counted in ``region``: its later deltas need not count it again,
