@@ -36,7 +36,8 @@ the lookups of each phase where something can go wrong are at least ``--lookups`
 ``--no-check`` makes the region copy home's pointer without counting (a region without the
 check) and must show mixed answers.
 
-``python -m bench.replication [--rows 60000] [--lookups 2000] [--scenarios a,b] [--no-check]``;
+``python -m bench.replication [--rows 60000] [--lookups 2000] [--scenarios a,b] [--no-check]``
+(the results committed are of ``--rows 20000``: the README says why);
 saves bench/results/replication.json and the plain scenario's timeline, replication.png (with
 --no-check: replication-no-check.json and .png).
 """
