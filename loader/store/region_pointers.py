@@ -15,7 +15,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from ipmeta.schema import keys
-from ipmeta.store.dynamodb import item_key, serialize_item
+from ipmeta.store.dynamodb import serialize_item
 from loader.records import Pointer
 from loader.store.dataset_items import DatasetItems, condition_failed
 
@@ -88,25 +88,19 @@ class RegionPointers(DatasetItems):
     def mark_indexed(self, region: str, version: int, uid: str, *, entries: int, at: int) -> bool:
         """Every index entry of ``version`` counted in ``region``'s GSIs: its reverse lookups may
         read them (``ipmeta.lookup.catalog.indexes_arrived``). Only on the arrival record of this
-        very version (its ``uid``); False if there is none."""
+        very version (its ``uid``); False if there is none. A conditional PutItem of the whole
+        record: the one write the region's role may make (``stacks/regions/arrival_check.py``)."""
+        record = self._get(self.space.region_pointer(region), version)
+        if record is None or str(record.get("uid", "")) != uid:
+            return False
+        item = {**record, "indexed": True, "index_entries": entries, "indexed_at": at}
         try:
-            self.client.update_item(
+            self.client.put_item(
                 TableName=self.table_name,
-                Key=item_key(self.space.region_pointer(region), version),
-                UpdateExpression="SET #indexed = :yes, #entries = :entries, #at = :at",
+                Item=serialize_item(item),
                 ConditionExpression="#uid = :uid",
-                ExpressionAttributeNames={
-                    "#indexed": "indexed",
-                    "#entries": "index_entries",
-                    "#at": "indexed_at",
-                    "#uid": "uid",
-                },
-                ExpressionAttributeValues={
-                    ":yes": {"BOOL": True},
-                    ":entries": {"N": str(entries)},
-                    ":at": {"N": str(at)},
-                    ":uid": {"S": uid},
-                },
+                ExpressionAttributeNames={"#uid": "uid"},
+                ExpressionAttributeValues={":uid": {"S": uid}},
             )
         except ClientError as error:
             if condition_failed(error):
