@@ -16,7 +16,12 @@ the lookups of each phase where something can go wrong are at least ``--lookups`
 - ``plain``: a full load, a delta, a rollback, a cleanup naming the region: plain ``/v1/ip``
   lookups, the range cache off (what the simulation measured before issue 33);
 - ``pinned``: the same loads, every lookup pinned to home's newest version (``?version=``, what
-  a page token minted in home names): a region must refuse a version that has not wholly arrived;
+  a page token minted in home names): a region must refuse a version that has not wholly arrived
+  (each new version's IPv6 items are held back from the region until it refused some);
+- ``page_tokens``: indexed loads (``asn`` by value, every range flagged; the replica's GSIs lag
+  its table, ``INDEX_DELAYS``), a reload and a rollback; the lookups are ``/v1/ranges`` page
+  walks, each begun in home and continued in the region with home's page token, each region
+  page checked against the value's ranges in the release its token names;
 - ``range_cache``: the loads and the rollback with the lookup container's range cache on;
 - ``rollback_during_cleanup``: three versions; a cleanup (retention 0, no grace) deleting the two
   retired ones, and a rollback to the second while it runs;
@@ -31,7 +36,8 @@ the lookups of each phase where something can go wrong are at least ``--lookups`
 ``--no-check`` makes the region copy home's pointer without counting (a region without the
 check) and must show mixed answers.
 
-``python -m bench.replication [--rows 60000] [--lookups 2000] [--scenarios a,b] [--no-check]``;
+``python -m bench.replication [--rows 60000] [--lookups 2000] [--scenarios a,b] [--no-check]``
+(the results committed are of ``--rows 20000``: the README says why);
 saves bench/results/replication.json and the plain scenario's timeline, replication.png (with
 --no-check: replication-no-check.json and .png).
 """
@@ -50,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -78,6 +85,7 @@ from testing.replicas import (
     Hammer,
     Killed,
     KillSwitch,
+    PageWalker,
     Release,
     ServedDeletes,
     asn_subset,
@@ -107,6 +115,14 @@ LONG_DELAYS: Final = (5.0, 30.0)
 RANGE_CACHE_BYTES: Final = 64 << 20
 #: How many times ``killed_cleanup`` kills its cleanup before letting it finish.
 KILLS: Final = 3
+#: How long an item applied in the replica takes to enter its GSIs (DynamoDB: usually under a
+#: second; a share of them seconds, as when an index's writes are throttled).
+INDEX_DELAYS: Final = Delays(typical_seconds=0.2, long_share=0.05, long_seconds=(2.0, 10.0))
+#: Refusals ``pinned`` waits for before it lets a held-back version arrive.
+PINNED_REFUSALS: Final = 300
+#: Ranges per page of ``page_tokens``' walks, and how many ASNs they walk.
+PAGE_LIMIT: Final = 3
+WALKED_VALUES: Final = 400
 
 
 @dataclass
@@ -128,6 +144,8 @@ class Scenario:
     releases: dict[str, Release]
     path_of: Callable[[str], str] = plain_lookup
     range_cache_bytes: int = 0
+    #: Loads with both reverse-lookup indexes, and page walks instead of ``/v1/ip`` lookups.
+    indexed: bool = False
     phases: list[Phase] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -142,7 +160,12 @@ class Scenario:
         self.deletes = ServedDeletes(clients, self.table_name, DATASET, HOME)
         delays = Delays(typical_seconds=0.02, long_share=self.args.long_share, long_seconds=LONG_DELAYS)
         self.replicas = GlobalTable(
-            self.table_name, self.endpoints, delays=delays, seed=self.args.seed, on_delete=self.deletes
+            self.table_name,
+            self.endpoints,
+            delays=delays,
+            seed=self.args.seed,
+            on_delete=self.deletes,
+            index_delays=INDEX_DELAYS if self.indexed else None,
         )
         self.home = self._home_table()
         self.region = LoaderTable(self.replicas.client(REPLICA), self.table_name).for_dataset(DATASET)
@@ -165,6 +188,7 @@ class Scenario:
         self.timeline: list[tuple[float, int, int]] = []
         self.phase_starts: dict[str, float] = {}
         self._sampling = threading.Event()
+        self.walker: PageWalker | None = None
 
     def _home_table(self) -> LoaderTable:
         """Home's table on a client of its own (whose writes replicate): a kill switch stays on it."""
@@ -173,20 +197,35 @@ class Scenario:
     @contextmanager
     def running(self) -> Iterator[None]:
         """The region's lookup container, its check, the lookups and the timeline, for the scenario."""
-        dependencies.install(
-            dependencies.Dependencies(
-                store=Store(self.replicas.plain(REPLICA), self.table_name, pointer_region=REPLICA),
+        region = dependencies.Dependencies(
+            store=Store(self.replicas.plain(REPLICA), self.table_name, pointer_region=REPLICA),
+            pointer_cache_seconds=POINTER_CACHE_SECONDS,
+            ranges=RangeCache(self.range_cache_bytes),
+        )
+        dependencies.install(region)
+        hammer: Hammer | PageWalker
+        if self.indexed:
+            home = dependencies.Dependencies(
+                store=Store(self.replicas.plain(HOME), self.table_name),
                 pointer_cache_seconds=POINTER_CACHE_SECONDS,
-                ranges=RangeCache(self.range_cache_bytes),
+                ranges=RangeCache(0),
             )
-        )
-        probes = probe_addresses(
-            self.releases["a"],
-            [edge for other in self.releases.values() for edge in changed_edges(self.releases["a"], other)],
-            50_000,
-            self.args.seed,
-        )
-        hammer = Hammer(probes, self.tally, self.path_of)
+            hammer = self.walker = PageWalker(
+                walked_values(self.releases), self.tally, home, region, limit=PAGE_LIMIT
+            )
+        else:
+            probes = probe_addresses(
+                self.releases["a"],
+                [
+                    edge
+                    for other in self.releases.values()
+                    for edge in changed_edges(self.releases["a"], other)
+                ],
+                50_000,
+                self.args.seed,
+            )
+            # Read at each lookup: a scenario sets its paths once the lookups already run.
+            hammer = Hammer(probes, self.tally, self._path)
         sampler = threading.Thread(target=self._sample, daemon=True, name="timeline")
         self.follower.start()
         sampler.start()
@@ -201,6 +240,9 @@ class Scenario:
             self.replicas.close()
             dependencies.install(None)
             shutil.rmtree(self.staging.root, ignore_errors=True)
+
+    def _path(self, address: str) -> str:
+        return self.path_of(address)
 
     def _sample(self) -> None:
         home = LoaderTable(self.replicas.plain(HOME), self.table_name).for_dataset(DATASET)
@@ -271,15 +313,21 @@ class Scenario:
         *,
         full: bool = False,
         lease: float | None = None,
+        before_writes: Callable[[int], None] | None = None,
     ) -> dict[str, Any]:
         """Load ``release`` (``full``: never a delta, so the version before it is no base); its truth is
-        known before its version can answer (``on_prepared``). ``lease``: the load lock's."""
+        known before its version can answer (``on_prepared``). ``lease``: the load lock's.
+        ``before_writes`` is told the version before its first item is written."""
         path = release.write_csv(WORK / f"{self.name}-release-{release.name}.csv")
 
         def known(prepared: Prepared) -> None:
             self.truths[keys.format_version(prepared.version)] = release
+            if before_writes is not None:
+                before_writes(prepared.version)
 
         options = LoadOptions(dataset=DATASET, delta="never" if full else "auto")
+        if self.indexed:
+            options = dataclasses.replace(options, index_field="asn", flag_column="organization")
         if lease is not None:
             options = dataclasses.replace(options, lock_lease_seconds=lease)
         loaded = driver.run_load([path], options, table or self.home, self.staging, on_prepared=known)
@@ -316,7 +364,7 @@ class Scenario:
             "lookups": tally.answered(),
             "mixed_answers": tally.total("mixed"),
             "deleted_while_served": self.deletes.while_served,
-            "refused_pinned_lookups": tally.total("refused"),
+            "refused_lookups": tally.total("refused"),
             "lookups_per_phase": {phase.name: tally.answered(phase=phase.name) for phase in self.phases},
             "phases": {
                 phase.name: {
@@ -335,6 +383,14 @@ class Scenario:
             },
             "mixed_examples": tally.examples[:3],
             "notes": self.notes,
+            **(
+                {
+                    "page_walks": self.walker.walks,
+                    "home_first_pages_unlike_the_release": self.walker.home_mismatches,
+                }
+                if self.walker
+                else {}
+            ),
         }
 
 
@@ -378,8 +434,35 @@ def pinned(scenario: Scenario) -> None:
         return f"/v1/ip/{address}{version}"
 
     scenario.path_of = newest
+
+    def held_back(release: str) -> Callable[[], dict[str, Any]]:
+        """Load ``release`` with its IPv6 items held back from the region, released only once the
+        region refused ``PINNED_REFUSALS`` lookups pinned to it (or a minute passed)."""
+
+        def act() -> dict[str, Any]:
+            phase = scenario.tally.phase
+            loaded = scenario.load(scenario.releases[release], before_writes=hold_ipv6)
+            deadline = time.monotonic() + 60
+            while scenario.tally.total("refused", phase) < PINNED_REFUSALS and time.monotonic() < deadline:
+                time.sleep(0.05)
+            scenario.replicas.release()
+            return {**loaded, "refused_before_release": scenario.tally.total("refused", phase)}
+
+        return act
+
+    def hold_ipv6(version: int) -> None:
+        prefix = f"{keys.key_space(DATASET).version_key(version)}#6#"
+        scenario.replicas.hold(lambda region, item: region == REPLICA and item.key[0].startswith(prefix))
+
+    scenario.phase("full", held_back("a"))
+    scenario.phase("delta", held_back("b"))
+
+
+def page_tokens(scenario: Scenario) -> None:
+    """Indexed loads (always written full), a rollback; page walks begun in home, continued in the region."""
     scenario.phase("full", lambda: scenario.load(scenario.releases["a"]))
-    scenario.phase("delta", lambda: scenario.load(scenario.releases["b"]))
+    scenario.phase("reload", lambda: scenario.load(scenario.releases["b"]))
+    scenario.phase("rollback", scenario.rollback)
 
 
 def range_cache(scenario: Scenario) -> None:
@@ -496,6 +579,7 @@ def cleanup_without_regions(scenario: Scenario) -> None:
 SCENARIOS: Final[dict[str, Callable[[Scenario], None]]] = {
     "plain": plain,
     "pinned": pinned,
+    "page_tokens": page_tokens,
     "range_cache": range_cache,
     "rollback_during_cleanup": rollback_during_cleanup,
     "killed_cleanup": killed_cleanup,
@@ -520,6 +604,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 {HOME: home_endpoint, REPLICA: replica_endpoint},
                 releases,
                 range_cache_bytes=RANGE_CACHE_BYTES if name == "range_cache" else 0,
+                indexed=name == "page_tokens",
             )
             print(f"scenario {name} ...", file=sys.stderr, flush=True)
             with scenario.running():
@@ -548,6 +633,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(time.monotonic() - began, 1),
         "chart": str(chart.relative_to(PROJECT_ROOT)) if "plain" in results else None,
     }
+
+
+def walked_values(releases: dict[str, Release]) -> list[int]:
+    """The ASNs the walks list: those a release changed first, then the others with the most ranges,
+    each with more ranges than a page in release A (so every walk reaches the region)."""
+    a = releases["a"]
+    counts = Counter(asn for _, _, asn, _ in a.rows)
+    changed = {asn for other in releases.values() for _, _, asn, _ in set(a.rows) ^ set(other.rows)}
+    ranked = sorted(counts, key=lambda asn: (asn not in changed, -counts[asn], asn))
+    return [asn for asn in ranked if counts[asn] > PAGE_LIMIT][:WALKED_VALUES]
 
 
 def draw_timeline(scenario: Scenario, path: Path, check: bool) -> Path:

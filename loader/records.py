@@ -19,6 +19,7 @@ from typing import Any
 from ipmeta.schema import keys
 from loader.errors import LoadNotFound
 from loader.options import LoadOptions
+from loader.reverse_index import IndexCensus
 
 
 class LoadStatus(StrEnum):
@@ -231,9 +232,11 @@ class LoadItem:
 
 @dataclass(frozen=True)
 class Manifest:
-    """The items each partition of a version must hold: ``activate`` verifies, ``cleanup`` deletes."""
+    """The items each partition of a version must hold: ``activate`` verifies, ``cleanup`` deletes.
+    ``indexes``: by index name, the entries each GSI must hold (what a replica region counts)."""
 
     items_per_partition: Mapping[str, int]
+    indexes: Mapping[str, IndexCensus] = field(default_factory=dict)
 
     @property
     def partitions(self) -> Sequence[str]:
@@ -244,8 +247,23 @@ class Manifest:
         return zlib.compress(json.dumps(dict(self.items_per_partition), separators=(",", ":")).encode())
 
     @classmethod
-    def decode(cls, data: bytes) -> Manifest:
-        return cls(json.loads(zlib.decompress(data)))
+    def decode(cls, data: bytes, indexes: bytes | None = None) -> Manifest:
+        return cls(json.loads(zlib.decompress(data)), decode_indexes(indexes) if indexes else {})
+
+    def encode_indexes(self) -> bytes | None:
+        """Compressed, as the partitions are: an index has up to a few thousand keys."""
+        if not self.indexes:
+            return None
+        census = {name: [list(c.partition_keys), c.entries] for name, c in self.indexes.items()}
+        return zlib.compress(json.dumps(census, separators=(",", ":")).encode())
+
+
+def decode_indexes(data: bytes) -> dict[str, IndexCensus]:
+    census = json.loads(zlib.decompress(data))
+    return {
+        name: IndexCensus(tuple(partition_keys), int(entries))
+        for name, (partition_keys, entries) in census.items()
+    }
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,15 @@ def plan_shard_counts(
 
 
 @dataclass(frozen=True)
+class IndexCensus:
+    """The entries of one reverse-lookup index (a GSI) a version must hold: the index's partition
+    keys of the version, and how many entries they hold in all (``IndexPlan.census``)."""
+
+    partition_keys: tuple[str, ...]
+    entries: int
+
+
+@dataclass(frozen=True)
 class IndexPlan:
     """The reverse-index attributes ``write_chunk`` gives each range's first item."""
 
@@ -201,6 +210,28 @@ class IndexPlan:
             )
             attributes[keys.GSI2_SORT_KEY] = keys.index_sort_key(family, start)
         return attributes
+
+    def census(self, space: keys.KeySpace, version: int) -> dict[str, IndexCensus]:
+        """Each index's partition keys of ``version`` and its entries in all: what a replica region
+        counts in its own GSIs before its reverse lookups read them (``loader.pipeline.arrival``)."""
+        census: dict[str, IndexCensus] = {}
+        if self.value_field and self.values is not None:
+            plan, field_ = self.values, self.value_field
+            own = [
+                key
+                for label, shards in sorted(plan.shards.items())
+                for key in space.value_keys(version, field_, label, shards, ()).partition_keys
+            ]
+            packs = [space.pack_partition_key(version, field_, pack) for pack in range(len(plan.pack_starts))]
+            census[keys.RANGES_BY_VALUE.name] = IndexCensus(
+                tuple(own + packs), sum(self.value_counts.values())
+            )
+        if self.flag_column:
+            flagged = (
+                space.flagged_partition_key(version, self.flag_column, s) for s in range(self.flag_shards)
+            )
+            census[keys.FLAGGED.name] = IndexCensus(tuple(flagged), self.flagged)
+        return census
 
     def value_index_meta(self, column_types: Mapping[str, str]) -> ValueIndexMeta | None:
         """What a query needs to find a value's keys, stored in the version's metadata."""

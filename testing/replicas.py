@@ -12,6 +12,9 @@ beside the replicator (``testing.replication``):
 - ``Hammer``: lookups through the real Lambda handler, in a thread, each answer
   checked against the truth of the release whose version it names
   (``AnswerTally``); an answer that differs is a *mixed answer*;
+- ``PageWalker``: reverse-lookup page walks, each begun in home (its first page) and
+  continued in the region with the page token home minted, each page the region
+  answers checked against the ranges of the value in the release its token names;
 - ``Follower``: the region's arrival check (``loader.pipeline.arrival``) run on
   an interval, as the schedule runs it in AWS;
 - ``ServedDeletes``: every delete a region takes, counted when that region's own
@@ -49,8 +52,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 Row = tuple[str, str, int, str]
+#: A range as a listing shows it: (family, first, last address).
+Span = tuple[int, int, int]
 #: What a region answers for a pinned version it may not read (yet, or any longer).
-REFUSALS: Final = frozenset({"VERSION_NOT_FOUND", "VERSION_NOT_ARRIVED", "VERSION_UNAVAILABLE"})
+REFUSALS: Final = frozenset({"VERSION_NOT_FOUND", "INDEX_NOT_ARRIVED"})
 #: The version a 404 names: "... is not in any range of asn v2".
 _NOT_FOUND_VERSION: Final = re.compile(r"\b([a-z][a-z0-9-]*) (v\d+)\b")
 
@@ -80,6 +85,18 @@ class Release:
     def owner(self, address: str) -> CsvRow | None:
         parsed = ipaddress.ip_address(address)
         return self._scans[parsed.version].owner(int(parsed))
+
+    @cached_property
+    def _ranges_by_asn(self) -> dict[int, list[Span]]:
+        found: dict[int, list[Span]] = {}
+        for start, end, asn, _ in self.rows:
+            first, last = ipaddress.ip_address(start), ipaddress.ip_address(end)
+            found.setdefault(asn, []).append((first.version, int(first), int(last)))
+        return {asn: sorted(spans) for asn, spans in found.items()}
+
+    def ranges_of(self, asn: int) -> list[Span]:
+        """The ranges whose AS is ``asn``, in (family, start) order: what ``/v1/ranges`` lists."""
+        return self._ranges_by_asn.get(asn, [])
 
 
 def asn_subset(rows: int, seed: int, ipv6_share: float = 0.2) -> Release:
@@ -158,13 +175,18 @@ class AnswerTally:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check(self, address: str, status: int, body: Mapping[str, Any]) -> str:
-        verdict = self.verdict(address, status, body)
+        return self.record(
+            self.verdict(address, status, body), {"ip": address, "status": status, "body": body}
+        )
+
+    def record(self, verdict: str, example: Mapping[str, Any]) -> str:
+        """Count one lookup's verdict in the present phase (a mixed one's example kept)."""
         with self._lock:
             self.counts[self.phase, verdict] += 1
             if verdict == "mixed":
                 self.mixed_at.append(time.monotonic())
             if verdict == "mixed" and len(self.examples) < 20:
-                self.examples.append({"phase": self.phase, "ip": address, "status": status, "body": body})
+                self.examples.append({"phase": self.phase, **example})
         return verdict
 
     def verdict(self, address: str, status: int, body: Mapping[str, Any]) -> str:
@@ -228,6 +250,85 @@ class Hammer(threading.Thread):
             status, body = get(self.path_of(address))
             self.tally.check(address, status, body)
             index += 1
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def listed_spans(body: Mapping[str, Any]) -> list[Span]:
+    spans: list[Span] = []
+    for entry in body["ranges"]:
+        first, last = ipaddress.ip_address(entry["start"]), ipaddress.ip_address(entry["end"])
+        spans.append((first.version, int(first), int(last)))
+    return spans
+
+
+def page_verdict(truth: Sequence[Span], seen: int, status: int, body: Mapping[str, Any]) -> str:
+    """A page after ``seen`` ranges of a listing: ``right`` when it holds exactly the next ones
+    and ends only at the end, ``refused`` when the region says it may not list that version (yet,
+    or any longer), else ``mixed``."""
+    if status in (404, 503) and body.get("code") in REFUSALS:
+        return "refused"
+    if status != 200:
+        return "mixed"
+    got = listed_spans(body)
+    ended = body.get("next") is None
+    right = got == list(truth[seen : seen + len(got)]) and (
+        seen + len(got) == len(truth) if ended else bool(got)
+    )
+    return "right" if right else "mixed"
+
+
+class PageWalker(threading.Thread):
+    """Page walks of ``/v1/ranges?field=asn``: the first page in home (``home`` installed), the rest
+    in the region (``region``) with the tokens; every region page tallied (``page_verdict``)."""
+
+    def __init__(
+        self,
+        values: Sequence[int],
+        tally: AnswerTally,
+        home: Any,
+        region: Any,
+        *,
+        limit: int = 3,
+    ) -> None:
+        super().__init__(daemon=True, name="page-walker")
+        self.values, self.tally, self.home, self.region, self.limit = values, tally, home, region, limit
+        self.walks = 0
+        #: First pages home answered unlike the release its version names (the oracle's own check).
+        self.home_mismatches = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        from ipmeta.api import dependencies
+
+        index = 0
+        while not self.stopped.is_set():
+            value = self.values[index % len(self.values)]
+            index += 1
+            path = f"/v1/ranges?field=asn&value={value}&limit={self.limit}"
+            dependencies.install(self.home)
+            status, body = get(path)
+            if status != 200:  # nothing active in home yet
+                self.tally.record("unanswered", {"path": path, "status": status, "body": body})
+                time.sleep(0.01)
+                continue
+            release = self.tally.truths.get(body["dataset"]["version"])
+            truth = release.ranges_of(value) if release else []
+            seen = listed_spans(body)
+            self.home_mismatches += seen != truth[: len(seen)]
+            self.walks += 1
+            token = body["next"]
+            dependencies.install(self.region)
+            while token and not self.stopped.is_set():
+                status, body = get(f"{path}&next={token}")
+                verdict = page_verdict(truth, len(seen), status, body)
+                self.tally.record(verdict, {"path": path, "after": len(seen), "status": status, "body": body})
+                if status != 200:
+                    break
+                seen += listed_spans(body)
+                token = body["next"]
 
     def stop(self) -> None:
         self.stopped.set()

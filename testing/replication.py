@@ -21,6 +21,15 @@ What it keeps of the real thing:
   a region applies it only if it is newer than what that region last took for
   the item, from anywhere, itself included.
 
+- **Global secondary indexes lag their table:** an item applied in a replica
+  region enters that region's GSIs only after a delay of its own
+  (``index_delays``; ``hold_indexes()`` keeps it out until ``release_indexes()``),
+  as DynamoDB updates a GSI asynchronously: a Query of an index (``Select=COUNT``
+  included) does not see the entries not propagated yet. dynalite updates its
+  indexes with the write, so the lag is applied where indexes are read (a
+  botocore hook on each client of the region). Home's own writes enter its
+  indexes at once: only replica regions' index reads lag here.
+
 ``hold(predicate)`` keeps back the versions a test names until ``release()``,
 so a test can stop a version half-arrived on purpose; ``on_delete`` sees every
 delete a region takes (its own, or replicated) before it is applied, which is
@@ -135,6 +144,7 @@ class GlobalTable:
         seed: int = 0,
         appliers: int = 4,
         on_delete: Callable[[str, Key], None] | None = None,
+        index_delays: Delays | None = None,
     ) -> None:
         self.table_name = table_name
         self.endpoints = dict(endpoints)
@@ -151,6 +161,10 @@ class GlobalTable:
         self._stamps: dict[str, dict[Key, tuple[int, int]]] = {region: {} for region in self.endpoints}
         self._held: list[tuple[str, ItemVersion]] = []
         self._hold: Callable[[str, ItemVersion], bool] | None = None
+        self.index_delays = index_delays
+        #: When each applied item's index entries become visible in a region (``time.monotonic``).
+        self._indexed_at: dict[str, dict[Key, float]] = {region: {} for region in self.endpoints}
+        self._indexes_held = False
         self._raw = {region: self._plain_client(region) for region in self.endpoints}
         self._appliers = {
             region: [_Applier(self, region) for _ in range(appliers)] for region in self.endpoints
@@ -162,6 +176,7 @@ class GlobalTable:
         """A client of ``region`` whose successful writes reach every other region, in time."""
         client = self._plain_client(region)
         client.meta.events.register("before-parameter-build.dynamodb", _remember_params)
+        self._lag_indexes(client, region)
         client.meta.events.register("after-call.dynamodb", self._captured(region))
         client.meta.events.register("after-call.dynamodb.DescribeTable", self._described(region))
         return client
@@ -176,6 +191,20 @@ class GlobalTable:
         """Keep back, until ``release``, every version bound for a region that ``predicate`` names."""
         with self._lock:
             self._hold = predicate
+
+    def hold_indexes(self) -> None:
+        """Keep the index entries of every item applied from now on out of its region's GSIs."""
+        with self._lock:
+            self._indexes_held = True
+
+    def release_indexes(self) -> None:
+        """Every held index entry becomes visible now."""
+        now = time.monotonic()
+        with self._lock:
+            self._indexes_held = False
+            for entries in self._indexed_at.values():
+                for key, at in entries.items():
+                    entries[key] = min(at, now)
 
     def release(self) -> None:
         with self._lock:
@@ -215,7 +244,56 @@ class GlobalTable:
         return described
 
     def _plain_client(self, region: str) -> DynamoDBClient:
-        return make_client(Settings(self.table_name, self.endpoints[region], 0.0))
+        client = make_client(Settings(self.table_name, self.endpoints[region], 0.0))
+        self._lag_indexes(client, region)
+        return client
+
+    # -- index lag --------------------------------------------------------------------------------
+
+    def _lag_indexes(self, client: DynamoDBClient, region: str) -> None:
+        """An index Query on ``client`` leaves out the entries not yet propagated in ``region``."""
+        client.meta.events.register("before-parameter-build.dynamodb.Query", _index_query_params)
+        client.meta.events.register("after-call.dynamodb.Query", self._visible_entries(region))
+
+    def _visible_entries(self, region: str) -> Callable[..., None]:
+        def visible(parsed: Any, context: Any, **_: Any) -> None:
+            asked = context.get("index_query")
+            if asked is None or "Items" not in parsed:
+                return
+            now = time.monotonic()
+            with self._lock:
+                pending = self._indexed_at[region]
+                items = [item for item in parsed["Items"] if pending.get(key_of(item), 0.0) <= now]
+            limit = asked["limit"]
+            if limit is not None and len(items) > limit:
+                items = items[:limit]
+                parsed["LastEvaluatedKey"] = {name: items[-1][name] for name in asked["key_names"]}
+            parsed["Count"] = len(items)
+            if asked["count"]:
+                parsed.pop("Items")
+            else:
+                parsed["Items"] = items
+
+        return visible
+
+    def _index_entries_applied(self, region: str, versions: list[ItemVersion]) -> None:
+        """When each applied item's index entries show in ``region``'s GSIs (a delete's, at once)."""
+        if self.index_delays is None and not self._indexes_held:
+            return
+        now = time.monotonic()
+        with self._lock:
+            entries = self._indexed_at[region]
+            for version in versions:
+                indexed = version.image is not None and any(
+                    index.partition_key in version.image for index in keys.INDEXES
+                )
+                if not indexed:
+                    entries.pop(version.key, None)
+                elif self._indexes_held:
+                    entries[version.key] = float("inf")
+                else:
+                    assert self.index_delays is not None
+                    entries[version.key] = now + self.index_delays.draw(self._rng)
 
     def _captured(self, region: str) -> Callable[..., None]:
         def captured(http_response: Any, parsed: Any, model: Any, context: Any, **_: Any) -> None:
@@ -288,6 +366,8 @@ class GlobalTable:
             }
             for v in newer
         ]
+        # Marked before the write: an entry must never show between the write and its mark.
+        self._index_entries_applied(region, newer)
         while requests:
             response = self._raw[region].batch_write_item(RequestItems={self.table_name: requests})
             requests = list(response.get("UnprocessedItems", {}).get(self.table_name, []))
@@ -300,6 +380,22 @@ def _remember_params(params: Any, context: Any, model: Any, **_: Any) -> None:
     """The request's parameters, for the ``after-call`` hook, which is not given them."""
     if model.name in WRITES:
         context["replicated_params"] = params
+
+
+def _index_query_params(params: Any, context: Any, **_: Any) -> None:
+    """An index Query asks for every entry with the keys (a count, or a page past ``Limit``, is
+    worked out once the entries not propagated are left out: ``GlobalTable._visible_entries``)."""
+    index_name = params.get("IndexName")
+    if index_name is None:
+        return
+    (index,) = [index for index in keys.INDEXES if index.name == index_name]
+    count = params.pop("Select", None) == "COUNT"
+    names = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key)
+    if count:
+        aliases = {f"#lag{position}": name for position, name in enumerate(names)}
+        params["ExpressionAttributeNames"] = {**params.get("ExpressionAttributeNames", {}), **aliases}
+        params["ProjectionExpression"] = ", ".join(aliases)
+    context["index_query"] = {"count": count, "limit": params.pop("Limit", None), "key_names": names}
 
 
 def _batch_images(params: Mapping[str, Any], parsed: Any, table_name: str) -> list[tuple[Key, Image | None]]:

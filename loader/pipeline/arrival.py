@@ -17,7 +17,14 @@ against its own replica, writes it:
    partitions that did not match, every ``poll_seconds``, until ``wait_seconds``
    ran out: then the region waits for the next run and keeps serving what it serves;
 3. record each counted version as arrived, with its ``uid``, then copy home's
-   pointer into the region's own, on the condition that the region's generation is older.
+   pointer into the region's own, on the condition that the region's generation is older;
+4. for each version recorded as arrived whose index entries were not counted yet, count
+   them in the region's GSIs (``Select=COUNT`` Queries of the version's index keys, named
+   with their total in its manifest, ``records.IndexCensus``) until the totals match or the
+   deadline comes, and record them counted. Reverse lookups of a version answer in the
+   region only once it is (``ipmeta.lookup.catalog.indexes_arrived``): a GSI is updated
+   asynchronously after its table, and cannot be read consistently, so the items' count
+   says nothing of it. Plain lookups need no GSI and do not wait for this step.
 
 Every write is idempotent and conditional, so the check may be killed at any point
 (SIGKILL included) and run again: it counts again and ends with the region on home's
@@ -32,11 +39,13 @@ In AWS a schedule runs it every minute in each replica region
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from ipmeta.schema import keys
 from ipmeta.schema.keys import format_version
 from loader.records import Pointer
 from loader.store.table import LoaderTable
@@ -65,6 +74,8 @@ class Following:
     #: Items this run counted (each version's, once all its partitions matched), and how long it took.
     counted_items: int = 0
     seconds: float = 0.0
+    #: Index entries of arrived versions not in the region's GSIs yet (their reverse lookups wait).
+    index_entries_missing: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,8 +103,9 @@ def follow_home(
 ) -> list[Following]:
     """One run of the check over every dataset that serves (as the list of datasets arrived here).
 
-    ``check=False`` copies home's pointer without counting: what a region without this
-    check would do, and what the simulation (``bench.replication``) shows going wrong.
+    ``check=False`` copies home's pointer and records its versions as arrived, indexes
+    included, without counting: what a region without this check would do, and what the
+    simulation (``bench.replication``) shows going wrong.
     """
     deadline = clock.now() + wait_seconds
     names = table.lookup.read_dataset_names(consistent=True)
@@ -111,6 +123,18 @@ def follow_home(
 
 
 def follow_dataset(
+    table: LoaderTable, region: str, *, check: bool, deadline: float, poll_seconds: float, clock: Clock
+) -> Following:
+    following = _follow_pointer(
+        table, region, check=check, deadline=deadline, poll_seconds=poll_seconds, clock=clock
+    )
+    if not check:
+        return following
+    missing = _count_indexes(table, region, deadline, poll_seconds, clock)
+    return dataclasses.replace(following, index_entries_missing=missing) if missing else following
+
+
+def _follow_pointer(
     table: LoaderTable, region: str, *, check: bool, deadline: float, poll_seconds: float, clock: Clock
 ) -> Following:
     home = table.regions.home()
@@ -132,6 +156,11 @@ def follow_dataset(
             uid = _uid(table, version)
             table.regions.mark_arrived(region, version, uid, items=items, at=int(clock.now()))
             report.counted += items
+    else:
+        for version in sorted(home.names):
+            uid = _uid(table, version)
+            table.regions.mark_arrived(region, version, uid, items=0, at=int(clock.now()))
+            table.regions.mark_indexed(region, version, uid, entries=0, at=int(clock.now()))
     moved = table.regions.follow(region, home, int(clock.now()))
     return report.outcome("moved" if moved else "current", home if moved else table.regions.of(region))
 
@@ -179,6 +208,35 @@ def _count_until_arrived(
         if clock.now() + poll_seconds > deadline:
             return 0, len(pending) if pending is not None else 1
         clock.sleep(poll_seconds)
+
+
+def _count_indexes(
+    table: LoaderTable, region: str, deadline: float, poll_seconds: float, clock: Clock
+) -> int:
+    """Step 4: each arrived version's index entries counted in the region's GSIs, recounted every
+    ``poll_seconds`` until they match or the deadline comes; the entries still missing."""
+    missing = 0
+    for version, uid in sorted(table.regions.unindexed(region).items()):
+        manifest = table.manifests.get(version)
+        meta = table.lookup.get_version_meta(version)
+        if manifest is None or meta is None or meta.uid != uid or not meta.retained:
+            continue  # deleted, or the record of another version of the number: never read
+        census = [(index, manifest.indexes.get(index.name)) for index in keys.INDEXES]
+        wanted = sum(entries.entries for _, entries in census if entries is not None)
+        while True:
+            found = sum(
+                table.partitions.index_entries(index, entries.partition_keys, workers=COUNT_WORKERS)
+                for index, entries in census
+                if entries is not None
+            )
+            if found == wanted or clock.now() + poll_seconds > deadline:
+                break
+            clock.sleep(poll_seconds)
+        if found == wanted:
+            table.regions.mark_indexed(region, version, uid, entries=found, at=int(clock.now()))
+        else:
+            missing += max(0, wanted - found) or 1
+    return missing
 
 
 def _uid(table: LoaderTable, version: int) -> str:

@@ -462,7 +462,8 @@ def _record_version(
     if covers:
         manifest[table.space.covers_partition_key(version)] = table.covers.put(version, covers)
         table.covers.put_heads(version, covers, index)
-    table.manifests.put(version, Manifest(manifest))
+    census = index.census(table.space, version) if index else {}
+    table.manifests.put(version, Manifest(manifest, census))
     items = sum(per_bucket.values())
     written = table.lookup.get_version_meta(version)
     table.versions.put_meta(

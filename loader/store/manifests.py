@@ -27,11 +27,14 @@ class Manifests(DatasetItems):
             keys.SORT_KEY: version,
             "partitions": manifest.encode(),
         }
+        indexes = manifest.encode_indexes()
+        if indexes is not None:
+            item["indexes"] = indexes
         self.client.put_item(TableName=self.table_name, Item=serialize_item(item))
 
     def get(self, version: int) -> Manifest | None:
         item = self._get(self.space.meta(MANIFESTS), version)
-        return Manifest.decode(item["partitions"]) if item is not None else None
+        return Manifest.decode(item["partitions"], item.get("indexes")) if item is not None else None
 
     def delete(self, version: int) -> None:
         self.client.delete_item(TableName=self.table_name, Key=item_key(self.space.meta(MANIFESTS), version))

@@ -1,5 +1,5 @@
 """Whole partitions of a version: counted (``activate`` verifies), read in order (export, a delta's
-base), deleted (cleanup).
+base), deleted (cleanup); and its entries in the reverse-lookup indexes, counted (``arrival``).
 
 A partition is one bucket of a version's range items, or its cover list; the
 version's manifest (``manifests``) names them all.
@@ -7,7 +7,7 @@ version's manifest (``manifests``) names them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,29 @@ class PartitionItems(DatasetItems):
         with ThreadPoolExecutor(max_workers=workers) as pool:
             found = dict(zip(expected, pool.map(self.count, expected), strict=True))
         return {pk: (want, found[pk]) for pk, want in expected.items() if found[pk] != want}
+
+    def index_entries(
+        self, index: keys.IndexSchema, partition_keys: Sequence[str], *, workers: int = 16
+    ) -> int:
+        """The entries ``index`` holds under ``partition_keys``, by ``Select=COUNT`` Queries of it.
+
+        A GSI is updated asynchronously and cannot be read consistently: a count that matches
+        what the load wrote (``records.IndexCensus``) is the index caught up with those items,
+        since a version's entries never change once written."""
+
+        def count(partition_key: str) -> int:
+            pages = self.client.get_paginator("query").paginate(
+                TableName=self.table_name,
+                IndexName=index.name,
+                KeyConditionExpression="#pk = :pk",
+                ExpressionAttributeNames={"#pk": index.partition_key},
+                ExpressionAttributeValues={":pk": {"S": partition_key}},
+                Select="COUNT",
+            )
+            return sum(int(page["Count"]) for page in pages)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return sum(pool.map(count, partition_keys))
 
     def read(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.

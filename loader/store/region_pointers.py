@@ -76,6 +76,38 @@ class RegionPointers(DatasetItems):
         item = self._get(self.space.region_pointer(region), version)
         return item is not None and str(item.get("uid", "")) == uid
 
+    def unindexed(self, region: str) -> dict[int, str]:
+        """The versions ``region`` recorded as arrived whose index entries it has not counted yet,
+        each with its ``uid``."""
+        return {
+            int(item[keys.SORT_KEY]): str(item.get("uid", ""))
+            for item in self._query_partition(self.space.region_pointer(region))
+            if int(item[keys.SORT_KEY]) != keys.META_SORT_KEY and not item.get("indexed")
+        }
+
+    def mark_indexed(self, region: str, version: int, uid: str, *, entries: int, at: int) -> bool:
+        """Every index entry of ``version`` counted in ``region``'s GSIs: its reverse lookups may
+        read them (``ipmeta.lookup.catalog.indexes_arrived``). Only on the arrival record of this
+        very version (its ``uid``); False if there is none. A conditional PutItem of the whole
+        record: the one write the region's role may make (``stacks/regions/arrival_check.py``)."""
+        record = self._get(self.space.region_pointer(region), version)
+        if record is None or str(record.get("uid", "")) != uid:
+            return False
+        item = {**record, "indexed": True, "index_entries": entries, "indexed_at": at}
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=serialize_item(item),
+                ConditionExpression="#uid = :uid",
+                ExpressionAttributeNames={"#uid": "uid"},
+                ExpressionAttributeValues={":uid": {"S": uid}},
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True
+
     def mark_arrived(self, region: str, version: int, uid: str, *, items: int, at: int) -> None:
         """``version``'s items all counted in ``region``: its later deltas need not count it again,
         and the region's lookups may read it (``ipmeta.lookup.catalog.may_read``)."""

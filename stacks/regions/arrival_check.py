@@ -39,7 +39,8 @@ from stacks.constants import (
 from stacks.function import PythonFunction, loader_code
 from stacks.nag import acknowledge, arn_ref
 
-#: Reads: the datasets' list, both pointers, manifests, version metadata (GetItem); counts (Query).
+#: Reads: the datasets' list, both pointers, manifests, version metadata (GetItem); counts of items
+#: and of the GSIs' entries (Query).
 ARRIVAL_READ_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:Query")
 #: Writes: the region's pointer and its arrival records, one partition per dataset, nothing else.
 ARRIVAL_WRITE_ACTIONS: Final = ("dynamodb:PutItem",)
@@ -103,7 +104,15 @@ class ArrivalCheck(Construct):
     def _grant(self, table: dynamodb.ITableV2, region: str) -> None:
         role = self.handler.role
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=list(ARRIVAL_READ_ACTIONS), resources=[table.table_arn])
+            iam.PolicyStatement(
+                actions=list(ARRIVAL_READ_ACTIONS),
+                # The GSIs too: it counts each version's index entries there before the region's
+                # reverse lookups read them (``loader.pipeline.arrival``).
+                resources=[
+                    table.table_arn,
+                    *(f"{table.table_arn}/index/{index.name}" for index in keys.INDEXES),
+                ],
+            )
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -10,10 +10,12 @@ can hold items back, so a version can be stopped half-arrived on purpose.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from loader.records import Pointer
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
-from testing.in_process_api import get
+from testing.in_process_api import get, list_all
 from testing.replicas import (
     AnswerTally,
     Follower,
@@ -101,6 +103,18 @@ class Regions:
 
     def region_pointer(self, region: str = REPLICA) -> Pointer | None:
         return LoaderTable(self.replicas.plain(REPLICA), self.name).for_dataset(DATASET).regions.of(region)
+
+    def load_indexed(self, release: Release, folder: Path) -> int:
+        """``release`` loaded with both reverse-lookup indexes: ``asn`` by value, every range flagged."""
+        path = release.write_csv(folder / f"{release.name}-indexed.csv")
+        options = LoadOptions(dataset=DATASET, index_field="asn", flag_column="organization")
+        return driver.run_load([path], options, self.home, self.staging).version
+
+    def look_up_in_home(self) -> None:
+        store = Store(self.replicas.plain(HOME), self.name)
+        dependencies.install(
+            dependencies.Dependencies(store=store, pointer_cache_seconds=0.0, ranges=RangeCache(0))
+        )
 
     def look_up_in(self, region: str) -> None:
         """Requests to the handler answer from ``region``'s replica, reading that region's pointer."""
@@ -248,6 +262,69 @@ def test_the_check_counts_consistently_and_trusts_no_record_of_another_version_o
     regions.replicas.release()
     regions.replicas.settle()
     assert regions.follow().serving == "v2"
+
+
+def _ranges(body: dict[str, object]) -> list[tuple[int, int]]:
+    entries = body["ranges"]
+    assert isinstance(entries, list)
+    return [(int(ipaddress.ip_address(e["start"])), int(ipaddress.ip_address(e["end"]))) for e in entries]
+
+
+def test_reverse_lookups_in_a_region_wait_for_its_own_index_entries(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path
+) -> None:
+    a, _ = releases
+    hot = Counter(row[2] for row in a.rows).most_common(1)[0][0]
+    truth = sorted(
+        (int(ipaddress.ip_address(start)), int(ipaddress.ip_address(end)))
+        for start, end, asn, _ in a.rows
+        if asn == hot
+    )
+    assert len(truth) > 2
+    # Given A loaded in home with both indexes, every item arrived in the replica, but the
+    # replica's GSIs (eventually consistent) not yet holding the entries of what arrived
+    regions.replicas.hold_indexes()
+    assert regions.load_indexed(a, tmp_path) == 1
+    regions.replicas.settle()
+    # And a page walk started in home: its first page, and the token to the next
+    regions.look_up_in_home()
+    status, first = get(f"/v1/ranges?field=asn&value={hot}&limit=2")
+    assert (status, len(first["ranges"])) == (200, 2)
+    # When the region's check runs, the items are whole: plain lookups serve A there
+    arrived = regions.follow()
+    assert arrived.serving == "v1"
+    assert arrived.index_entries_missing == 2 * len(a.rows)  # each range: by value, and flagged
+    regions.look_up_in(REPLICA)
+    tally = AnswerTally(DATASET, {"v1": a})
+    assert lookups(tally, probe_addresses(a, [], 50, seed=3)) == {"right": 50}
+    # Then reverse lookups, a listing begun there or a page token minted in home, are refused
+    # with a stable code until the region's index entries of v1 are all there
+    for path in (
+        f"/v1/ranges?field=asn&value={hot}",
+        f"/v1/ranges?field=asn&value={hot}&limit=2&next={first['next']}",
+        "/v1/flagged",
+        "/v1/flagged?version=v1",
+    ):
+        status, body = get(path)
+        assert (status, body.get("code")) == (503, "INDEX_NOT_ARRIVED"), (path, body)
+    # When the entries propagate and the check runs again, it counts them and opens the listings
+    regions.replicas.release_indexes()
+    assert regions.follow().status == "current"
+    found, pages = list_all(str(hot), 2)
+    assert sorted(_ranges({"ranges": [{"start": s, "end": e} for s, e in found]})) == truth
+    assert pages > 1
+    # And the walk begun in home continues in the region to exactly the value's ranges
+    walked = _ranges(first)
+    token = first["next"]
+    while token:
+        status, body = get(f"/v1/ranges?field=asn&value={hot}&limit=2&next={token}")
+        assert status == 200, body
+        walked += _ranges(body)
+        token = body["next"]
+    assert sorted(walked) == truth
+    status, flagged = get(f"/v1/flagged?limit={keys.MAX_PAGE_LIMIT}")
+    assert status == 200
+    assert len(flagged["ranges"]) == min(len(a.rows), keys.MAX_PAGE_LIMIT)
 
 
 def test_cleanup_deletes_only_what_every_region_of_the_table_moved_past(

@@ -17,11 +17,13 @@ from ipmeta.lookup import reverse
 from ipmeta.schema import keys
 from ipmeta.schema.errors import InvalidToken, ValueInvalid
 from ipmeta.schema.records import ValueIndexMeta, VersionMeta, VersionStatus
+from loader.records import Manifest
 from loader.reverse_index import (
     DEFAULT_MAX_SHARDS,
     KEYS_PER_PARTITION,
     LOAD_WRITES_PER_SECOND,
     PARTITION_WRITES_PER_SECOND,
+    IndexCensus,
     IndexPlan,
     count_index_values,
     heat_target,
@@ -279,3 +281,24 @@ def test_a_number_column_reads_the_usual_spellings(spelling: str, label: str) ->
 def test_a_number_column_refuses_what_it_cannot_hold(spelling: str) -> None:
     with pytest.raises(ValueInvalid):
         reverse.ValueIndex("asn", "N", {}, []).label(spelling)
+
+
+def test_the_census_names_every_key_an_entry_lands_in_and_counts_them_all() -> None:
+    # Given a plan with own-shard values and packs, and ranges keyed as the loader keys them
+    counts = {"hot": 3500, "warm": 100, **{f"rare{n}": 1 + n % 3 for n in range(1000)}}
+    plan, sizes, _ = index_keys(counts, budget=100, max_shards=64)
+    assert plan.values is not None
+    assert plan.values.shards
+    assert plan.values.pack_starts
+    # When its census is taken (what a replica region counts in its GSI)
+    census = plan.census(keys.key_space(), 1)[keys.RANGES_BY_VALUE.name]
+    # Then every key an entry landed in is named, and the total is every entry
+    assert set(sizes) <= set(census.partition_keys)
+    assert census.entries == sum(sizes.values()) == sum(counts.values())
+
+
+def test_the_census_survives_the_manifest_item() -> None:
+    census = {keys.FLAGGED.name: IndexCensus(("v1#rule#0", "v1#rule#1"), 7)}
+    manifest = Manifest({"v1#4#10": 3}, census)
+    assert Manifest.decode(manifest.encode(), manifest.encode_indexes()) == manifest
+    assert Manifest({"v1#4#10": 3}).encode_indexes() is None

@@ -43,6 +43,8 @@ ERROR_CODES: dict[str, str] = {
     "ROUTE_NOT_FOUND": "404: no such path or method",
     "INTERNAL_ERROR": "500: a bug or an unexpected failure; the logs have the details",
     "NO_DATASET": "503: no dataset read by the request is active yet (health: one is not active)",
+    "INDEX_NOT_ARRIVED": "503: /v1/ranges or /v1/flagged in a replica region before every index entry of "
+    "the version reached it (seconds after the version's items); ask again",
     "DATASET_STALE": "503 (health only): an active dataset is older than its maximum age",
     # The local server's own refusals, before the function (API Gateway answers these itself).
     "REQUEST_MALFORMED": "400 (local server): the request line, Content-Length, chunks or a header is bad",

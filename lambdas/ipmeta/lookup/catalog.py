@@ -36,6 +36,13 @@ region's pointer moves only after arrival, ``loader.pipeline.arrival``); every
 other way of naming a version goes through ``readable_version``, before any
 item or cover list of the version is read, so no container caches a part of a
 version that had not arrived.
+
+**Reverse lookups** read the version's GSIs, which DynamoDB updates after the
+table, asynchronously, and never reads consistently: a version whose items all
+arrived in a region may still miss index entries there. So a listing of a
+version (``/v1/ranges``, ``/v1/flagged``, a page token's) reads it in a replica
+region only once the region's arrival check also counted its index entries
+there (``indexes_arrived``); until then it answers ``INDEX_NOT_ARRIVED`` (503).
 """
 
 from __future__ import annotations
@@ -47,7 +54,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ipmeta.schema import keys
-from ipmeta.schema.errors import DatasetInvalid, DatasetNotFound, NoDataset, VersionInvalid, VersionNotFound
+from ipmeta.schema.errors import (
+    DatasetInvalid,
+    DatasetNotFound,
+    IndexNotArrived,
+    NoDataset,
+    VersionInvalid,
+    VersionNotFound,
+)
 from ipmeta.schema.records import ActiveVersion, VersionMeta
 
 #: Longest ``?datasets=`` / ``?version=`` value read: names are short, and a table holds few datasets.
@@ -68,6 +82,14 @@ class VersionMetaReader(Protocol):
     def arrivals(self) -> Mapping[int, str] | None:
         """The versions that wholly arrived where this reader reads, each with its ``uid``;
         None in home, where every version written is whole once activated."""
+        ...
+
+
+class IndexArrivalReader(Protocol):
+    def get_version_meta(self, version: int, *, consistent: bool = True) -> VersionMeta | None: ...
+
+    def indexed_arrivals(self) -> Mapping[int, str] | None:
+        """The arrived versions whose index entries all reached the GSIs here; None in home."""
         ...
 
 
@@ -253,6 +275,21 @@ def may_read(meta: VersionMeta | None, arrivals: Mapping[int, str] | None) -> bo
     if meta is None or not meta.retained:
         return False
     return arrivals is None or arrivals.get(meta.version) == meta.uid
+
+
+def indexes_arrived(reader: IndexArrivalReader, dataset: str, version: int) -> None:
+    """``IndexNotArrived`` unless a listing of ``version`` may read its GSIs here (module docstring).
+
+    ``version`` already passed ``may_read`` (it is the pointer's, or ``retained_version``'s)."""
+    indexed = reader.indexed_arrivals()
+    if indexed is None:
+        return
+    meta = reader.get_version_meta(version, consistent=True)
+    if meta is None or indexed.get(version) != meta.uid:
+        raise IndexNotArrived(
+            f"{dataset} {keys.format_version(version)}'s reverse-lookup index has not wholly reached "
+            "this region yet (its items have); ask again in a minute"
+        )
 
 
 def retained_version(reader: VersionMetaReader, dataset: str, version: int) -> VersionMeta:

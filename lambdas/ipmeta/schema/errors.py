@@ -38,6 +38,14 @@ class VersionNotFound(IpmetaError):
     code = "VERSION_NOT_FOUND"
 
 
+class IndexNotArrived(IpmetaError):
+    """A reverse lookup of a version whose index entries have not all reached this region's GSIs
+    (they lag the table: ``loader.pipeline.arrival`` counts them); asking again later answers."""
+
+    status = 503
+    code = "INDEX_NOT_ARRIVED"
+
+
 class IpAddressReserved(IpAddressNotFound):
     """A bogon (private, loopback, documentation...) that the dataset has no range for.
 

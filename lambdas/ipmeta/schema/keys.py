@@ -36,7 +36,8 @@ lookups follow and what its loads switch; each replica region has a pointer of i
 own, ``{d}meta#pointer#{region}``, that only that region's arrival check writes
 (``loader.pipeline.arrival``), once the version home's pointer names has wholly
 arrived there, and that only that region's lookups read. The same partition records,
-at the version's number, that the version arrived in that region. A region name
+at the version's number, that the version arrived in that region (and, once counted
+in the region's GSIs, its index entries: ``indexed``). A region name
 (``eu-west-1``) has no ``#``, so the key is no other's; docs/decisions.md says why.
 
 **Buckets.** IPv4 uses the /8 (first octet): 256 partition keys at most, and the

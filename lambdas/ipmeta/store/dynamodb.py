@@ -300,13 +300,21 @@ class Store:
 
         The region's pointer shares the partition (at ``META_SORT_KEY``) and is no arrival record.
         """
+        return self._arrival_records(indexed=False)
+
+    def indexed_arrivals(self) -> dict[int, str] | None:
+        """In a replica region, each arrived version whose index entries the arrival check counted
+        in the region's GSIs, with its ``uid`` (one consistent Query, region-local); None in home."""
+        return self._arrival_records(indexed=True)
+
+    def _arrival_records(self, *, indexed: bool) -> dict[int, str] | None:
         if self.pointer_region is None:
             return None
         partition = self.space.region_pointer(self.pointer_region)
         return {
             int(item[keys.SORT_KEY]): str(item.get("uid", ""))
             for item in self._query_partition(partition)
-            if int(item[keys.SORT_KEY]) != keys.META_SORT_KEY
+            if int(item[keys.SORT_KEY]) != keys.META_SORT_KEY and (item.get("indexed") or not indexed)
         }
 
     def list_version_metas(self) -> list[VersionMeta]:

@@ -4,6 +4,8 @@ Query parameters are declared and validated by powertools; each bad one
 still answers with its own code: ``LIMIT_INVALID`` and ``INVALID_TOKEN``
 through ``PARAMETER_ERRORS``, and ``FIELD_NOT_INDEXED``, ``VALUE_MISSING``
 and ``VALUE_INVALID`` from the listing itself, which knows the version's index.
+In a replica region a version's listing answers only once its index entries
+arrived there (``ipmeta.lookup.catalog.indexes_arrived``), else ``INDEX_NOT_ARRIVED``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from ipmeta.api import dependencies
 from ipmeta.api.models import DatasetRef, FlaggedResponse, RangeEntry, RangesResponse
 from ipmeta.api.responses import documented, json_answer, json_model
-from ipmeta.lookup.catalog import parse_version
+from ipmeta.lookup.catalog import indexes_arrived, parse_version
 from ipmeta.schema import keys
 from ipmeta.schema.errors import FieldNotIndexed, FlagsNotIndexed, InvalidToken, IpmetaError, LimitInvalid
 from ipmeta.schema.settings import page_token_key
@@ -78,9 +80,12 @@ def _listing(listing_of: ListingOf, dataset: str | None, requested: str | None) 
     for target in targets.versions:
         name, version = target.dataset, target.version
         try:
-            return listing_of(deps.index_catalog(name).get(version), deps.reader(name).space, version)
+            listing = listing_of(deps.index_catalog(name).get(version), deps.reader(name).space, version)
         except (FieldNotIndexed, FlagsNotIndexed) as error:
             first_error = first_error or error
+            continue
+        indexes_arrived(deps.reader(name), name, version)
+        return listing
     assert first_error is not None  # targets always holds at least one version
     raise first_error
 
