@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -134,7 +135,11 @@ def _count_unmatched(errors: pa.Array) -> int:
 
 
 class _Writer:
-    """The output's format, written at a temporary name."""
+    """The output's format, written at a temporary name.
+
+    Each chunk is written on a second thread while the next one is merged (both run mostly in
+    Arrow and numpy, outside the GIL), so memory holds at most the two of them.
+    """
 
     def __init__(
         self, fs: pafs.FileSystem, path: str, output: Output, schema: pa.Schema, summary: EnrichSummary
@@ -148,8 +153,20 @@ class _Writer:
             self._parquet = pq.ParquetWriter(self._sink, schema.with_metadata(meta), compression="snappy")
         elif self.kind == "csv":
             self._csv = pacsv.CSVWriter(self._sink, _plain_schema(schema))
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="enrich-write")
+        self._pending: Future[None] | None = None
 
     def write(self, table: pa.Table) -> None:
+        """Queue ``table`` once the chunk before it is written (raising what that write raised)."""
+        self._wait()
+        self._pending = self._thread.submit(self._write, table)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _write(self, table: pa.Table) -> None:
         if self._parquet is not None:
             self._parquet.write_table(table.replace_schema_metadata(self._parquet.schema.metadata))
         elif self._csv is not None:
@@ -162,6 +179,10 @@ class _Writer:
         return _plain_schema(table.schema)
 
     def close(self) -> None:
+        try:
+            self._wait()
+        finally:
+            self._thread.shutdown()
         if self._parquet is not None:
             self._parquet.close()
         if self._csv is not None:
@@ -169,6 +190,8 @@ class _Writer:
         self._sink.close()
 
     def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._wait()
         with contextlib.suppress(OSError, pa.ArrowException):
             self.close()
 
