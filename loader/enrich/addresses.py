@@ -180,8 +180,12 @@ def v6_texts(values: npt.NDArray[Any]) -> pa.Array:
     if not low.any():
         return texts
     listed = texts.to_pylist()
+    written: dict[bytes, str] = {}
     for at in np.flatnonzero(low).tolist():
-        listed[at] = format_address(6, int.from_bytes(bytes(values[at]).ljust(16, b"\0"), "big"))
+        value = bytes(values[at])
+        if value not in written:
+            written[value] = format_address(6, int.from_bytes(value.ljust(16, b"\0"), "big"))
+        listed[at] = written[value]
     return pa.array(listed, type=pa.string())
 
 

@@ -232,10 +232,10 @@ _WIDEST: Final = {4: (-1, 1 << 40), 6: (b"", b"\xff" * 16)}
 def _span_text(
     datasets: Sequence[DatasetSnapshot], chunk: dict[int, SortedFamily], founds: Sequence[Found], size: int
 ) -> tuple[pa.Array, pa.Array]:
-    """Each row's range (``merging.span``: where every answering dataset agrees) as address text."""
-    texts: list[tuple[pa.Array, pa.Array]] = []
-    at = np.full(size, -1, dtype=np.int64)
-    written = 0
+    """Each row's range (``merging.span``: where every answering dataset agrees) as address text,
+    each column one ``take`` from the texts of the bounds it holds."""
+    texts: dict[str, list[pa.Array]] = {"start": [], "end": []}
+    at = {side: np.full(size, -1, dtype=np.int64) for side in texts}
     for family in (4, 6):
         where = chunk[family].where
         bounds, held = [], np.zeros(len(where), dtype=bool)
@@ -253,54 +253,35 @@ def _span_text(
             held |= hit
         if not bounds:
             continue
-        widest = tuple(
-            Bounds(
-                np.full(len(where), edge, bounds[0][1].value.dtype),
-                np.zeros(len(where), np.int64),
-                np.zeros(len(where), np.int64),
-            )
+        low, high = (
+            Bounds(np.full(len(where), edge, bounds[0][1].value.dtype), *np.zeros((2, len(where)), np.int64))
             for edge in _WIDEST[family]
         )
-        start, end = merging.span(bounds, BOUNDS, (widest[0], widest[1]))
-        texts.append(
-            (
-                _bound_texts(datasets, family, start, held, "start"),
-                _bound_texts(datasets, family, end, held, "end"),
-            )
-        )
-        hits = where[held]
-        at[hits] = written + np.arange(len(hits))
-        written += len(hits)
-    if not texts:
-        return pa.nulls(size, pa.string()), pa.nulls(size, pa.string())
-    indices = pa.array(at, mask=at < 0)
-    starts = pa.concat_arrays([each[0] for each in texts])
-    ends = pa.concat_arrays([each[1] for each in texts])
-    return starts.take(indices), ends.take(indices)
+        for side, chosen in zip(texts, merging.span(bounds, BOUNDS, (low, high)), strict=True):
+            base = sum(len(each) for each in texts[side])
+            written, index = _bound_texts(datasets, family, chosen, held, side)
+            texts[side].extend(written)
+            at[side][where[held]] = base + index
+    return tuple(
+        pa.concat_arrays(texts[side]).take(pa.array(at[side], mask=at[side] < 0))
+        if texts[side]
+        else pa.nulls(size, pa.string())
+        for side in texts
+    )
 
 
 def _bound_texts(
     datasets: Sequence[DatasetSnapshot], family: int, bounds: Bounds, held: npt.NDArray[np.bool_], side: str
-) -> pa.Array:
-    """The text of the held rows' bounds: IPv4 from the snapshots' texts, IPv6 written here, once
-    per distinct bound of the chunk."""
+) -> tuple[list[pa.Array], npt.NDArray[np.int64]]:
+    """Texts of the held rows' bounds, and each held row's index into them: IPv4 the snapshots'
+    own, IPv6 written here once per distinct bound of the chunk."""
     if family == 6:
         keys = bounds.position[held] * len(datasets) + bounds.dataset[held]
-        distinct, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        del distinct
-        return v6_texts(bounds.value[held][first]).take(pa.array(inverse.ravel()))
-    owners = bounds.dataset[held]
-    positions = bounds.position[held]
-    if len(datasets) == 1:
-        return _v4_text(datasets[0], side).take(pa.array(positions))
-    pieces, at, done = [], np.zeros(len(owners), dtype=np.int64), 0
-    for number, dataset in enumerate(datasets):
-        mine = np.flatnonzero(owners == number)
-        if len(mine):
-            pieces.append(_v4_text(dataset, side).take(pa.array(positions[mine])))
-            at[mine] = done + np.arange(len(mine))
-            done += len(mine)
-    return pa.concat_arrays(pieces).take(pa.array(at))
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        return [v6_texts(bounds.value[held][first])], inverse.ravel()
+    written = [_v4_text(dataset, side) for dataset in datasets]
+    offsets = np.cumsum([0, *(len(each) for each in written)])
+    return written, offsets[bounds.dataset[held]] + bounds.position[held]
 
 
 def _v4_text(dataset: DatasetSnapshot, side: str) -> pa.Array:
