@@ -85,14 +85,20 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
     strings = [
         f.name for f in parquet.schema_arrow if f.name not in LAYOUT_COLUMNS and pa.types.is_string(f.type)
     ]
-    table = pq.read_table(where, filesystem=fs, read_dictionary=strings)
-    # A range's first row is its first bucket's; the export writes range ids in (family, start) order.
-    ids = table.column("range_id").to_numpy()
     # A range's first bucket row comes first in the file (rows are in bucket order), and those
     # rows are in (family, start) order: keeping them needs no sort of the table.
+    ids = parquet.read(columns=["range_id"]).column(0).to_numpy()
     first = np.zeros(len(ids), dtype=bool)
     first[np.unique(ids, return_index=True)[1]] = True
-    table = table.filter(pa.array(first))
+    del ids
+    # A row group at a time, so memory holds the kept rows and one group, never the whole file.
+    parquet = pq.ParquetFile(where, filesystem=fs, read_dictionary=strings)
+    kept, read = [], 0
+    for group in range(parquet.num_row_groups):
+        rows_of_group = parquet.read_row_group(group)
+        kept.append(rows_of_group.filter(pa.array(first[read : read + rows_of_group.num_rows])))
+        read += rows_of_group.num_rows
+    table = pa.concat_tables(kept) if kept else parquet.schema_arrow.empty_table()
     family = table.column("ip_family").to_numpy()
     rows = np.arange(len(family), dtype=np.int64)
     is4 = family == 4
