@@ -1,6 +1,7 @@
 """`ipmeta enrich` against DuckDB's ASOF JOIN on the same snapshot and input, its memory, and its exactness.
 
     python -m bench.enrich [--rows 10000000] [--big-rows 50000000] [--exact 100000] [--city-ranges 5000000]
+    python -m bench.enrich --compare-only | --memory-only [--rows N]   # one point again, same inputs
 
 1. The demo datasets (``ipmeta_cli.demo``: ASN, 412k IPv4 and 103k IPv6 ranges, and the cloud
    list) are loaded into an in-memory dynalite as `make run` loads them, and exported as
@@ -426,6 +427,12 @@ def main() -> None:
         "(no exactness check then: it needs the table)",
     )
     parser.add_argument(
+        "--compare-only",
+        action="store_true",
+        help="measure only the Parquet-to-Parquet comparisons again, on the inputs of the last run, "
+        "into its report (the figures of the run before stay under previous_runs)",
+    )
+    parser.add_argument(
         "--memory-only",
         action="store_true",
         help="measure only the memory point again, on the inputs of the last run, into its report",
@@ -434,6 +441,9 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     if args.memory_only:
         _memory_again(args)
+        return
+    if args.compare_only:
+        _compare_again(args)
         return
     report: dict[str, Any] = {"rows": args.rows, "city_ranges": args.city_ranges, "complete": False}
     report["targets"] = {"ratio_at_least": 1.0, "peak_rss_mb_at_most": 1024}
@@ -492,6 +502,22 @@ def _csv(demo: dict[str, Any], source: Path, rows: int) -> dict[str, Any]:
     pacsv.write_csv(pq.read_table(source), csv_input)
     run = timed_child(enrich_command(csv_input, WORK / "asn-out.csv", [demo["paths"]["asn"]]))
     return {**_public(run), "million_rows_per_second": throughput(rows, run)}
+
+
+def _compare_again(args: argparse.Namespace) -> None:
+    """The comparisons of the last run's report measured again (same inputs, same snapshots)."""
+    report = json.loads((RESULTS / "enrich.json").read_text())
+    if report["rows"] != args.rows:
+        raise SystemExit(f"the last run had --rows {report['rows']}; give the same")
+    report.setdefault("previous_runs", []).append({"parquet_to_parquet": report["parquet_to_parquet"]})
+    report["parquet_to_parquet"] = {
+        "asn": compare("asn", [WORK / "asn.parquet"], WORK / "asn-input.parquet", args.rows),
+        "city": compare("city", [WORK / "city.parquet"], WORK / "city-input.parquet", args.rows),
+        "measured_again_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    save(report)
+    chart(report, RESULTS / "enrich.png")
+    print(json.dumps(report["parquet_to_parquet"], indent=2))
 
 
 def _memory_again(args: argparse.Namespace) -> None:
