@@ -7,14 +7,17 @@ where the address is within the range's end (else the address is in a gap),
 and puts the answers back in the chunk's order.
 
 ``annotate`` turns those answers into what ``GET /v1/ip/{ip}`` answers, column
-by column (``ipmeta.lookup.answers.CombinedResult`` is the rule, row by row):
+by column, through the API's own rule (``ipmeta.lookup.merging``, given arrays
+here: ``COLUMNS`` for numpy conditions and Arrow values, ``BOUNDS`` for numpy
+bounds):
 
 - the merged data: each field from the first dataset, in precedence order, that
   holds the address and has the field (a CSV-loaded field always, null or not;
   a MaxMind DB's where the record has it);
 - a field that several datasets have also comes from each, as ``<dataset>__<field>``;
 - ``ip_range_start``/``ip_range_end``: where every answering dataset agrees (the
-  intersection of their ranges), as address text;
+  intersection of their ranges), written as the API writes addresses
+  (``loader.enrich.addresses``);
 - ``ip_bogon``: ``ipmeta.schema.bogons``'s table, vectorized;
 - ``ip_error``: ``IP_ADDRESS_INVALID`` for a blank or invalid address, and for
   one no dataset holds ``IP_ADDRESS_NOT_FOUND`` (``IP_ADDRESS_RESERVED`` for a
@@ -33,10 +36,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ipmeta.lookup import merging
 from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
-from loader.enrich.addresses import INVALID, ParsedAddresses
-from loader.enrich.snapshot import V6_DTYPE, DatasetSnapshot, Snapshot, v6_text
+from loader.enrich.addresses import INVALID, V6_DTYPE, ParsedAddresses, v6_texts
+from loader.enrich.snapshot import DatasetSnapshot, Snapshot
 
 RANGE_START: Final = "ip_range_start"
 RANGE_END: Final = "ip_range_end"
@@ -73,7 +77,7 @@ def sort_chunk(parsed: ParsedAddresses) -> dict[int, SortedFamily]:
     families = {}
     for family, values in ((4, parsed.v4), (6, parsed.v6)):
         where = np.flatnonzero(parsed.family == family)
-        order = np.argsort(values[where], kind="stable")
+        order = np.argsort(values[where])
         families[family] = SortedFamily(where, order, values[where][order])
     return families
 
@@ -103,8 +107,8 @@ def annotate(snapshot: Snapshot, parsed: ParsedAddresses) -> dict[str, pa.Array]
     any_match = np.zeros(size, dtype=bool)
     for found in founds:
         any_match |= found.matched
-    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size, snapshot.v6_texts)
-    bogon = _bogons(parsed)
+    start_text, end_text = _span_text(snapshot.datasets, chunk, founds, size)
+    bogon = _bogons(chunk, size)
     columns[RANGE_START] = start_text
     columns[RANGE_END] = end_text
     columns[BOGON] = pa.array(bogon, mask=parsed.invalid)
@@ -140,28 +144,74 @@ def _data_columns(datasets: Sequence[DatasetSnapshot], founds: Sequence[Found]) 
     return columns
 
 
+class _Columns:
+    """``merging``'s choices over a chunk: numpy conditions, Arrow values."""
+
+    def pick(self, where: npt.NDArray[np.bool_], value: pa.Array, otherwise: pa.Array) -> pa.Array:
+        return pc.if_else(pa.array(where), value, otherwise)
+
+    def below(self, value: pa.Array, than: pa.Array) -> npt.NDArray[np.bool_]:
+        below: npt.NDArray[np.bool_] = pc.less(value, than).to_numpy(zero_copy_only=False)
+        return below
+
+    def both(self, first: npt.NDArray[np.bool_], second: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        return first & second
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A bound of each row of a chunk: its value (int64 or S16), and whose it is (dataset, range)."""
+
+    value: npt.NDArray[Any]
+    dataset: npt.NDArray[np.int64]
+    position: npt.NDArray[np.int64]
+
+
+class _Bounds:
+    """``merging``'s choices over ``Bounds``, compared by value."""
+
+    def pick(self, where: npt.NDArray[np.bool_], value: Bounds, otherwise: Bounds) -> Bounds:
+        return Bounds(
+            np.where(where, value.value, otherwise.value),
+            np.where(where, value.dataset, otherwise.dataset),
+            np.where(where, value.position, otherwise.position),
+        )
+
+    def below(self, value: Bounds, than: Bounds) -> npt.NDArray[np.bool_]:
+        below: npt.NDArray[np.bool_] = value.value < than.value
+        return below
+
+    def both(self, first: npt.NDArray[np.bool_], second: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        return first & second
+
+
+COLUMNS: Final[merging.Choices[Any, Any]] = _Columns()
+BOUNDS: Final[merging.Choices[Any, Any]] = _Bounds()
+
+
 def _merged(
     name: str,
     datasets: Sequence[DatasetSnapshot],
     founds: Sequence[Found],
     values: dict[tuple[str, str], pa.Array],
 ) -> pa.Array:
-    """The field from the first dataset, in precedence order, that holds the address and has the field."""
+    """``merging.merged_field`` over the chunk: a dataset has the field where it holds the address
+    and, for a MaxMind DB's field, where the record has it (non-null)."""
     holders = [
         (dataset, found) for dataset, found in zip(datasets, founds, strict=True) if name in dataset.fields
     ]
     if len(holders) == 1:
         return values[holders[0][0].dataset, name]
-    result: pa.Array | None = None
     kind = _common_type([values[dataset.dataset, name].type for dataset, _ in holders])
-    for dataset, found in reversed(holders):
+    columns = []
+    for dataset, found in holders:
         value = _decoded(values[dataset.dataset, name], kind)
         present = found.matched
         if not dataset.always_present(name):
             present = present & value.is_valid().to_numpy(zero_copy_only=False)
-        result = value if result is None else pc.if_else(pa.array(present), value, result)
-    assert result is not None
-    return result
+        columns.append((present, value))
+    merged: pa.Array = merging.merged_field(columns, COLUMNS, pa.nulls(len(founds[0].rows), kind))
+    return merged
 
 
 def _common_type(types: Sequence[pa.DataType]) -> pa.DataType:
@@ -175,78 +225,69 @@ def _decoded(array: pa.Array, kind: pa.DataType) -> pa.Array:
     return array if array.type == kind else pc.cast(array, kind)
 
 
+#: Bounds no range reaches, for ``merging.span`` to narrow.
+_WIDEST: Final = {4: (-1, 1 << 40), 6: (b"", b"\xff" * 16)}
+
+
 def _span_text(
-    datasets: Sequence[DatasetSnapshot],
-    chunk: dict[int, SortedFamily],
-    founds: Sequence[Found],
-    size: int,
-    known: dict[bytes, str],
+    datasets: Sequence[DatasetSnapshot], chunk: dict[int, SortedFamily], founds: Sequence[Found], size: int
 ) -> tuple[pa.Array, pa.Array]:
-    """Where every answering dataset agrees, the latest start and the earliest end, as text.
-
-    IPv4 texts are the snapshots' (written once per range); IPv6 texts are written here for the
-    distinct bounds of the chunk. Both are then taken per row."""
-    v4_start, v4_end, v4_texts = _v4_span(datasets, chunk[4], founds, size)
-    v6_start, v6_end, v6_hit = _v6_span(datasets, chunk[6], founds)
-    where6 = chunk[6].where[v6_hit]
-    columns = []
-    for at4, bounds6, texts4 in ((v4_start, v6_start, v4_texts[0]), (v4_end, v6_end, v4_texts[1])):
-        unique, inverse = np.unique(bounds6[v6_hit], return_inverse=True)
-        at = at4.copy()
-        at[where6] = len(texts4) + inverse
-        texts = pa.concat_arrays([texts4, v6_text(unique, known)])
-        columns.append(texts.take(pa.array(at, mask=at < 0)))
-    return columns[0], columns[1]
-
-
-def _v4_span(
-    datasets: Sequence[DatasetSnapshot], part: SortedFamily, founds: Sequence[Found], size: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[pa.Array, pa.Array]]:
-    """Each IPv4 row's latest start and earliest end, as indices into the datasets' bound texts."""
-    start_at = np.full(size, -1, dtype=np.int64)
-    end_at = np.full(size, -1, dtype=np.int64)
-    best_start = np.full(len(part.where), -1, dtype=np.int64)
-    best_end = np.full(len(part.where), 1 << 40, dtype=np.int64)
-    starts_text, ends_text = [], []
-    offset = 0
-    for dataset, found in zip(datasets, founds, strict=True):
-        ranges = dataset.v4
-        assert ranges.start_text is not None
-        assert ranges.end_text is not None
-        starts_text.append(ranges.start_text)
-        ends_text.append(ranges.end_text)
-        positions = found.positions[part.where]
-        hit = positions >= 0
-        if len(ranges.rows) and hit.any():
+    """Each row's range (``merging.span``: where every answering dataset agrees) as address text,
+    each column one ``take`` from the texts of the bounds it holds."""
+    texts: dict[str, list[pa.Array]] = {"start": [], "end": []}
+    at = {side: np.full(size, -1, dtype=np.int64) for side in texts}
+    for family in (4, 6):
+        where = chunk[family].where
+        bounds, held = [], np.zeros(len(where), dtype=bool)
+        for number, (dataset, found) in enumerate(zip(datasets, founds, strict=True)):
+            ranges = dataset.v4 if family == 4 else dataset.v6
+            positions = found.positions[where]
+            hit = positions >= 0
+            if not len(ranges.rows) or not hit.any():
+                continue
             safe = np.where(hit, positions, 0)
-            later = hit & (ranges.starts[safe] > best_start)
-            earlier = hit & (ranges.ends[safe] < best_end)
-            best_start = np.where(later, ranges.starts[safe], best_start)
-            best_end = np.where(earlier, ranges.ends[safe], best_end)
-            start_at[part.where[later]] = offset + positions[later]
-            end_at[part.where[earlier]] = offset + positions[earlier]
-        offset += len(ranges.rows)
-    texts = (pa.concat_arrays(starts_text), pa.concat_arrays(ends_text))
-    return start_at, end_at, texts
+            owner = np.full(len(where), number, dtype=np.int64)
+            bounds.append(
+                (hit, Bounds(ranges.starts[safe], owner, safe), Bounds(ranges.ends[safe], owner, safe))
+            )
+            held |= hit
+        if not bounds:
+            continue
+        low, high = (
+            Bounds(np.full(len(where), edge, bounds[0][1].value.dtype), *np.zeros((2, len(where)), np.int64))
+            for edge in _WIDEST[family]
+        )
+        for side, chosen in zip(texts, merging.span(bounds, BOUNDS, (low, high)), strict=True):
+            base = sum(len(each) for each in texts[side])
+            written, index = _bound_texts(datasets, family, chosen, held, side)
+            texts[side].extend(written)
+            at[side][where[held]] = base + index
+    return tuple(
+        pa.concat_arrays(texts[side]).take(pa.array(at[side], mask=at[side] < 0))
+        if texts[side]
+        else pa.nulls(size, pa.string())
+        for side in texts
+    )
 
 
-def _v6_span(
-    datasets: Sequence[DatasetSnapshot], part: SortedFamily, founds: Sequence[Found]
-) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.bool_]]:
-    """Each IPv6 row's latest start and earliest end (16-byte values), and whether any dataset held it."""
-    best_start = np.zeros(len(part.where), dtype=V6_DTYPE)
-    best_end = np.full(len(part.where), b"\xff" * 16, dtype=V6_DTYPE)
-    any_hit = np.zeros(len(part.where), dtype=bool)
-    for dataset, found in zip(datasets, founds, strict=True):
-        ranges = dataset.v6
-        positions = found.positions[part.where]
-        hit = positions >= 0
-        if len(ranges.rows) and hit.any():
-            safe = np.where(hit, positions, 0)
-            best_start = np.where(hit & (ranges.starts[safe] > best_start), ranges.starts[safe], best_start)
-            best_end = np.where(hit & (ranges.ends[safe] < best_end), ranges.ends[safe], best_end)
-            any_hit |= hit
-    return best_start, best_end, any_hit
+def _bound_texts(
+    datasets: Sequence[DatasetSnapshot], family: int, bounds: Bounds, held: npt.NDArray[np.bool_], side: str
+) -> tuple[list[pa.Array], npt.NDArray[np.int64]]:
+    """Texts of the held rows' bounds, and each held row's index into them: IPv4 the snapshots'
+    own, IPv6 written here once per distinct bound of the chunk."""
+    if family == 6:
+        keys = bounds.position[held] * len(datasets) + bounds.dataset[held]
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        return [v6_texts(bounds.value[held][first])], inverse.ravel()
+    written = [_v4_text(dataset, side) for dataset in datasets]
+    offsets = np.cumsum([0, *(len(each) for each in written)])
+    return written, offsets[bounds.dataset[held]] + bounds.position[held]
+
+
+def _v4_text(dataset: DatasetSnapshot, side: str) -> pa.Array:
+    text = dataset.v4.start_text if side == "start" else dataset.v4.end_text
+    assert text is not None
+    return text
 
 
 def _intervals(blocks: Sequence[str], family: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
@@ -276,13 +317,13 @@ def _inside(values: npt.NDArray[Any], intervals: tuple[npt.NDArray[Any], ...]) -
     return inside
 
 
-def _bogons(parsed: ParsedAddresses) -> npt.NDArray[np.bool_]:
-    """``is_bogon`` of each row, vectorized over the same table (``ipmeta.schema.bogons``)."""
-    bogon = np.zeros(len(parsed.family), dtype=bool)
-    for family, values in ((4, parsed.v4), (6, parsed.v6)):
-        where = parsed.family == family
+def _bogons(chunk: dict[int, SortedFamily], size: int) -> npt.NDArray[np.bool_]:
+    """``is_bogon`` of each row, vectorized over the same table (``ipmeta.schema.bogons``), on the
+    chunk's sorted addresses (``searchsorted`` runs fastest on sorted needles)."""
+    bogon = np.zeros(size, dtype=bool)
+    for family, part in chunk.items():
         blocks, exceptions = _BOGONS[family]
-        bogon[where] = _inside(values[where], blocks) & ~_inside(values[where], exceptions)
+        bogon[part.where[part.order]] = _inside(part.ordered, blocks) & ~_inside(part.ordered, exceptions)
     return bogon
 
 

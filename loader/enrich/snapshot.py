@@ -11,23 +11,18 @@ per range in that order: ``ranges.take(indices)`` gives a chunk's rows.
 from __future__ import annotations
 
 import binascii
-import socket
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ipmeta.schema.ips import format_address
+from loader.enrich.addresses import V6_DTYPE, v4_texts
 from loader.export.parquet import LAYOUT_COLUMNS, METADATA_KEY, SnapshotInfo, resolve
 from loader.formats.column_types import NATIVE
-
-#: numpy's form of an IPv6 bound: 16 bytes, big-endian, compared as bytes.
-V6_DTYPE: Final = np.dtype("S16")
 
 
 @dataclass(frozen=True)
@@ -37,8 +32,8 @@ class FamilyRanges:
     starts: npt.NDArray[Any]
     ends: npt.NDArray[Any]
     rows: npt.NDArray[np.int64]
-    #: IPv4: each range's first and last address as the API writes them (IPv6 text is written
-    #: per chunk, for the ranges it hits: most of a large database's IPv6 ranges never are)
+    #: IPv4: each range's first and last address as the API writes them, written once here (IPv6
+    #: text is written per chunk, for the ranges it hits: most of a large database's never are)
     start_text: pa.Array | None = None
     end_text: pa.Array | None = None
 
@@ -73,8 +68,6 @@ class Snapshot:
     """The datasets a job reads, in precedence order (the API's merged view takes fields in this order)."""
 
     datasets: tuple[DatasetSnapshot, ...]
-    #: IPv6 bounds already written, by value: at most two per range of the snapshots
-    v6_texts: dict[bytes, str] = field(default_factory=dict, compare=False, repr=False)
 
     def versions(self) -> dict[str, str]:
         return {each.dataset: f"v{each.info.version}" for each in self.datasets}
@@ -92,51 +85,31 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
     strings = [
         f.name for f in parquet.schema_arrow if f.name not in LAYOUT_COLUMNS and pa.types.is_string(f.type)
     ]
-    table = pq.read_table(where, filesystem=fs, read_dictionary=strings)
-    # A range's first row is its first bucket's; the export writes range ids in (family, start) order.
-    ids = table.column("range_id").to_numpy()
     # A range's first bucket row comes first in the file (rows are in bucket order), and those
     # rows are in (family, start) order: keeping them needs no sort of the table.
+    ids = parquet.read(columns=["range_id"]).column(0).to_numpy()
     first = np.zeros(len(ids), dtype=bool)
     first[np.unique(ids, return_index=True)[1]] = True
-    table = table.filter(pa.array(first))
+    del ids
+    # A row group at a time, so memory holds the kept rows and one group, never the whole file.
+    parquet = pq.ParquetFile(where, filesystem=fs, read_dictionary=strings)
+    kept, read = [], 0
+    for group in range(parquet.num_row_groups):
+        rows_of_group = parquet.read_row_group(group)
+        kept.append(rows_of_group.filter(pa.array(first[read : read + rows_of_group.num_rows])))
+        read += rows_of_group.num_rows
+    table = pa.concat_tables(kept) if kept else parquet.schema_arrow.empty_table()
     family = table.column("ip_family").to_numpy()
     rows = np.arange(len(family), dtype=np.int64)
     is4 = family == 4
     starts4 = table.column("ip_start").filter(pa.array(is4)).to_numpy().astype(np.int64)
     ends4 = table.column("ip_end").filter(pa.array(is4)).to_numpy().astype(np.int64)
-    v4 = FamilyRanges(starts4, ends4, rows[is4], v4_text(starts4), v4_text(ends4))
+    v4 = FamilyRanges(starts4, ends4, rows[is4], v4_texts(starts4), v4_texts(ends4))
     starts6 = _hex_to_s16(table.column("ip_start_hex").filter(pa.array(~is4)))
     ends6 = _hex_to_s16(table.column("ip_end_hex").filter(pa.array(~is4)))
     v6 = FamilyRanges(starts6, ends6, rows[~is4])
     data = table.select([name for name in names if name not in LAYOUT_COLUMNS])
     return DatasetSnapshot(info, v4, v6, data.combine_chunks())
-
-
-def v4_text(values: npt.NDArray[np.int64]) -> pa.Array:
-    """Dotted quads, as ``format_address`` writes them, by Arrow kernels."""
-    octets = [pc.cast(pa.array((values >> shift) & 255), pa.string()) for shift in (24, 16, 8, 0)]
-    return pc.binary_join_element_wise(*octets, ".")
-
-
-def v6_text(values: npt.NDArray[Any], known: dict[bytes, str]) -> pa.Array:
-    """RFC 5952 text, remembered in ``known``: ``inet_ntop``, which writes what ``ipaddress``
-    writes except in ``::/80`` (its dotted IPv4 tails), which ``format_address`` writes."""
-    texts = []
-    for value in values.tolist():
-        text = known.get(value)
-        if text is None:
-            packed = value.ljust(16, b"\0")  # S16 values lose trailing zero bytes: padded back
-            if packed[:10] == _LOW_PREFIX:
-                text = format_address(6, int.from_bytes(packed, "big"))
-            else:
-                text = socket.inet_ntop(socket.AF_INET6, packed)
-            known[value] = text
-        texts.append(text)
-    return pa.array(texts, type=pa.string())
-
-
-_LOW_PREFIX: Final = bytes(10)
 
 
 def _hex_to_s16(column: pa.ChunkedArray) -> npt.NDArray[Any]:

@@ -27,7 +27,6 @@ Timeouts, retries and the children's concurrency are the loader's (``stacks.load
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import Aws, CfnMapping, Duration, RemovalPolicy, Stack
@@ -54,17 +53,9 @@ from loader.pipeline.enrich_task import (
 from stacks.config import IpmetaConfig
 from stacks.constants import (
     CHUNK_PREFIX,
-    ENV_CHUNK_PREFIX,
-    ENV_SOURCE_BUCKET,
-    ENV_TABLE_NAME,
-    LOADER_MODULE,
-    LOADER_SERVICE_NAME,
-    METRICS_NAMESPACE,
-    POWERTOOLS_METRICS_NAMESPACE_ENV,
-    POWERTOOLS_SERVICE_NAME_ENV,
 )
 from stacks.function import PythonFunction, loader_code
-from stacks.load.loader_functions import construct_name
+from stacks.load.loader_functions import Sizing, loader_environment, task_function
 from stacks.load.loader_workflow import STATE_MACHINE_TIMEOUT, lambda_task
 from stacks.nag import acknowledge, acknowledge_map_children, arn_ref
 
@@ -84,21 +75,14 @@ PANDAS_LAYER_VERSIONS: Final[Mapping[str, int]] = {
 S3_SLOW_DOWN_ERRORS: Final = ("SlowDown", "S3.SlowDown", "ServiceUnavailable", "InternalError")
 
 
-@dataclass(frozen=True)
-class EnrichSizing:
-    memory_mb: int
-    timeout: Duration
-    ephemeral_storage_mb: int | None = None
-
-
 #: Memory, timeout and /tmp of each task. A part is sized in ``enrich_parts`` so that its
 #: sorted addresses fit ``PART_MEMORY_MB``; the snapshot pages a version out of the table.
-SIZING: Final[Mapping[str, EnrichSizing]] = {
-    "enrich_plan": EnrichSizing(512, Duration.minutes(5)),
-    "enrich_snapshot": EnrichSizing(3008, Duration.minutes(15), ephemeral_storage_mb=4096),
-    "enrich_part": EnrichSizing(PART_MEMORY_MB, Duration.minutes(15), ephemeral_storage_mb=4096),
-    "enrich_summary": EnrichSizing(512, Duration.minutes(5)),
-    "enrich_abort": EnrichSizing(512, Duration.minutes(5)),
+SIZING: Final[Mapping[str, Sizing]] = {
+    "enrich_plan": Sizing(512, Duration.minutes(5)),
+    "enrich_snapshot": Sizing(3008, Duration.minutes(15), ephemeral_storage_mb=4096),
+    "enrich_part": Sizing(PART_MEMORY_MB, Duration.minutes(15), ephemeral_storage_mb=4096),
+    "enrich_summary": Sizing(512, Duration.minutes(5)),
+    "enrich_abort": Sizing(512, Duration.minutes(5)),
 }
 
 
@@ -153,27 +137,17 @@ class EnrichWorkflow(Construct):
     def _build_functions(self, table: dynamodb.ITableV2) -> dict[str, PythonFunction]:
         code = loader_code()
         layer = self._pandas_layer()
-        environment = {
-            ENV_TABLE_NAME: table.table_name,
-            ENV_SOURCE_BUCKET: self._bucket.bucket_name,
-            ENV_CHUNK_PREFIX: CHUNK_PREFIX,
-            POWERTOOLS_SERVICE_NAME_ENV: LOADER_SERVICE_NAME,
-            POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
-        }
+        environment = loader_environment(table, self._bucket)
         functions = {}
         for task in ENRICH_TASKS:
-            size = SIZING[task]
-            function = PythonFunction(
+            function = task_function(
                 self,
-                f"{construct_name(task)}Function",
+                task,
                 code=code,
-                handler=f"{LOADER_MODULE}.{task}",
                 description=f"ipmeta enrich: {task.removeprefix('enrich_')}",
                 environment=environment,
-                memory_mb=size.memory_mb,
-                timeout=size.timeout,
-                ephemeral_storage_mb=size.ephemeral_storage_mb,
-                log_retention=self._config.log_retention,
+                size=SIZING[task],
+                config=self._config,
             )
             function.function.add_layers(layer)
             functions[task] = function

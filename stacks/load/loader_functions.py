@@ -16,6 +16,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -157,6 +158,42 @@ def construct_name(task: str) -> str:
     return "".join(part.capitalize() for part in task.split("_"))
 
 
+def loader_environment(table: dynamodb.ITableV2, bucket: s3.IBucket) -> dict[str, str]:
+    """What every task of the loader's code reads: the table, the bucket and its telemetry names."""
+    return {
+        ENV_TABLE_NAME: table.table_name,
+        ENV_SOURCE_BUCKET: bucket.bucket_name,
+        ENV_CHUNK_PREFIX: CHUNK_PREFIX,
+        POWERTOOLS_SERVICE_NAME_ENV: LOADER_SERVICE_NAME,
+        POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
+    }
+
+
+def task_function(
+    scope: Construct,
+    task: str,
+    *,
+    code: lambda_.Code,
+    description: str,
+    environment: Mapping[str, str],
+    size: Sizing,
+    config: IpmetaConfig,
+) -> PythonFunction:
+    """The function of one task of the loader's code (``loader.pipeline.handlers.<task>``)."""
+    return PythonFunction(
+        scope,
+        f"{construct_name(task)}Function",
+        code=code,
+        handler=f"{LOADER_MODULE}.{task}",
+        description=description,
+        environment=dict(environment),
+        memory_mb=size.memory_mb,
+        timeout=size.timeout,
+        ephemeral_storage_mb=size.ephemeral_storage_mb,
+        log_retention=config.log_retention,
+    )
+
+
 class LoaderFunctions(Construct):
     """One function per loader task, with exactly the table and bucket actions it needs."""
 
@@ -187,13 +224,7 @@ class LoaderFunctions(Construct):
 
     def _build_functions(self, table: dynamodb.ITableV2) -> dict[str, PythonFunction]:
         code = loader_code()
-        environment = {
-            ENV_TABLE_NAME: table.table_name,
-            ENV_SOURCE_BUCKET: self._bucket.bucket_name,
-            ENV_CHUNK_PREFIX: CHUNK_PREFIX,
-            POWERTOOLS_SERVICE_NAME_ENV: LOADER_SERVICE_NAME,
-            POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
-        }
+        environment = loader_environment(table, self._bucket)
         names = list(LOADER_TASKS)
         if self._config.feed_sources:
             names[names.index("activate") + 1 : names.index("activate") + 1] = FEED_TASKS
@@ -201,18 +232,14 @@ class LoaderFunctions(Construct):
             names.insert(names.index("activate"), EXPORT_TASK)
         functions = {}
         for task in names:
-            size = sizing(task, self._config)
-            functions[task] = PythonFunction(
+            functions[task] = task_function(
                 self,
-                f"{construct_name(task)}Function",
+                task,
                 code=code,
-                handler=f"{LOADER_MODULE}.{task}",
                 description=f"ipmeta loader: {task}",
                 environment={**environment, **self._task_environment(task)},
-                memory_mb=size.memory_mb,
-                timeout=size.timeout,
-                ephemeral_storage_mb=size.ephemeral_storage_mb,
-                log_retention=self._config.log_retention,
+                size=sizing(task, self._config),
+                config=self._config,
             )
         return functions
 

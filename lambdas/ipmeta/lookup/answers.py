@@ -9,8 +9,9 @@ Query of the same version proved, and keeps what each new Query proves. Each
 dataset's section keeps its own range, version and data, because the ranges of
 two databases differ (a city database's /24 sits inside an ASN's /16). The
 merged ``data`` takes each field from the first dataset, in precedence order,
-that holds the address and has the field (``ipmeta.shapes.ipmeta_document``
-writes the answer).
+that holds the address and has the field, and the range is the intersection of
+theirs: the rule in ``ipmeta.lookup.merging``, which ``loader.enrich`` applies to
+whole columns (``ipmeta.shapes.ipmeta_document`` writes the answer).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
+from ipmeta.lookup import merging
 from ipmeta.lookup.catalog import Target, Targets
 from ipmeta.lookup.range_cache import RangeCache
 from ipmeta.lookup.runs import RangeReader, Run, Stretch, base_within, delta_own, full_run
@@ -59,17 +61,20 @@ class CombinedResult:
         return [(name, result) for name, _, result in self.sections if result is not None]
 
     def merged_data(self, fields: Collection[str] | None = None) -> dict[str, Any]:
-        """Each field from the first dataset, in precedence order, that has it."""
-        merged: dict[str, Any] = {}
-        for _, result in self.found:
-            for name, value in result.data.items():
-                merged.setdefault(name, value)
-        return merged if fields is None else {name: merged[name] for name in merged if name in fields}
+        """Each field from the first dataset, in precedence order, that has it (``merging``)."""
+        found = [result.data for _, result in self.found]
+        names = dict.fromkeys(name for data in found for name in data)
+        return {
+            name: merging.merged_field([(name in data, data.get(name)) for data in found], merging.ONE, None)
+            for name in names
+            if fields is None or name in fields
+        }
 
     def span(self) -> tuple[int, int]:
-        """The addresses every dataset that answered answers with the same range: their intersection."""
-        found = [result for _, result in self.found]
-        return max(result.start for result in found), min(result.end for result in found)
+        """The addresses every dataset that answered answers with the same range (``merging``)."""
+        bounds = [(True, result.start, result.end) for _, result in self.found]
+        start, end = merging.span(bounds, merging.ONE, (-1, 1 << 128))
+        return int(start), int(end)
 
     def field(self, name: str) -> Any:
         """``/v1/ip/{ip}/{field}``: ``ip``, ``bogon``, or a field of the merged view (KeyError if none)."""
