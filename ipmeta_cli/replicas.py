@@ -16,7 +16,7 @@ import os
 
 from ipmeta_cli.arguments import positive_float, region_name
 from ipmeta_cli.backend import add_backend_arguments, backend
-from loader.pipeline.arrival import DEFAULT_POLL_SECONDS
+from loader.settings import DEFAULT_POLL_SECONDS
 
 #: What the AWS SDK reads for the region of a client it builds.
 AWS_REGION_VARIABLE = "AWS_DEFAULT_REGION"

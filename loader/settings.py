@@ -79,6 +79,10 @@ DEFAULT_CLEANUP_GRACE_SECONDS: Final = 300.0
 DEFAULT_LOCK_LEASE_SECONDS: Final = 900.0
 assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
 
+#: A replica region's arrival check (``loader.pipeline.arrival``): between two counts of the
+#: partitions that did not match yet. Here, not there, so the CLI's start imports no botocore.
+DEFAULT_POLL_SECONDS: Final = 5.0
+
 #: ``ipmeta enrich`` on AWS (``loader.pipeline.enrich_task``): a part a Lambda sorts and merges
 #: well within its 15 minutes, whose sorted addresses fit its memory beside the snapshot's ranges.
 ENRICH_PART_BYTES: Final = 256 << 20

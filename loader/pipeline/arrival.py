@@ -48,10 +48,9 @@ from typing import Any, Final
 from ipmeta.schema import keys
 from ipmeta.schema.keys import format_version
 from loader.records import Pointer
+from loader.settings import DEFAULT_POLL_SECONDS
 from loader.store.table import LoaderTable
 
-#: Between two counts of the partitions that did not match yet.
-DEFAULT_POLL_SECONDS: Final = 5.0
 #: Partitions counted at once.
 COUNT_WORKERS: Final = 16
 
