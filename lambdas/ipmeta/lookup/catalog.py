@@ -284,8 +284,8 @@ def indexes_arrived(reader: IndexArrivalReader, dataset: str, version: int) -> N
     indexed = reader.indexed_arrivals()
     if indexed is None:
         return
-    meta = reader.get_version_meta(version, consistent=True)
-    if meta is None or indexed.get(version) != meta.uid:
+    # The one rule, asked of the records whose index entries the check counted here.
+    if not may_read(reader.get_version_meta(version, consistent=True), indexed):
         raise IndexNotArrived(
             f"{dataset} {keys.format_version(version)}'s reverse-lookup index has not wholly reached "
             "this region yet (its items have); ask again in a minute"
