@@ -212,14 +212,8 @@ def running_machine(
     handler in this process, under moto's S3 with the sources bucket (``seed`` fills it)."""
     if shutil.which("node") is None:
         pytest.fail("the state machine tests need node")
-    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
-    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
-    handlers.reset()
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
+    with loader_s3(monkeypatch) as s3:
         seed(s3)
-        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
         server = endpoint(loader_tasks(template), s3)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
@@ -227,7 +221,22 @@ def running_machine(
         finally:
             server.shutdown()
             server.server_close()
+
+
+@contextmanager
+def loader_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's S3 with the sources bucket, and the loader's handlers set to use it and dynalite."""
+    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
+    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
     handlers.reset()
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        handlers.reset()  # clients made under moto, which lets the dynalite endpoint through
+        try:
+            yield s3
+        finally:
+            handlers.reset()
 
 
 def machine_of(template_name: str) -> Any:

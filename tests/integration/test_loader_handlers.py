@@ -8,35 +8,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from ipmeta.schema.settings import Settings
 from loader.errors import LoadRejected
 from loader.options import LoadOptions
 from loader.pipeline import handlers
 from loader.records import LoadStatus
-from loader.settings import ENV_CHUNK_PREFIX, ENV_SOURCE_BUCKET
 from loader.store.table import LoaderTable
+from tests.integration.state_machines import BUCKET, loader_s3
 from tests.loader_context import loader_context
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
-BUCKET = "ipmeta-sources"
 
 
 @pytest.fixture
 def aws(table_environment: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv(ENV_SOURCE_BUCKET, BUCKET)
-    monkeypatch.setenv(ENV_CHUNK_PREFIX, "chunks")
-    handlers.reset()
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        # Created under moto, whose stubber lets the dynalite endpoint through.
-        handlers.reset()
+    with loader_s3(monkeypatch) as s3:
         yield s3
-    handlers.reset()
 
 
 def run_through_handlers(execution: dict[str, Any], aws: Any) -> dict[str, Any]:
