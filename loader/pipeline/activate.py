@@ -22,7 +22,7 @@ from loader.errors import (
 from loader.pipeline import guard
 from loader.pipeline.abort import fail
 from loader.pipeline.staged import REPORT
-from loader.records import LoadItem, LoadReport, LoadStatus, version_of
+from loader.records import LoadItem, LoadReport, LoadStatus, Manifest, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 from loader.store import events
 from loader.store.edge_cache import EdgeCache, invalidate_after
@@ -32,6 +32,12 @@ from loader.store.table import LoaderTable
 #: What a version may be when its activation claims it: written by this load, held by the guard
 #: (``ipmeta activate`` accepts it), or already claimed by a retried Activate.
 _ACTIVATABLE: Final = frozenset({VersionStatus.LOADING, VersionStatus.HELD, VersionStatus.ACTIVE})
+
+
+#: How often activation counts a version's index entries again while home's GSIs catch up.
+INDEX_POLL_SECONDS: Final = 1.0
+#: How long an activation with no time limit (the local driver) waits for them.
+INDEX_LAG_WAIT_SECONDS: Final = 120.0
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,8 @@ def verify(
     serves the version (``arrival``): a sample here would let a version serve in
     home that no region ever sees arrive. It reads every item once, in parallel,
     and saves each partition found complete: past ``until`` it stops with
-    ``VerificationPending``, and the next attempt counts only the rest.
+    ``VerificationPending``, and the next attempt counts only the rest. Then the
+    version's index entries, in home's GSIs, as each region counts them in its own.
     """
     if load.items_written != load.items:
         raise VerificationFailed(
@@ -82,6 +89,42 @@ def verify(
             f"load {load.load_id}: {count.uncounted:,} partitions still to count "
             f"({count.counted:,} counted now); the next attempt counts only those"
         )
+    if manifest.indexes:
+        _verify_indexes(load, table, meta.uid, manifest, until=until, now=now, workers=workers)
+
+
+def _verify_indexes(
+    load: LoadItem,
+    table: LoaderTable,
+    uid: str,
+    manifest: Manifest,
+    *,
+    until: float | None,
+    now: Callable[[], float],
+    workers: int,
+) -> None:
+    """Every index entry of the version is in home's GSIs, before the pointer names it.
+
+    Home verifies what each region's check will (``PartitionCounts.index_entries``): a GSI is
+    updated asynchronously in home too, so reverse lookups right after a switch could miss
+    entries, and an index that never adds up would serve in home and wait forever in every
+    region. A pass that adds up short is counted again every ``INDEX_POLL_SECONDS`` until
+    ``until`` (``INDEX_LAG_WAIT_SECONDS`` from now without one); then ``VerificationPending``.
+    """
+    deadline = until if until is not None else now() + INDEX_LAG_WAIT_SECONDS
+    while True:
+        count = table.counts.index_entries(
+            None, load.version, uid, manifest.indexes, until=until, now=now, workers=workers
+        )
+        if count.whole:
+            return
+        if count.uncounted or now() + INDEX_POLL_SECONDS > deadline:
+            raise VerificationPending(
+                f"load {load.load_id}: {count.found:,} of its {count.wanted:,} reverse-lookup index "
+                f"entries in the table's indexes so far ({count.uncounted:,} keys still to count); "
+                "the next attempt counts on"
+            )
+        time.sleep(INDEX_POLL_SECONDS)
 
 
 def activate(
