@@ -3,9 +3,13 @@
 ``activate`` asks ``judge`` before it switches the pointer. A release is held when
 
 - it changes more than ``max_change_ratio`` of the version it would replace:
-  the share the load's diff measured (``share_of_base``: the items a delta over
-  the active version's base writes, over that base's items), so a release that
-  rewrites 90% of the ranges is held under any ratio below 0.9;
+  the share the load's diff measured (``change_of_base``: the ranges it added,
+  replaced or removed, over the items of the active version's base), so a
+  release that rewrites 90% of the ranges is held under any ratio below 0.9,
+  and so is one that drops them. Removed counts the base's stretches gone from
+  the buckets the release still holds and every base item of the buckets it
+  left empty (a provider's whole IPv6 list, one region's /8s:
+  ``plan_writes._vacated``, from the base's manifest);
 - it holds fewer items than ``min_size_ratio`` of that version's (a truncated
   or nearly empty file: an empty one is refused by its reader before this);
 - or its caller held it before the load (``held_by``: one list of a combined
@@ -71,11 +75,14 @@ def judge(load: LoadItem, table: LoaderTable) -> Verdict:
     if options.min_size_ratio is not None and size < options.min_size_ratio * active_items:
         floor = f"{options.min_size_ratio:.0%} of the active version's {active_items:,}"
         return Verdict(True, f"{size:,} items, under {floor}")
-    share = (load.report.delta or {}).get("share_of_base")
+    delta = load.report.delta or {}
+    # A report from before ``change_of_base`` was measured has only the delta's own share.
+    share = delta.get("change_of_base", delta.get("share_of_base"))
     if options.max_change_ratio is not None and share is not None and float(share) > options.max_change_ratio:
-        return Verdict(
-            True, f"changes {float(share):.0%} of the active version, above {options.max_change_ratio:.0%}"
-        )
+        removed, of = int(delta.get("removed", 0)), int(delta.get("base_items", 0))
+        removal = f" ({removed:,} of its {of:,} items removed)" if removed else ""
+        limit = f"above {options.max_change_ratio:.0%}"
+        return Verdict(True, f"changes {float(share):.0%} of the active version{removal}, {limit}")
     return Verdict(False)
 
 
