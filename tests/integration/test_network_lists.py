@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
+from loader.feeds.catalogue import CATALOGUE, MAX_DISCOVERY_BYTES, ChosenList, list_feeds
+from loader.feeds.errors import FeedProtocolError
 from loader.store.table import LoaderTable
 from tests.fakes.vendors import FakeServer, Reply, Seen, file_route, serving
 from tests.integration.conftest import RequestCounter, get_json, running_api_server
+from tests.integration.feeds import Sleeps, quick_http
 
 SAMPLES = Path(__file__).parent.parent / "fixtures" / "network"
 #: The acceptance's lists, and the sample each is served from.
@@ -322,3 +326,36 @@ def test_one_list_that_drops_half_its_ranges_holds_the_combined_dataset(  # noqa
     with running_api_server(store) as api:
         assert get_json(api, "/v1/ip/66.249.9.1")[0] == 404
         assert get_json(api, "/v1/ip/66.249.4.1")[1]["data"]["crawler"] == "googlebot"
+
+
+DOWNLOAD_CENTER = Path(__file__).parent.parent / "fixtures" / "download_center"
+
+
+@pytest.mark.parametrize(
+    ("page", "found"),
+    [
+        ((DOWNLOAD_CENTER / "details-56519.html").read_bytes(), "ServiceTags_Public_20261123.json"),
+        ((DOWNLOAD_CENTER / "confirmation-56519.html").read_bytes(), "ServiceTags_Public_20200518.json"),
+        (b"<html><body>This download is no longer available.</body></html>", "links no ServiceTags_Public"),
+        # A page past the 2 MB a discovery reads (a portal's, a loop of redirects' body) is refused
+        (b"<html>" + b" " * MAX_DISCOVERY_BYTES + b"</html>", f"more than {MAX_DISCOVERY_BYTES} bytes"),
+    ],
+    ids=["details-page-data", "confirmation-link", "no-link", "page-too-large"],
+)
+def test_azures_weekly_file_is_found_on_its_page_served_over_http(page: bytes, found: str) -> None:
+    # Given Azure's download page on the fake vendor, in place of Microsoft's
+    with serving(file_route({"details.aspx": page})) as server:
+        azure = replace(CATALOGUE["azure"], discovery=f"{server.url}/files/details.aspx")
+        http = quick_http(Sleeps())
+        if found.endswith(".json"):
+            # When the list's feeds are built, Then the week's file is the one the page names
+            (feed,) = list_feeds(ChosenList(azure, ()), http)
+            assert feed.url.endswith(f"/{found}")
+            assert feed.url.startswith("https://download.microsoft.com/")
+            assert (feed.name, feed.file_name) == ("network:azure", "azure-1.json")
+        else:
+            # Otherwise the run fails by name, and says how to name the file instead
+            with pytest.raises(FeedProtocolError, match=found) as error:
+                list_feeds(ChosenList(azure, ()), http)
+            assert "network:azure" in str(error.value)
+        assert server.paths() == ["/files/details.aspx"]
