@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loader.planning import write_model
-from loader.planning.costs import load_costs
+from loader.planning.costs import CountedBytes, IndexWrites, count_read_costs, load_costs
 from loader.planning.write_model import OrderKind, TableSetup, WriteOrder, hottest_share_series
 from loader.reverse_index import KEYS_PER_PARTITION
 
@@ -50,6 +50,8 @@ def plan_load(
     item_bytes: float = write_model.DEFAULT_ITEM_BYTES,
     index_entries: int = 0,
     index_entry_bytes: float = 0,
+    index_keys: int = 0,
+    counted: CountedBytes | None = None,
     frequent_values: Mapping[str, int] | None = None,
     window: int = 1_000,
     write_units: int | None = None,
@@ -57,7 +59,8 @@ def plan_load(
     """Everything ``ipmeta plan`` reports about a load, JSON-ready.
 
     ``item_bytes`` is the mean item size, and ``write_units`` the load's own
-    count (an item takes one per KB begun), when the dry run measured them.
+    count (an item takes one per KB begun), when the dry run measured them; ``counted``
+    what a count of the version reads, when the dry run built its items.
     """
     per_bucket = order.items_per_bucket()
     items = order.items
@@ -95,6 +98,13 @@ def plan_load(
         ),
         "item_bytes": round(item_bytes, 1),
         "cost": load_costs(items, item_bytes, index_entries, index_entry_bytes, write_units=write_units),
+        # Activation's count in home, as each replica region's arrival check counts again there
+        "count_reads": count_read_costs(
+            counted,
+            items=items,
+            item_bytes=item_bytes,
+            index=IndexWrites(index_entries, index_entry_bytes, index_keys) if index_entries else None,
+        ),
         # The fastest load is the hottest the index's keys get.
         "reverse_index": index_shards(frequent_values, items, fastest) if frequent_values else None,
         "chart": {"window": window, "hottest_bucket_share": series},
