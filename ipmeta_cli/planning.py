@@ -133,45 +133,53 @@ def _covered(bucket: tuple[int, int], covers: Any) -> bool:
     )
 
 
+def load_report(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan of the load of ``args.files``: its writes, its count, its reload and charts."""
+    from loader.planning.costs import count_read_costs
+    from loader.planning.load_plan import plan_load
+
+    report: dict[str, Any] = {}
+    load, order, counted = planned_load(args)
+    hottest = (load.get("value_index") or {}).get("hottest_values", {})
+    measured = {"item_bytes": load["item_bytes"] / order.items} if load.get("item_bytes") else {}
+    index = IndexWrites.of_report(load, measured.get("item_bytes", DEFAULT_ITEM_BYTES))
+    report["load"] = plan_load(
+        order,
+        warm_write_units=args.warm_write_units,
+        provisioned_write_units=args.provisioned_write_units,
+        target_seconds=args.target_minutes * 60,
+        frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
+        write_units=load.get("write_units"),
+        index=index,
+        **measured,
+    )
+    # Activation's count in home, as each replica region's arrival check counts again there
+    report["load"]["count_reads"] = count_read_costs(
+        counted, items=order.items, item_bytes=report["load"]["item_bytes"], index=index
+    )
+    report["load"] |= {
+        "indexed": index is not None,
+        "index_entries": index.entries if index else 0,
+        "index_entry_bytes": round(index.entry_bytes, 1) if index else 0,
+        "index_keys": index.keys if index else 0,
+        "columns": len(load.get("column_types", {})),
+        "rows": load.get("rows_read"),
+    }
+    if "delta_estimate" in load:
+        report["reload"] = reload_costs(
+            load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args, index
+        )
+    if args.chart:
+        report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
+    return report
+
+
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     from loader.planning.blog import reproduce_blog
     from loader.planning.costs import lookup_costs
     from loader.planning.fixed_bill import DEFAULT_STACK, fixed_bill
-    from loader.planning.load_plan import plan_load
 
-    report: dict[str, Any] = {}
-    if args.files:
-        load, order, counted = planned_load(args)
-        hottest = (load.get("value_index") or {}).get("hottest_values", {})
-        measured = {"item_bytes": load["item_bytes"] / order.items} if load.get("item_bytes") else {}
-        index = IndexWrites.of_report(load, measured.get("item_bytes", DEFAULT_ITEM_BYTES))
-        report["load"] = plan_load(
-            order,
-            warm_write_units=args.warm_write_units,
-            provisioned_write_units=args.provisioned_write_units,
-            target_seconds=args.target_minutes * 60,
-            frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
-            write_units=load.get("write_units"),
-            index_entries=index.entries if index else 0,
-            index_entry_bytes=index.entry_bytes if index else 0,
-            index_keys=index.keys if index else 0,
-            counted=counted,
-            **measured,
-        )
-        report["load"] |= {
-            "indexed": index is not None,
-            "index_entries": index.entries if index else 0,
-            "index_entry_bytes": round(index.entry_bytes, 1) if index else 0,
-            "index_keys": index.keys if index else 0,
-        }
-        report["load"]["columns"] = len(load.get("column_types", {}))
-        report["load"]["rows"] = load.get("rows_read")
-        if "delta_estimate" in load:
-            report["reload"] = reload_costs(
-                load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args, index
-            )
-        if args.chart:
-            report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
+    report: dict[str, Any] = load_report(args) if args.files else {}
     if args.reproduce_blog:
         report["blog"] = reproduce_blog()
     if args.enrich_rows:

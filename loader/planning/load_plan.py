@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loader.planning import write_model
-from loader.planning.costs import CountedBytes, IndexWrites, count_read_costs, load_costs
+from loader.planning.costs import IndexWrites, load_costs
 from loader.planning.write_model import OrderKind, TableSetup, WriteOrder, hottest_share_series
 from loader.reverse_index import KEYS_PER_PARTITION
 
@@ -48,10 +48,7 @@ def plan_load(
     client: write_model.Client = write_model.LOADER_CLIENT,
     split: write_model.SplitForHeat = write_model.DEFAULT_SPLIT,
     item_bytes: float = write_model.DEFAULT_ITEM_BYTES,
-    index_entries: int = 0,
-    index_entry_bytes: float = 0,
-    index_keys: int = 0,
-    counted: CountedBytes | None = None,
+    index: IndexWrites | None = None,
     frequent_values: Mapping[str, int] | None = None,
     window: int = 1_000,
     write_units: int | None = None,
@@ -59,9 +56,9 @@ def plan_load(
     """Everything ``ipmeta plan`` reports about a load, JSON-ready.
 
     ``item_bytes`` is the mean item size, and ``write_units`` the load's own
-    count (an item takes one per KB begun), when the dry run measured them; ``counted``
-    what a count of the version reads, when the dry run built its items.
+    count (an item takes one per KB begun), when the dry run measured them (``index``: its GSIs').
     """
+    entries, entry_bytes = (index.entries, index.entry_bytes) if index else (0, 0.0)
     per_bucket = order.items_per_bucket()
     items = order.items
     hottest = max(per_bucket, key=per_bucket.__getitem__) if per_bucket else None
@@ -97,14 +94,7 @@ def plan_load(
             order, target_seconds, client, split, item_bytes
         ),
         "item_bytes": round(item_bytes, 1),
-        "cost": load_costs(items, item_bytes, index_entries, index_entry_bytes, write_units=write_units),
-        # Activation's count in home, as each replica region's arrival check counts again there
-        "count_reads": count_read_costs(
-            counted,
-            items=items,
-            item_bytes=item_bytes,
-            index=IndexWrites(index_entries, index_entry_bytes, index_keys) if index_entries else None,
-        ),
+        "cost": load_costs(items, item_bytes, entries, entry_bytes, write_units=write_units),
         # The fastest load is the hottest the index's keys get.
         "reverse_index": index_shards(frequent_values, items, fastest) if frequent_values else None,
         "chart": {"window": window, "hottest_bucket_share": series},
