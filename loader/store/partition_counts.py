@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from botocore.exceptions import ClientError
 
 from ipmeta.schema import keys
-from ipmeta.store.dynamodb import serialize_item
+from ipmeta.store.dynamodb import item_key, serialize_item
 from loader.batching import batched
 from loader.reverse_index import IndexCensus
 from loader.store.dataset_items import DatasetItems, condition_failed
@@ -119,6 +119,14 @@ class CountProgress(DatasetItems):
             if self._put(partition_key, version, merged, read=int(item["saves"]) if item else None):
                 return merged
         raise RuntimeError(f"{partition_key} {version}: {SAVE_ATTEMPTS} saves of the count lost a race")
+
+    def forget(self, version: int, regions: Iterable[str | None]) -> None:
+        """Delete the saved progress of ``version``'s counts in home (None) and ``regions``: cleanup,
+        once the version is deleted (a global table's delete reaches each region's copy)."""
+        for region in regions:
+            self.client.delete_item(
+                TableName=self.table_name, Key=item_key(self.space.counted(region), version)
+            )
 
     def _put(self, partition_key: str, version: int, progress: Progress, *, read: int | None) -> bool:
         item = {

@@ -17,7 +17,7 @@ import pytest
 
 from ipmeta.schema import keys
 from loader.options import LoadOptions
-from loader.pipeline import arrival, driver
+from loader.pipeline import arrival, driver, retention
 from loader.store.partition_counts import COUNT_BATCH, IndexCount
 from loader.store.partition_items import PartitionItems
 from loader.store.staging import LocalStaging
@@ -189,3 +189,24 @@ def test_index_entries_are_counted_a_batch_at_a_time_and_a_short_pass_starts_aga
         assert len(calls) < 100
     assert sorted(seen) == sorted(index_keys)
     assert calls[-1].found == calls[-1].wanted
+
+
+def test_cleanup_forgets_the_counts_of_the_versions_it_deletes(store: LoaderTable, tmp_path: Path) -> None:
+    # Given two versions loaded and counted in home, and the first one counted in a region too
+    first = load(store, tmp_path)
+    first_uid = store.lookup.get_version_meta(first).uid  # type: ignore[union-attr]
+    assert follow(store).serving == f"v{first}"
+    (tmp_path / "again").mkdir()
+    release = spread_release(tmp_path / "again")
+    release.write_text(release.read_text().replace("org-1", "org-one"))
+    second = driver.run_load([release], LoadOptions(), store, LocalStaging(tmp_path / "staging")).version
+    assert second == first + 1
+    assert store.counts.progress.read(None, first, first_uid).complete
+    assert store.counts.progress.read(REGION, first, first_uid).complete
+    # When the first is deleted (cleanup names the table's replica regions; here, the one named)
+    retention.delete_version(first, store, regions=[REGION])
+    # Then its counts' progress is gone in home and in the region, and the second's stays
+    assert not store.counts.progress.read(None, first, first_uid).complete
+    assert not store.counts.progress.read(REGION, first, first_uid).complete
+    second_uid = store.lookup.get_version_meta(second).uid  # type: ignore[union-attr]
+    assert store.counts.progress.read(None, second, second_uid).complete
