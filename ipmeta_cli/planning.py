@@ -166,9 +166,7 @@ def load_report(args: argparse.Namespace) -> dict[str, Any]:
         "rows": load.get("rows_read"),
     }
     if "delta_estimate" in load:
-        report["reload"] = reload_costs(
-            load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args, index
-        )
+        report["reload"] = reload_costs(load["delta_estimate"], report["load"], args, index)
     if args.chart:
         report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
     return report
@@ -222,6 +220,7 @@ def feed_report(spec: str) -> dict[str, Any]:
 def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """What ``report`` costs served from ``--regions`` regions (``loader.planning.regions``)."""
     from loader.options import DEFAULT_DELTA_MAX_CHAIN
+    from loader.planning.costs import reload_cycle
     from loader.planning.regions import (
         region_fixed_costs,
         regional_lookup_costs,
@@ -244,16 +243,16 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
             load["items"], load["item_bytes"], regions, index, load["count_reads"]
         )
     if "reload" in report:
-        found["reload"] = replicated_reload_costs(
+        cycle = reload_cycle(
             report["load"]["items"],
             report["load"]["item_bytes"],
             report["reload"]["share_of_previous"],
-            regions,
-            releases_per_month=args.releases_per_month,
             max_chain=DEFAULT_DELTA_MAX_CHAIN,
             threshold=args.delta_threshold,
             index=index,
+            count=report["load"]["count_reads"],
         )
+        found["reload"] = replicated_reload_costs(cycle, regions, releases_per_month=args.releases_per_month)
     if args.lookups_per_month:
         found["lookups"] = regional_lookup_costs(args.lookups_per_month, regions, lookup_batching(args))
     return found
@@ -305,17 +304,18 @@ def _index_of(load: Mapping[str, Any]) -> IndexWrites | None:
 
 def reload_costs(
     estimate: Mapping[str, Any],
-    items: int,
-    item_bytes: float,
+    load: Mapping[str, Any],
     args: argparse.Namespace,
     index: IndexWrites | None = None,
 ) -> dict[str, Any]:
-    """A full reload's cost beside the delta's, what ``--delta auto`` would write, and the month.
+    """A full reload's cost beside the delta's, what ``--delta auto`` would write, and the month
+    (each full version counted as the plan's ``load.count_reads`` measured it).
 
     An indexed load (``index``) is written full whatever ``--delta`` says, entries and all."""
     from loader.options import DEFAULT_DELTA_MAX_CHAIN
     from loader.planning.costs import diff_read_costs, load_costs, reload_month_costs
 
+    items, item_bytes = load["items"], load["item_bytes"]
     full = load_costs(items, item_bytes, index.entries if index else 0, index.entry_bytes if index else 0)
     delta = load_costs(estimate["delta_items"], item_bytes)
     reading_the_base = diff_read_costs(estimate["previous_items"], item_bytes)
@@ -338,6 +338,7 @@ def reload_costs(
             max_chain=DEFAULT_DELTA_MAX_CHAIN,
             threshold=args.delta_threshold,
             index=index,
+            count=load.get("count_reads"),
         ),
     }
 
@@ -588,7 +589,8 @@ def _reload_lines(reload: Mapping[str, Any]) -> list[str]:
         f"  following {month['releases_per_month']:g} releases a month that drift as these two do: "
         f"full reloads ${month['full_usd_per_month']:,.2f} a month, --delta auto "
         f"${month['delta_usd_per_month']:,.2f} "
-        f"(a full version every {month['releases_per_full_load']} releases)",
+        f"(a full version every {month['releases_per_full_load']} releases; counts before activation "
+        f"${month['breakdown']['counts']:,.2f})",
     ]
 
 

@@ -168,6 +168,71 @@ def count_read_costs(
 TWICE_A_WEEK_PER_MONTH: Final = 2 * 52 / 12
 
 
+@dataclass(frozen=True)
+class ReloadCycle:
+    """A full version and the deltas ``--delta auto`` writes on it before the next full one: what
+    each version costs in one region (``reload_month_costs``; ``regions`` bills its lines per region).
+
+    ``written`` holds each version's items, the full one first; ``count`` is the full version's
+    count as the dry run measured it (``count_read_costs``), else modelled."""
+
+    items: int
+    item_bytes: float
+    written: tuple[int, ...]
+    index: IndexWrites | None = None
+    count: Mapping[str, Any] | None = None
+
+    @property
+    def versions(self) -> int:
+        return len(self.written)
+
+    def full_only(self) -> ReloadCycle:
+        """The same version written full at every release."""
+        return dataclasses.replace(self, written=(self.items,))
+
+    def lines(self) -> dict[str, float]:
+        """Dollars of one cycle in one region: each version's writes (and their deletes once it is
+        replaced), the deltas' diffs reading the base, and activation's count of each version."""
+        entries, entry_bytes = (self.index.entries, self.index.entry_bytes) if self.index else (0, 0.0)
+        full, *deltas = self.written
+        full_count = self.count or count_read_costs(
+            None, items=full, item_bytes=self.item_bytes, index=self.index
+        )
+        return {
+            # An indexed load has no deltas, so the index entries are the full version's alone
+            "writes": load_costs(full, self.item_bytes, entries, entry_bytes)["write_usd_replacing_a_version"]
+            + sum(load_costs(n, self.item_bytes)["write_usd_replacing_a_version"] for n in deltas),
+            "diff_reads": len(deltas) * diff_read_costs(self.items, self.item_bytes)["read_usd"],
+            "counts": full_count["read_usd"]
+            + sum(count_read_costs(None, items=n, item_bytes=self.item_bytes)["read_usd"] for n in deltas),
+        }
+
+
+def reload_cycle(
+    items: int,
+    item_bytes: float,
+    share_per_release: float,
+    *,
+    max_chain: int,
+    threshold: float,
+    index: IndexWrites | None = None,
+    count: Mapping[str, Any] | None = None,
+) -> ReloadCycle:
+    """The cycle ``--delta auto`` follows when each release drifts ``share_per_release`` from the last.
+
+    An indexed load (``index``) is always written full, index entries and all: its shard plans
+    are whole-version, so ``--delta auto`` writes no delta for it. Every delta is computed
+    against its base, so the k-th after a full version holds about k × ``share_per_release``
+    of it (releases drift apart). ``auto`` writes a full version again once ``max_chain``
+    deltas sit on the base or the next would exceed ``threshold``.
+    """
+    deltas = 0
+    while index is None and deltas < max_chain and (deltas + 1) * share_per_release <= threshold:
+        deltas += 1
+    written = (items, *(round(k * share_per_release * items) for k in range(1, deltas + 1)))
+    return ReloadCycle(items, item_bytes, written, index, count)
+
+
 def reload_month_costs(
     items: int,
     item_bytes: float,
@@ -177,33 +242,32 @@ def reload_month_costs(
     max_chain: int,
     threshold: float,
     index: IndexWrites | None = None,
+    count: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What following every release costs a month: full reloads, against deltas under ``--delta auto``.
+    """What following every release costs a month in one region: full reloads, against deltas
+    under ``--delta auto`` (``reload_cycle``).
 
-    An indexed load (``index``) is always written full, index entries and all: its shard plans
-    are whole-version, so ``--delta auto`` writes no delta for it.
-
-    Every delta is computed against its base, so the k-th after a full version
-    holds about k × ``share_per_release`` of it (releases drift apart). A
-    delta's items are written, and deleted once it is superseded; its diff
-    reads the base once. ``auto`` writes a full version again (whose items are
-    deleted when it is replaced) once ``max_chain`` deltas sit on the base or
-    the next would exceed ``threshold``: a cycle of one full load and its deltas.
+    A delta's items are written, and deleted once it is superseded; its diff reads the base
+    once; a full version's items are deleted when it is replaced. Every new version is
+    counted before activation (``count_read_costs``; ``count``: the full version's, measured).
     """
-    entries = index.entries if index else 0
-    entry_bytes = index.entry_bytes if index else 0
-    replacing = load_costs(items, item_bytes, entries, entry_bytes)["write_usd_replacing_a_version"]
-    reading_the_base = diff_read_costs(items, item_bytes)["read_usd"]
-    cycle_usd, deltas = replacing, 0
-    while index is None and deltas < max_chain and (deltas + 1) * share_per_release <= threshold:
-        deltas += 1
-        written = round(deltas * share_per_release * items)
-        cycle_usd += load_costs(written, item_bytes)["write_usd_replacing_a_version"] + reading_the_base
+    cycle = reload_cycle(
+        items,
+        item_bytes,
+        share_per_release,
+        max_chain=max_chain,
+        threshold=threshold,
+        index=index,
+        count=count,
+    )
+    lines = cycle.lines()
+    per_release = releases_per_month / cycle.versions
     return {
         "releases_per_month": round(releases_per_month, 2),
-        "full_usd_per_month": round(replacing * releases_per_month, 2),
-        "delta_usd_per_month": round(cycle_usd / (deltas + 1) * releases_per_month, 2),
-        "releases_per_full_load": deltas + 1,
+        "full_usd_per_month": round(sum(cycle.full_only().lines().values()) * releases_per_month, 2),
+        "delta_usd_per_month": round(sum(lines.values()) * per_release, 2),
+        "releases_per_full_load": cycle.versions,
+        "breakdown": {line: round(usd * per_release, 2) for line, usd in lines.items()},
     }
 
 

@@ -31,11 +31,10 @@ from loader.planning.costs import (
     TWICE_A_WEEK_PER_MONTH,
     Batching,
     IndexWrites,
+    ReloadCycle,
     count_read_costs,
-    diff_read_costs,
     load_costs,
     lookup_costs,
-    reload_month_costs,
 )
 from loader.planning.write_model import GB, KB, MILLION
 
@@ -101,51 +100,29 @@ def replicated_load_costs(
 
 
 def replicated_reload_costs(
-    items: int,
-    item_bytes: float,
-    share_per_release: float,
-    regions: int,
-    *,
-    releases_per_month: float = TWICE_A_WEEK_PER_MONTH,
-    max_chain: int,
-    threshold: float,
-    index: IndexWrites | None = None,
+    cycle: ReloadCycle, regions: int, *, releases_per_month: float = TWICE_A_WEEK_PER_MONTH
 ) -> dict[str, Any]:
-    """Following every release in ``regions`` regions: ``costs.reload_month_costs``' cycle of a full
-    version and its deltas, its writes in every region, its diff's reads in home alone, per replica
-    region the bytes replicated there, and each new version's count in every region."""
-    home = reload_month_costs(
-        items,
-        item_bytes,
-        share_per_release,
-        releases_per_month=releases_per_month,
-        max_chain=max_chain,
-        threshold=threshold,
-        index=index,
-    )
-    deltas = home["releases_per_full_load"] - 1
-    written = [items, *(round(k * share_per_release * items) for k in range(1, deltas + 1))]
-    entries, entry_bytes = (index.entries, index.entry_bytes) if index else (0, 0.0)
+    """Following every release in ``regions`` regions: ``cycle``'s full version and its deltas
+    (``costs.reload_cycle``), their writes in every region, their diff's reads in home alone, per
+    replica region the bytes replicated there, and each new version's count in every region."""
+    one = cycle.lines()
     replicas = regions - 1
-    per_month = releases_per_month / (deltas + 1)
+    per_month = releases_per_month / cycle.versions
     lines = {
-        # An indexed load has no deltas (``written`` is the full version alone), so entries are whole
-        "writes": sum(
-            load_costs(n, item_bytes, entries, entry_bytes)["write_usd_replacing_a_version"] for n in written
-        )
-        * regions,
-        "diff_reads": deltas * diff_read_costs(items, item_bytes)["read_usd"],
-        "replication_transfer": sum(written) * item_bytes / GB * replicas * INTER_REGION_TRANSFER_PER_GB,
+        "writes": one["writes"] * regions,
+        "diff_reads": one["diff_reads"],
+        "replication_transfer": sum(cycle.written)
+        * cycle.item_bytes
+        / GB
+        * replicas
+        * INTER_REGION_TRANSFER_PER_GB,
         # Each version counted in home before activation, and in every replica region again
-        "counts": sum(
-            count_read_costs(None, items=n, item_bytes=item_bytes, index=index)["read_usd"] for n in written
-        )
-        * regions,
+        "counts": one["counts"] * regions,
     }
     return {
         "regions": regions,
-        "one_region_usd_per_month": home["delta_usd_per_month"],
-        "releases_per_full_load": deltas + 1,
+        "one_region_usd_per_month": round(sum(one.values()) * per_month, 2),
+        "releases_per_full_load": cycle.versions,
         "breakdown": {line: round(usd * per_month, 2) for line, usd in lines.items()},
         "usd_per_month": round(sum(lines.values()) * per_month, 2),
     }

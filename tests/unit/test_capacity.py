@@ -15,6 +15,7 @@ from loader.planning.costs import (
     Batching,
     IndexWrites,
     UrlLogging,
+    count_read_costs,
     diff_read_costs,
     load_costs,
     lookup_costs,
@@ -466,12 +467,17 @@ def test_following_every_release_as_deltas_costs_a_fraction_of_full_reloads() ->
     # GeoLite2-City: 3.59 M items, about 1.2% drifting per release, twice a week
     month = reload_month_costs(3_591_359, 584, 0.012, max_chain=8, threshold=0.25)
 
-    full_release = load_costs(3_591_359, 584)["write_usd_replacing_a_version"]
+    # Each new version is counted before activation, consistently
+    def counted(items: int) -> float:
+        return float(count_read_costs(None, items=items, item_bytes=584)["read_usd"])
+
+    full_release = load_costs(3_591_359, 584)["write_usd_replacing_a_version"] + counted(3_591_359)
     assert month["full_usd_per_month"] == pytest.approx(full_release * 104 / 12, abs=0.01)
     assert month["releases_per_full_load"] == 9  # a full load, then 8 deltas on it
     deltas = sum(
         load_costs(round(k * 0.012 * 3_591_359), 584)["write_usd_replacing_a_version"]
         + diff_read_costs(3_591_359, 584)["read_usd"]
+        + counted(round(k * 0.012 * 3_591_359))
         for k in range(1, 9)
     )
     assert month["delta_usd_per_month"] == pytest.approx((full_release + deltas) / 9 * 104 / 12, abs=0.01)

@@ -12,6 +12,7 @@ from loader.planning.costs import (
     count_read_costs,
     load_costs,
     lookup_costs,
+    reload_cycle,
     reload_month_costs,
 )
 from loader.planning.regions import (
@@ -24,6 +25,8 @@ from loader.planning.regions import (
 #: GeoLite2-City with its default fields (docs/loader.md, "Full records"): items and mean bytes.
 CITY_ITEMS = 3_591_359
 CITY_ITEM_BYTES = 584
+#: Its releases drifting 1.2% apart, followed as deltas (`--delta auto`, a chain of 8 at most).
+CITY_CYCLE = reload_cycle(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
 
 
 def test_a_full_reload_in_three_regions_is_each_regions_write_bill() -> None:
@@ -47,13 +50,11 @@ def test_a_full_reload_in_three_regions_is_each_regions_write_bill() -> None:
 
 
 def test_following_every_release_in_three_regions_triples_the_writes_not_the_diff() -> None:
-    three = replicated_reload_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, 3, max_chain=8, threshold=0.25)
-    one = replicated_reload_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, 1, max_chain=8, threshold=0.25)
+    three = replicated_reload_costs(CITY_CYCLE, 3)
+    one = replicated_reload_costs(CITY_CYCLE, 1)
     home = reload_month_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
-    # One region is the model of one region, and its count of each new version
-    assert one["usd_per_month"] == pytest.approx(
-        home["delta_usd_per_month"] + one["breakdown"]["counts"], abs=0.02
-    )
+    # One region is the model of one region, its count of each new version included
+    assert one["usd_per_month"] == home["delta_usd_per_month"]
     assert one["breakdown"]["replication_transfer"] == 0
     assert three["breakdown"]["counts"] == pytest.approx(3 * one["breakdown"]["counts"], abs=0.02)
     # Three: the writes three times, the diff's reads of the base once (in home)
@@ -100,7 +101,7 @@ def test_the_readmes_three_region_row_is_the_model() -> None:
 
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     lookups = regional_lookup_costs(100_000_000, 3)["fronts"]
-    reloads = replicated_reload_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, 3, max_chain=8, threshold=0.25)
+    reloads = replicated_reload_costs(CITY_CYCLE, 3)
     load = replicated_load_costs(CITY_ITEMS, CITY_ITEM_BYTES, 3)
     stored = load["storage_usd_per_month"] + load["pitr_usd_per_month"]
     fixed = 2 * region_fixed_costs()["usd_per_month"]
@@ -112,3 +113,63 @@ def test_the_readmes_three_region_row_is_the_model() -> None:
         single += one["storage_usd_per_month"] + one["pitr_usd_per_month"]
         assert f"${three:,.2f}" in readme, front
         assert f"${single:,.2f}" in readme, front
+    # And the one-region reload row, each new version's count included
+    assert f"**${home['delta_usd_per_month']:,.2f}** as deltas" in readme
+    assert f"${home['full_usd_per_month']:,.2f} written full" in readme
+
+
+def test_one_regions_month_of_reloads_counts_each_new_version_as_the_region_model_does() -> None:
+    # Given GeoLite2-City followed in one region, as deltas and written full
+    home = reload_month_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
+    one = replicated_reload_costs(CITY_CYCLE, 1)
+    # Then home's activation count of each new version is in the month, the region model's very lines
+    assert one["breakdown"]["replication_transfer"] == 0
+    assert home["breakdown"] == {
+        line: usd for line, usd in one["breakdown"].items() if line != "replication_transfer"
+    }
+    assert home["breakdown"]["counts"] > 0
+    assert home["delta_usd_per_month"] == one["usd_per_month"] == one["one_region_usd_per_month"]
+    # And a full reload at every release counts the full version each time
+    full_count = count_read_costs(None, items=CITY_ITEMS, item_bytes=CITY_ITEM_BYTES)["read_usd"]
+    full_write = load_costs(CITY_ITEMS, CITY_ITEM_BYTES)["write_usd_replacing_a_version"]
+    assert home["full_usd_per_month"] == pytest.approx((full_write + full_count) * 104 / 12, abs=0.01)
+
+
+def test_a_measured_count_prices_the_full_version_in_the_month() -> None:
+    # Given a dry run that measured the full version's count at ten times the model's
+    model = count_read_costs(None, items=CITY_ITEMS, item_bytes=CITY_ITEM_BYTES)
+    measured = model | {"read_usd": 10 * model["read_usd"]}
+    plain = reload_month_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
+    counted = reload_month_costs(
+        CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25, count=measured
+    )
+    # Then the month prices the measured count once per cycle, the deltas' counts as modelled
+    extra = 9 * model["read_usd"] * 104 / 12 / 9
+    assert counted["breakdown"]["counts"] == pytest.approx(plain["breakdown"]["counts"] + extra, abs=0.01)
+    assert counted["full_usd_per_month"] == pytest.approx(
+        plain["full_usd_per_month"] + 9 * model["read_usd"] * 104 / 12, abs=0.01
+    )
+
+
+def test_the_plans_month_of_reloads_prices_the_count_the_dry_run_measured() -> None:
+    import argparse
+
+    from ipmeta_cli.planning import reload_costs
+
+    # Given a plan whose dry run measured the full version's count (here a dollar)
+    model = count_read_costs(None, items=CITY_ITEMS, item_bytes=CITY_ITEM_BYTES)
+    load = {"items": CITY_ITEMS, "item_bytes": CITY_ITEM_BYTES, "count_reads": model | {"read_usd": 1.0}}
+    estimate = {
+        "previous_items": CITY_ITEMS,
+        "delta_items": round(0.012 * CITY_ITEMS),
+        "share_of_previous": 0.012,
+    }
+    args = argparse.Namespace(releases_per_month=104 / 12, delta_threshold=0.25)
+    month = reload_costs(estimate, load, args)["following_every_release"]
+    # Then the month counts that version once a cycle, and every release when written full
+    modelled = reload_month_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
+    extra = (1.0 - model["read_usd"]) * 104 / 12
+    assert month["breakdown"]["counts"] == pytest.approx(
+        modelled["breakdown"]["counts"] + extra / 9, abs=0.01
+    )
+    assert month["full_usd_per_month"] == pytest.approx(modelled["full_usd_per_month"] + extra, abs=0.01)
