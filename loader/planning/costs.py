@@ -72,6 +72,13 @@ class IndexWrites:
         return cls(entries, item_bytes + INDEX_KEY_BYTES, index_keys)
 
 
+def table_bytes(items: int, item_bytes: float, index_entries: int = 0) -> float:
+    """A version's table items by the model: ``items`` of the mean size, and the index keys that
+    ``index_entries`` of them carry (``INDEX_KEY_BYTES`` each, as an entry holds them). The dry
+    run's ``item_bytes`` sizes an item before the load gives it its index keys."""
+    return items * item_bytes + index_entries * INDEX_KEY_BYTES
+
+
 def load_costs(
     items: int,
     item_bytes: float,
@@ -82,11 +89,13 @@ def load_costs(
 ) -> dict[str, Any]:
     """What writing a load costs on demand, and what storing it costs a month.
 
-    ``item_bytes`` is the mean item size; ``write_units`` the items' own count when measured
-    (items of a mean size under 1 KB may still take two units each when some are larger).
+    ``item_bytes`` is the mean item size before its index keys (``table_bytes``); ``write_units``
+    the items' own count when measured (items of a mean size under 1 KB may still take two units
+    each when some are larger).
     """
-    write_units = write_units if write_units is not None else items * write_units_per_item(item_bytes)
-    stored_bytes = items * (item_bytes + ITEM_OVERHEAD_BYTES)
+    stored_bytes = table_bytes(items, item_bytes, index_entries) + items * ITEM_OVERHEAD_BYTES
+    if write_units is None:
+        write_units = items * write_units_per_item(stored_bytes / items - ITEM_OVERHEAD_BYTES) if items else 0
     if index_entries:
         write_units += index_entries * write_units_per_item(index_entry_bytes)
         stored_bytes += index_entries * (index_entry_bytes + ITEM_OVERHEAD_BYTES)
@@ -142,14 +151,15 @@ def count_read_costs(
     (a unit per 4 KB), a partition at a time (a page of 1 MB is whole 4 KB steps, so a
     partition rounds up once); a GSI is read eventually consistent (half a unit), a key at a
     time. Without ``counted`` (a model of ``items`` of ``item_bytes``, and ``index``): the
-    version as one partition, and each index key rounded up once, an upper bound. A region
+    version's ``table_bytes``, its index keys included, as one partition, and each index key
+    rounded up once, an upper bound. A region
     whose items are still arriving counts the short partitions again: not priced.
     """
     if counted is not None:
         table = sum(math.ceil(read / 4096) for read in counted.partitions)
         steps = sum(math.ceil(read / 4096) for read in counted.index_keys)
     else:
-        table = math.ceil(items * item_bytes / 4096)
+        table = math.ceil(table_bytes(items, item_bytes, index.entries if index else 0) / 4096)
         steps = 0
         if index is not None and index.entries:
             steps = math.ceil(index.entries * index.entry_bytes / 4096) + index.keys
@@ -189,6 +199,14 @@ class ReloadCycle:
     def full_only(self) -> ReloadCycle:
         """The same version written full at every release."""
         return dataclasses.replace(self, written=(self.items,))
+
+    def written_bytes(self) -> float:
+        """What the cycle's versions write to the table, the full one's index keys included."""
+        full, *deltas = self.written
+        entries = self.index.entries if self.index else 0
+        return table_bytes(full, self.item_bytes, entries) + sum(
+            table_bytes(n, self.item_bytes) for n in deltas
+        )
 
     def lines(self) -> dict[str, float]:
         """Dollars of one cycle in one region: each version's writes (and their deletes once it is

@@ -35,6 +35,7 @@ from loader.planning.costs import (
     count_read_costs,
     load_costs,
     lookup_costs,
+    table_bytes,
 )
 from loader.planning.write_model import GB, KB, MILLION
 
@@ -76,7 +77,7 @@ def replicated_load_costs(
     items; else the items as one partition): made in home and in every replica region."""
     one = load_costs(items, item_bytes, index.entries if index else 0, index.entry_bytes if index else 0)
     replicas = regions - 1
-    transfer_gb = items * item_bytes / GB * replicas
+    transfer_gb = table_bytes(items, item_bytes, index.entries if index else 0) / GB * replicas
     check = (
         count
         if count is not None
@@ -111,11 +112,7 @@ def replicated_reload_costs(
     lines = {
         "writes": one["writes"] * regions,
         "diff_reads": one["diff_reads"],
-        "replication_transfer": sum(cycle.written)
-        * cycle.item_bytes
-        / GB
-        * replicas
-        * INTER_REGION_TRANSFER_PER_GB,
+        "replication_transfer": cycle.written_bytes() / GB * replicas * INTER_REGION_TRANSFER_PER_GB,
         # Each version counted in home before activation, and in every replica region again
         "counts": one["counts"] * regions,
     }

@@ -310,7 +310,8 @@ def test_a_loads_write_and_storage_cost() -> None:
 
     assert costs["write_units"] == 2 * 1_000_000 + 100_000
     assert costs["write_usd"] == pytest.approx(2.1 * 0.625)
-    stored = 1_000_000 * (1_500 + 100) + 100_000 * (200 + 100)
+    # The table's items hold each index entry's keys too (96 bytes), as the entries do
+    stored = 1_000_000 * (1_500 + 100) + 100_000 * 96 + 100_000 * (200 + 100)
     assert costs["storage_usd_per_month"] == pytest.approx(stored / 2**30 * 0.25, abs=1e-4)
 
 
