@@ -9,9 +9,11 @@ then takes its URLs joined by ``|``.
 
 The files are read by ``loader.formats.network_lists`` (same names, one parser
 per owner format): each is stored as ``<list>-<n>.<ext>``, which is how the
-reader knows its list. Each entry holds what the guard needs
-(``max_change_ratio``, ``min_ranges``) and a schedule the owner's publishing
-pace justifies.
+reader knows its list. Each entry holds the guard's limit (``max_change_ratio``)
+and a schedule the owner's publishing pace justifies. A list's floor is the same
+for every entry, so no entry holds one: the reader refuses a file with no ranges
+at all, and the guard holds a release with under half the ranges of the list's
+current file (``loader.pipeline.guard.moved_too_far``).
 
 Azure's Service Tags file is renamed every week (``ServiceTags_Public_<date>.json``);
 its stable address is the download page, and the catalogue names the page:
@@ -50,8 +52,6 @@ class NetworkList:
     schedule: str
     #: A release whose ranges differ from the active release's by more than this share is held.
     max_change_ratio: float
-    #: A release with fewer ranges than this is refused: an empty or cut file.
-    min_ranges: int = 1
     #: The page whose link names the current file, where the file's own name changes.
     discovery: str = ""
 

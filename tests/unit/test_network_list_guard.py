@@ -7,6 +7,7 @@ The files are AWS's ``ip-ranges.json`` shape (``prefixes[].ip_prefix``, ``ipv6_p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -90,3 +91,15 @@ def test_list_change_counts_ranges_and_addresses(
         change.modified,
         dict(change.address_shares),
     ) == expected
+
+
+def test_a_list_under_half_its_ranges_is_held_by_the_floor_whatever_its_ratio(tmp_path: Path) -> None:
+    # Given a list whose ratio would let 60% of its ranges go (the floor is every list's own)
+    lenient = dataclasses.replace(AWS, max_change_ratio=0.99)
+    before = ip_ranges(tmp_path / "current" / "aws-1.json", EAST, [])
+    # When its next file keeps 40 of its 100 ranges
+    after = ip_ranges(tmp_path / "incoming" / "aws-1.json", EAST[:40], [])
+    # Then the floor holds it, and a file keeping 60 passes under that ratio
+    assert moved_too_far(before, after, lenient) == "aws: 40 ranges, under 50% of the 100 loaded"
+    kept = ip_ranges(tmp_path / "kept" / "aws-1.json", EAST[:60], [])
+    assert moved_too_far(before, kept, lenient) == ""
