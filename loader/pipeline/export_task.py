@@ -10,8 +10,13 @@ file that never came) whenever the export failed. Exported first, a failed
 export is a failed load: the Catch runs Abort, the previous version keeps
 serving, and nothing was announced. The version is verified here, with the
 very check Activate runs (``activate.verify``), so the file never holds a
-version that then fails its own activation's check; the cost is a second
-count of the version's items. Between the two, the
+version that then fails its own activation's check. It is one count, not two:
+both save each partition found complete under the version's ``uid``
+(``loader.store.partition_counts``), and Activate counts only what the export
+did not find complete (nothing, once the export passed). Like Activate's, the
+check stops at ``until`` with ``VerificationPending``, what it counted saved,
+and the state machine's retried Export counts on from there: no invocation's
+time grows with the version. Between the two, the
 export renews the load lock, so no other load starts and no cleanup takes
 this load for abandoned while the file is written.
 
@@ -74,13 +79,18 @@ def export_version(
     workdir: Path | None = None,
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
+    until: float | None = None,
 ) -> Exported:
-    """Verify the load's version, write it as a MaxMind DB under ``workdir`` (/tmp), upload it, delete it."""
+    """Verify the load's version, write it as a MaxMind DB under ``workdir`` (/tmp), upload it, delete it.
+
+    ``until`` bounds the verification (``VerificationPending`` past it, its progress saved);
+    without it (locally) the check runs to the end.
+    """
     table = table.for_load(load_id)
     load = activatable_load(load_id, table)
     if load.status == LoadStatus.PREPARED:
         table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
-        verify(load, table)
+        verify(load, table, until=until)
     meta = table.lookup.get_version_meta(load.version)
     if meta is None:
         raise LoadNotFound(f"load {load_id} has no version metadata to export")

@@ -288,12 +288,23 @@ def write_chunks(event: dict[str, Any], context: LambdaContext) -> dict[str, Any
     return totals.as_dict()
 
 
+#: The share of the Export invocation its count of the version may take; the file gets the rest.
+EXPORT_CHECK_SHARE = 0.5
+
+
 @logger.inject_lambda_context
 def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from loader.pipeline import export_task
 
+    # The check may take this share of the invocation, the file the rest: past it, VerificationPending,
+    # and the retried Export counts on from the saved progress.
+    left = context.get_remaining_time_in_millis() / 1000
     exported = export_task.export_version(
-        event["load_id"], _table(), os.environ[ENV_SOURCE_BUCKET], workdir=Path(tempfile.gettempdir())
+        event["load_id"],
+        _table(),
+        os.environ[ENV_SOURCE_BUCKET],
+        workdir=Path(tempfile.gettempdir()),
+        until=time.time() + left * EXPORT_CHECK_SHARE,
     )
     logger.info("exported", extra={"load_id": event["load_id"], **exported.to_event()})
     return exported.to_event()

@@ -77,7 +77,8 @@ FEED_RETRY_MAX_ATTEMPTS: Final = 2
 #: A refused or throttled CloudFront invalidation (``loader.errors.EdgeInvalidationFailed``): CloudFront
 #: allows 15 ``/*`` invalidations in progress at once, each done within minutes.
 EDGE_INVALIDATION_ERROR: Final = "EdgeInvalidationFailed"
-#: Activate's count of the version stopped short of the timeout (``loader.errors.VerificationPending``).
+#: Export's or Activate's count of the version stopped short of its time
+#: (``loader.errors.VerificationPending``).
 VERIFICATION_PENDING_ERROR: Final = "VerificationPending"
 #: Attempts of up to 15 minutes each: as many as the state machine's timeout leaves room for.
 VERIFICATION_MAX_ATTEMPTS: Final = 24
@@ -354,6 +355,7 @@ class LoaderWorkflow(Construct):
         if EXPORT_TASK not in self.functions:
             return [self._activate(load_id)]
         export = self._invoke(EXPORT_TASK, "Export", load_id, "$.export")
+        self._retry_pending_verification(export)
         announce = sfn.TaskInput.from_object(
             {"load_id": sfn.JsonPath.string_at("$.load_id"), "export": sfn.JsonPath.object_at("$.export")}
         )
@@ -365,13 +367,7 @@ class LoaderWorkflow(Construct):
         """With ``edge``, CloudFront's cache is invalidated once the version answers: a refused or
         throttled invalidation retries Activate, which asks again under the same reference."""
         activate = self._invoke("activate", "Activate", payload, "$.activation")
-        # A version too big to count in one invocation: each attempt counts on from the saved progress.
-        activate.add_retry(
-            errors=[VERIFICATION_PENDING_ERROR],
-            interval=Duration.seconds(1),
-            backoff_rate=1.0,
-            max_attempts=VERIFICATION_MAX_ATTEMPTS,
-        )
+        self._retry_pending_verification(activate)
         if self._config.edge:
             activate.add_retry(
                 errors=[EDGE_INVALIDATION_ERROR],
@@ -381,6 +377,17 @@ class LoaderWorkflow(Construct):
                 jitter_strategy=sfn.JitterType.FULL,
             )
         return activate
+
+    @staticmethod
+    def _retry_pending_verification(task: tasks.LambdaInvoke) -> None:
+        """A version too big to count in one invocation (Export's or Activate's check, the same
+        count): each attempt counts on from the saved progress."""
+        task.add_retry(
+            errors=[VERIFICATION_PENDING_ERROR],
+            interval=Duration.seconds(1),
+            backoff_rate=1.0,
+            max_attempts=VERIFICATION_MAX_ATTEMPTS,
+        )
 
     def invalidate_on_activation(self, distribution: cloudfront.IDistribution) -> None:
         """``edge``: the activate function names the distribution and may invalidate it, no other."""

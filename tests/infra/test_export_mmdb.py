@@ -20,7 +20,7 @@ from loader.pipeline.export_task import EXPORT_PREFIX
 from stacks.config import IpmetaConfig
 from stacks.constants import ENV_EXPORTS_ENABLED, LOADER_MODULE, LOOKUP_HANDLER, REPO_ROOT
 from stacks.load.loader_functions import EXPORT_TASK, TABLE_ACTIONS, sizing
-from stacks.load.loader_workflow import TASK_TIMEOUT_MARGIN
+from stacks.load.loader_workflow import TASK_TIMEOUT_MARGIN, VERIFICATION_PENDING_ERROR
 from tests.infra.cfn import (
     as_list,
     function_by_handler,
@@ -162,6 +162,20 @@ def test_export_runs_after_the_writes_and_before_activate_which_names_it(synthes
     timeout = sizing(EXPORT_TASK, config).timeout.plus(TASK_TIMEOUT_MARGIN).to_seconds()
     assert export["TimeoutSeconds"] == timeout
     assert all("TimeoutSeconds" in state for state in states.values() if state["Type"] == "Task")
+
+
+def test_export_retries_a_check_that_ran_out_of_time_as_activate_does(synthesized: Synthesized) -> None:
+    # The export's count of the version stops at its time budget (VerificationPending) with its
+    # progress saved: only the retry lets a version too big for one invocation be exported
+    states = dict(iter_states(state_machine_definition(synthesized.templates[EXPORT_MMDB])["States"]))
+    pending = [
+        retry
+        for state in ("Export", "Activate")
+        for retry in states[state]["Retry"]
+        if retry["ErrorEquals"] == [VERIFICATION_PENDING_ERROR]
+    ]
+    assert len(pending) == 2
+    assert pending[0] == pending[1]
 
 
 def test_the_export_function_is_sized_for_a_streaming_write_to_tmp(synthesized: Synthesized) -> None:

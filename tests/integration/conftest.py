@@ -26,9 +26,11 @@ from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_TABLE_NAME, Front,
 from ipmeta.store.dynamodb import make_client
 from ipmeta_cli.dynalite import DYNALITE_CLI, Dynalite
 from ipmeta_cli.server import ConnectionLimits, LocalApiServer
+from loader.errors import VerificationPending
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.store.feed_states import FeedStates
+from loader.store.partition_items import PartitionItems
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
@@ -102,6 +104,45 @@ def counted_store(table_settings: Settings) -> tuple[LoaderTable, RequestCounter
     counter = RequestCounter()
     client.meta.events.register("before-send.dynamodb", counter)
     return LoaderTable(client, table_settings.table_name), counter
+
+
+@pytest.fixture
+def counted_partitions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The partition key of every item count a version's check makes (``PartitionItems.count``), in order;
+    a test clears it between the calls it compares."""
+    counted: list[str] = []
+    real = PartitionItems.count
+
+    def count(partitions: PartitionItems, partition_key: str, *, consistent: bool = True) -> int:
+        counted.append(partition_key)
+        return real(partitions, partition_key, consistent=consistent)
+
+    monkeypatch.setattr(PartitionItems, "count", count)
+    return counted
+
+
+def attempts_until_counted(
+    invoke: Callable[[], dict[str, Any]], counted: list[str], while_pending: Callable[[], None]
+) -> tuple[dict[str, Any], list[list[str]]]:
+    """``invoke`` again on ``VerificationPending``, as the state machine retries it (``while_pending``
+    checked after each such attempt): its answer, and the partitions each attempt counted."""
+    attempts: list[list[str]] = []
+    while True:
+        try:
+            answer = invoke()
+        except VerificationPending:
+            while_pending()
+            continue
+        finally:
+            attempts.append(counted[:])
+            counted.clear()
+        return answer, attempts
+
+
+def one_range_per_slash8(buckets: int) -> bytes:
+    """A CSV of ``buckets`` ranges, each in its own /8 (its own partition): a version of many partitions."""
+    rows = ["start,end,asn"] + [f"{first}.0.0.0,{first}.0.0.255,{first}" for first in range(1, 1 + buckets)]
+    return "\n".join(rows).encode()
 
 
 def load_csv(

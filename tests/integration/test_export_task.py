@@ -30,7 +30,9 @@ from loader.pipeline.export_task import EXPORT_PREFIX, export_version
 from loader.records import LoadStatus, load_id_of, version_of
 from loader.settings import ENV_CHUNK_PREFIX, ENV_EXPORTS_ENABLED, ENV_SOURCE_BUCKET
 from loader.store import s3 as loader_s3
+from loader.store.partition_counts import COUNT_BATCH
 from loader.store.table import LoaderTable
+from tests.integration.conftest import attempts_until_counted, one_range_per_slash8
 from tests.loader_context import loader_context
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "small.csv"
@@ -144,6 +146,34 @@ def test_activate_after_export_names_the_file_in_the_change_event(
     assert event["detail"]["version"] == started["load_id"]
     assert event["detail"]["export"]["key"] == f"{EXPORT_PREFIX}/{started['load_id']}.mmdb"
     assert event["detail"]["export"]["bucket"] == BUCKET
+
+
+def test_export_counts_a_big_version_over_attempts_and_activate_counts_nothing_again(
+    s3: Any, table_environment: Settings, counted_partitions: list[str]
+) -> None:
+    # Given a written load of more partitions than two batches of counts (one range per /8)
+    buckets = 2 * COUNT_BATCH + 5
+    s3.put_object(Bucket=BUCKET, Key="in/spread.csv", Body=one_range_per_slash8(buckets))
+    started = prepare(s3, execution={"source": f"s3://{BUCKET}/in/spread.csv", "options": {}})
+    counted_partitions.clear()
+
+    def nothing_exported() -> None:
+        assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0
+
+    # When Export is invoked with no time to spare, as the state machine retries it
+    exported, attempts = attempts_until_counted(
+        lambda: handlers.export({"load_id": started["load_id"]}, loader_context(0)),
+        counted_partitions,
+        nothing_exported,
+    )
+    # Then each attempt counted one batch no other counted, and the last one wrote the file
+    assert [len(attempt) for attempt in attempts] == [COUNT_BATCH, COUNT_BATCH, 5]
+    assert len({pk for attempt in attempts for pk in attempt}) == buckets
+    assert exported["ranges"] == buckets
+    # And Activate, given the same version (its uid), counts no partition the export found complete
+    activated = handlers.activate({"load_id": started["load_id"], "export": exported}, loader_context())
+    assert activated["status"] == "activated"
+    assert counted_partitions == []
 
 
 def test_a_version_with_chunks_missing_is_not_exported(s3: Any, table_environment: Settings) -> None:
