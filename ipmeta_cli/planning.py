@@ -69,27 +69,32 @@ def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Counted
 def counted_bytes(load_id: str, chunks: int, staging: Any) -> CountedBytes:
     """What a count of the version reads (``costs.count_read_costs``): each table partition's
     items, and each index key's entries (their projected attributes), sized as DynamoDB sizes
-    them, from the dry run's items as the load writes them (its cover list's few items aside)."""
+    them, from the dry run's items as the load writes them (its cover list's few items aside);
+    and the write units those items take, their index keys included (an item the keys push
+    over 1 KB takes two)."""
     from collections import Counter
 
     from ipmeta.schema import keys
     from ipmeta.store.dynamodb import deserialize_item
     from loader.formats import stored_bytes
     from loader.pipeline.write import chunk_items
+    from loader.planning.write_model import write_units_per_item
 
     partitions: Counter[str] = Counter()
     index_keys: Counter[tuple[str, str]] = Counter()
+    write_units = 0
     for chunk in range(chunks):
         for wire in chunk_items(load_id, chunk, staging):
             item = deserialize_item(wire)
             sizes = {name: len(name.encode()) + stored_bytes(value) for name, value in item.items()}
             partitions[str(item[keys.PARTITION_KEY])] += sum(sizes.values())
+            write_units += write_units_per_item(sum(sizes.values()))
             for index in keys.INDEXES:
                 if index.partition_key in item:
                     projected = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key)
                     entry = sum(sizes.get(name, 0) for name in (*projected, *index.projected))
                     index_keys[(index.name, str(item[index.partition_key]))] += entry
-    return CountedBytes(list(partitions.values()), list(index_keys.values()))
+    return CountedBytes(list(partitions.values()), list(index_keys.values()), write_units)
 
 
 def delta_estimate(args: argparse.Namespace, prepared: Any, staging: Any) -> dict[str, Any]:
@@ -149,7 +154,7 @@ def load_report(args: argparse.Namespace) -> dict[str, Any]:
         provisioned_write_units=args.provisioned_write_units,
         target_seconds=args.target_minutes * 60,
         frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
-        write_units=load.get("write_units"),
+        write_units=counted.write_units,
         index=index,
         **measured,
     )

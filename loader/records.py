@@ -93,9 +93,9 @@ class LoadReport:
     covers: int | None = None  #: runs of whole buckets answered from the cover list
     partitions: int | None = None
     items: int | None = None
-    #: DynamoDB's size of the range items (cover heads and index attributes aside), their write units
+    #: DynamoDB's size of the range items (cover heads and index attributes aside); their write
+    #: units are counted on the items as written, index keys and all (``ipmeta plan``)
     item_bytes: int | None = None
-    write_units: int | None = None
     max_item_bytes: int | None = None
     chunks: int | None = None
     column_types: Mapping[str, str] = field(default_factory=dict)

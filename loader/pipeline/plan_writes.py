@@ -473,7 +473,6 @@ def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
         column_types=plan.column_types,
         mixed_columns=plan.mixed_columns,
         item_bytes=sum(summary.item_bytes for summary in summaries),
-        write_units=sum(summary.write_units for summary in summaries),
         max_item_bytes=max((summary.max_item_bytes for summary in summaries), default=0),
         items_per_bucket=dict(sorted(named.items(), key=lambda entry: -entry[1])),
         buckets=len(named),

@@ -43,8 +43,6 @@ from loader.store.table import LoaderTable
 #: Edge flags of an item's segment: it starts at its bucket run's first address, ends at its last.
 LOW_EDGE: Final = 1
 HIGH_EDGE: Final = 2
-#: A write unit covers an item of up to 1 KB; a larger item takes one per KB begun.
-WRITE_UNIT_BYTES: Final = 1024
 
 
 @dataclass
@@ -69,9 +67,9 @@ class PartitionSummary:
     #: ``[run, first_address, last_address, low, high]``; low/high: ``[start, end, key]`` or None
     edges: list[list[Any]] = field(default_factory=list)
     seconds: float = 0.0
-    #: DynamoDB's size of the items (index attributes aside), and the write units they take
+    #: DynamoDB's size of the items before the load gives them their index keys (what they
+    #: take in write units is counted on the items as written: ``ipmeta plan``'s counted bytes)
     item_bytes: int = 0
-    write_units: int = 0
     max_item_bytes: int = 0
 
     def to_json(self) -> bytes:
@@ -385,7 +383,6 @@ class _ItemSizes:
         key += len(keys.SORT_KEY) + stored_bytes(keys.encode_sort_key_value(self.family, first))
         size = key + bounds + data
         summary.item_bytes += size
-        summary.write_units += -(-size // WRITE_UNIT_BYTES)
         summary.max_item_bytes = max(summary.max_item_bytes, size)
 
 

@@ -134,6 +134,9 @@ class CountedBytes:
 
     partitions: Sequence[int]
     index_keys: Sequence[int] = ()
+    #: The write units of the version's items as the load writes them, index keys and all (a unit
+    #: per KB begun of each item): what the plan bills its items' writes by.
+    write_units: int | None = None
 
 
 def count_read_costs(

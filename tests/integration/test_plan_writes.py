@@ -201,3 +201,29 @@ def test_the_fallback_count_of_an_indexed_load_is_the_dry_runs_within_a_stated_t
     assert sized_table <= model["table_read_units"] <= (1 + FALLBACK_TOLERANCE) * sized_table
     # And the index reads (each key rounded up once, an upper bound) are not below them
     assert sized["index_read_units"] <= model["index_read_units"]
+
+
+def test_an_item_its_index_keys_push_over_1_kb_is_planned_at_two_write_units(
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given one flagged, indexed range whose item, padded by its org, is just under 1 KB before
+    # the load gives it its index keys (the dry run's size of it, sized once unpadded)
+    def one_row(padding: int) -> Path:
+        path = tmp_path / f"padded{padding}.csv"
+        path.write_text(f"start,end,asn,org,rule\n11.0.0.0,11.0.0.255,64512,{'x' * (1 + padding)},drop\n")
+        return path
+
+    assert main(["plan", str(one_row(0)), *INDEXING, "--workers", "1", "--json"]) == 0
+    unpadded = json.loads(capsys.readouterr().out)["load"]["item_bytes"]
+    padding = 1024 - 8 - round(unpadded)
+    # When it is planned, then loaded
+    plan = plan_then_load(counted_store, one_row(padding), tmp_path, capsys)
+    # Then the item as written is over 1 KB, though it was under before its keys
+    assert plan["load"]["item_bytes"] <= 1024
+    written = [item for item in written_items(counted_store[1]).values() if keys.ATTR_START in item]
+    assert len(written) == 1
+    assert item_bytes(written[0]) > 1024
+    # And the plan bills it the two write units the load's request takes, its GSI entries apart
+    items, item_units, index_units = counted_write_units(counted_store[1])
+    assert (items, item_units) == (1, 2)
+    assert plan["load"]["cost"]["write_units"] == item_units + index_units
