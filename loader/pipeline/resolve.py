@@ -24,7 +24,7 @@ import random
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
@@ -77,7 +77,10 @@ class PartitionSummary:
 
     @classmethod
     def from_json(cls, data: bytes) -> PartitionSummary:
-        return cls(**json.loads(data))
+        """A staged summary; fields an older release staged and this one dropped (``write_units``)
+        are ignored, so a load in flight across a deploy resumes rather than fails."""
+        known = {entry.name for entry in fields(cls)}
+        return cls(**{name: value for name, value in json.loads(data).items() if name in known})
 
 
 @dataclass
