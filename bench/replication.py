@@ -653,6 +653,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with scenario.running():
                 act(scenario)
             results[name] = scenario.report()
+            figures = {
+                key: results[name][key] for key in ("lookups", "mixed_answers", "deleted_while_served")
+            }
+            print(f"scenario {name}: {figures}", file=sys.stderr, flush=True)
             if name == "plain":
                 draw_timeline(scenario, chart, args.check)
     lags = [lag for result in results.values() for lag in result["lag_seconds"].values()]
