@@ -635,6 +635,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     c = changed_release(b, "c", args.changed, args.seed + 1)
     releases = {"a": a, "b": b, "c": c}
     began = time.monotonic()
+    commit = git_commit()
     results: dict[str, Any] = {}
     chart = RESULTS / ("replication.png" if args.check else "replication-no-check.png")
     with Dynalite() as home_endpoint, Dynalite() as replica_endpoint:
@@ -662,7 +663,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     lags = [lag for result in results.values() for lag in result["lag_seconds"].values()]
     return {
         "command": " ".join(["python -m bench.replication", *sys.argv[1:]]),
-        "commit": git_commit(),
+        "commit": commit,
         "attribution": ASN_ATTRIBUTION,
         "check": args.check,
         "regions": {"home": HOME, "replica": REPLICA},
@@ -692,13 +693,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def git_commit() -> str:
-    """The commit the run measured, ``+dirty`` when the tree had changes."""
+    """The commit the run measures, read as it starts, ``+dirty`` when files other than the
+    results (which the run itself writes) had changes."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False)
         return done.stdout.strip()
 
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
     return git("rev-parse", "HEAD") + ("+dirty" if dirty else "")
 
 
