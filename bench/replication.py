@@ -47,11 +47,12 @@ arrival count serves a version not yet whole there.
 out in this process); every scenario must then report mixed answers or deletes while served.
 
 **Rows.** The default, ``DEFAULT_ROWS`` (5,000 rows of release A), is the run committed: on this
-project's 2-core machine, shared, the eight scenarios take about a quarter of an hour (20,000 rows
-took 30 minutes). Fewer rows lose nothing the simulation measures: ``--lookups`` is a floor each
-phase waits for, whatever the rows; what goes wrong comes from the share of items replicated late
-(``--long-share``) and from half of the lookups aiming at the edges of the ranges a release
-changed, neither of which shrinks with the rows; and a late item still comes 5 to 30 s late.
+project's 2-core machine, shared (load average 13 to 20), the eight scenarios took 23 minutes
+without their guards; 20,000 rows took 30 minutes, with fewer phases held to ``--lookups``. Rows
+shorten the loads only: each phase still waits for its ``--lookups`` lookups and for the 5-30 s
+stragglers. Fewer rows lose nothing the simulation measures: what goes wrong comes from the share
+of items replicated late (``--long-share``) and from half of the lookups aiming at the edges of the
+ranges a release changed, neither of which shrinks with the rows.
 
 ``python -m bench.replication [--rows 5000] [--lookups 2000] [--scenarios a,b] [--no-check]``
 saves bench/results/replication.json and the plain scenario's timeline, replication.png (with
