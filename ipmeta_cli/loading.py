@@ -98,9 +98,14 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             f"overlaps resolved {report['overlaps_resolved']:,} ({report['overlap_policy']}); "
             f"splits {report['splits']:,}"
         )
+        # A delta that only removes writes no item, so it has no hottest bucket.
+        hottest = (
+            f"hottest {report['hottest_bucket']} holds {report['hottest_bucket_share']:.1%}"
+            if report.get("hottest_bucket")
+            else "no hottest bucket"
+        )
         lines.append(
-            f"  items {report['items']:,} in {report['buckets']:,} buckets; hottest "
-            f"{report['hottest_bucket']} holds {report['hottest_bucket_share']:.1%}; "
+            f"  items {report['items']:,} in {report['buckets']:,} buckets; {hottest}; "
             f"coalesced {report.get('coalesced', 0):,}, covers {report.get('covers', 0):,}"
         )
         lines.extend(f"  skipped {reason}" for reason in report.get("rejected", [])[:20])
@@ -133,11 +138,22 @@ def summarize(outcome: Mapping[str, Any]) -> str:
 def _delta_line(delta: Mapping[str, Any]) -> str:
     """How a reload over a base was written, and why (docs/loader.md, "Delta versions")."""
     if delta["written_as"] != "delta":
-        return f"  written full, not as a delta over {delta['base']}: {delta['reason']}"
+        return f"  written full, not as a delta over {delta['base']}: {delta['reason']}" + _change(delta)
     return (
         f"  written as a delta over {delta['base']}: {delta['items']:,} items, "
         f"{delta['share_of_base']:.1%} of the base ({delta['unchanged']:,} unchanged, "
-        f"{delta['replaced']:,} replaced, {delta['added']:,} added, {delta['gaps']:,} gaps)"
+        f"{delta['replaced']:,} replaced, {delta['added']:,} added, {delta['gaps']:,} gaps)" + _change(delta)
+    )
+
+
+def _change(delta: Mapping[str, Any]) -> str:
+    """What the guard measures: ranges added, replaced and removed, over the base's items."""
+    if "change_of_base" not in delta:
+        return ""
+    return (
+        f"\n  changed {delta['changed']:,} of the base's {delta['base_items']:,} items "
+        f"({delta['change_of_base']:.1%}), {delta['removed']:,} removed "
+        f"({delta['vacated']:,} in buckets left empty)"
     )
 
 

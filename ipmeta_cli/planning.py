@@ -33,14 +33,16 @@ from loader.planning.costs import (
     NO_BATCHES,
     TWICE_A_WEEK_PER_MONTH,
     Batching,
+    CountedBytes,
     IndexWrites,
     UrlLogging,
 )
 from loader.planning.write_model import DEFAULT_ITEM_BYTES
 
 
-def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """The load's report, and its write order, from a dry run in a temporary folder."""
+def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any, CountedBytes]:
+    """The load's report, its write order and what a count of it reads, from a dry run in a
+    temporary folder."""
     from ipmeta.schema import keys
     from loader.pipeline import driver
     from loader.pipeline.write import chunk_buckets
@@ -58,9 +60,36 @@ def planned_load(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             for family, bucket in chunk_buckets(prepared.load_id, index, staging)
         ]
         report = prepared.report.to_dict()
+        counted = counted_bytes(prepared.load_id, prepared.chunks, staging)
         if args.previous:
             report["delta_estimate"] = delta_estimate(args, prepared, staging)
-    return report, WriteOrder.as_written(written)
+    return report, WriteOrder.as_written(written), counted
+
+
+def counted_bytes(load_id: str, chunks: int, staging: Any) -> CountedBytes:
+    """What a count of the version reads (``costs.count_read_costs``): each table partition's
+    items, and each index key's entries (their projected attributes), sized as DynamoDB sizes
+    them, from the dry run's items as the load writes them (its cover list's few items aside)."""
+    from collections import Counter
+
+    from ipmeta.schema import keys
+    from ipmeta.store.dynamodb import deserialize_item
+    from loader.formats import stored_bytes
+    from loader.pipeline.write import chunk_items
+
+    partitions: Counter[str] = Counter()
+    index_keys: Counter[tuple[str, str]] = Counter()
+    for chunk in range(chunks):
+        for wire in chunk_items(load_id, chunk, staging):
+            item = deserialize_item(wire)
+            sizes = {name: len(name.encode()) + stored_bytes(value) for name, value in item.items()}
+            partitions[str(item[keys.PARTITION_KEY])] += sum(sizes.values())
+            for index in keys.INDEXES:
+                if index.partition_key in item:
+                    projected = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key)
+                    entry = sum(sizes.get(name, 0) for name in (*projected, *index.projected))
+                    index_keys[(index.name, str(item[index.partition_key]))] += entry
+    return CountedBytes(list(partitions.values()), list(index_keys.values()))
 
 
 def delta_estimate(args: argparse.Namespace, prepared: Any, staging: Any) -> dict[str, Any]:
@@ -104,42 +133,53 @@ def _covered(bucket: tuple[int, int], covers: Any) -> bool:
     )
 
 
+def load_report(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan of the load of ``args.files``: its writes, its count, its reload and charts."""
+    from loader.planning.costs import count_read_costs
+    from loader.planning.load_plan import plan_load
+
+    report: dict[str, Any] = {}
+    load, order, counted = planned_load(args)
+    hottest = (load.get("value_index") or {}).get("hottest_values", {})
+    measured = {"item_bytes": load["item_bytes"] / order.items} if load.get("item_bytes") else {}
+    index = IndexWrites.of_report(load, measured.get("item_bytes", DEFAULT_ITEM_BYTES))
+    report["load"] = plan_load(
+        order,
+        warm_write_units=args.warm_write_units,
+        provisioned_write_units=args.provisioned_write_units,
+        target_seconds=args.target_minutes * 60,
+        frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
+        write_units=load.get("write_units"),
+        index=index,
+        **measured,
+    )
+    # Activation's count in home, as each replica region's arrival check counts again there
+    report["load"]["count_reads"] = count_read_costs(
+        counted, items=order.items, item_bytes=report["load"]["item_bytes"], index=index
+    )
+    report["load"] |= {
+        "indexed": index is not None,
+        "index_entries": index.entries if index else 0,
+        "index_entry_bytes": round(index.entry_bytes, 1) if index else 0,
+        "index_keys": index.keys if index else 0,
+        "columns": len(load.get("column_types", {})),
+        "rows": load.get("rows_read"),
+    }
+    if "delta_estimate" in load:
+        report["reload"] = reload_costs(
+            load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args, index
+        )
+    if args.chart:
+        report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
+    return report
+
+
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     from loader.planning.blog import reproduce_blog
     from loader.planning.costs import lookup_costs
     from loader.planning.fixed_bill import DEFAULT_STACK, fixed_bill
-    from loader.planning.load_plan import plan_load
 
-    report: dict[str, Any] = {}
-    if args.files:
-        load, order = planned_load(args)
-        hottest = (load.get("value_index") or {}).get("hottest_values", {})
-        measured = {"item_bytes": load["item_bytes"] / order.items} if load.get("item_bytes") else {}
-        index = IndexWrites.of_report(load, measured.get("item_bytes", DEFAULT_ITEM_BYTES))
-        report["load"] = plan_load(
-            order,
-            warm_write_units=args.warm_write_units,
-            provisioned_write_units=args.provisioned_write_units,
-            target_seconds=args.target_minutes * 60,
-            frequent_values={value: figures["entries"] for value, figures in hottest.items()} or None,
-            write_units=load.get("write_units"),
-            index_entries=index.entries if index else 0,
-            index_entry_bytes=index.entry_bytes if index else 0,
-            **measured,
-        )
-        report["load"] |= {
-            "indexed": index is not None,
-            "index_entries": index.entries if index else 0,
-            "index_entry_bytes": round(index.entry_bytes, 1) if index else 0,
-        }
-        report["load"]["columns"] = len(load.get("column_types", {}))
-        report["load"]["rows"] = load.get("rows_read")
-        if "delta_estimate" in load:
-            report["reload"] = reload_costs(
-                load["delta_estimate"], report["load"]["items"], report["load"]["item_bytes"], args, index
-            )
-        if args.chart:
-            report["charts"] = draw_plan_charts(report["load"], order, Path(args.chart))
+    report: dict[str, Any] = load_report(args) if args.files else {}
     if args.reproduce_blog:
         report["blog"] = reproduce_blog()
     if args.enrich_rows:
@@ -200,7 +240,9 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
     if "load" in report:
         load = report["load"]
         index = _index_of(load)
-        found["load"] = replicated_load_costs(load["items"], load["item_bytes"], regions, index)
+        found["load"] = replicated_load_costs(
+            load["items"], load["item_bytes"], regions, index, load["count_reads"]
+        )
     if "reload" in report:
         found["reload"] = replicated_reload_costs(
             report["load"]["items"],
@@ -258,7 +300,7 @@ def _index_of(load: Mapping[str, Any]) -> IndexWrites | None:
     """The plan's own index figures back as ``IndexWrites`` (None: a load without an index)."""
     if not load.get("indexed"):
         return None
-    return IndexWrites(load["index_entries"], load["index_entry_bytes"])
+    return IndexWrites(load["index_entries"], load["index_entry_bytes"], load.get("index_keys", 0))
 
 
 def reload_costs(
@@ -386,8 +428,8 @@ def _region_lines(regions: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"  a load: ${load['write_usd_replacing_a_version']:,.2f} of writes and the old version's "
             f"deletes in every region, ${load['replication_transfer_usd']:,.2f} of transfer, "
-            f"${load['arrival_check_usd']:,.2f} of arrival checks "
-            f"({load['arrival_check_read_units_per_region']:,} read units a region); storage "
+            f"${load['count_reads_usd']:,.2f} of counts in home and the arrival checks "
+            f"({load['count_read_units_per_region']:,g} read units a region); storage "
             f"${load['storage_usd_per_month']:,.2f} and backups ${load['pitr_usd_per_month']:,.2f} a month"
         )
     if "reload" in regions:
@@ -519,6 +561,13 @@ def _load_lines(plan: Mapping[str, Any]) -> list[str]:
         f"  write cost ${cost['write_usd']:,.2f} (${cost['write_usd_replacing_a_version']:,.2f} replacing "
         f"a version); storage {cost['storage_gb']:,.2f} GB, ${cost['storage_usd_per_month']:,.2f}/month"
     )
+    if "count_reads" in plan:
+        count = plan["count_reads"]
+        lines.append(
+            f"  activation counts it: {count['read_units']:,g} read units "
+            f"(table {count['table_read_units']:,g}, indexes {count['index_read_units']:,g}), "
+            f"${count['read_usd']:,.2f}; again in each replica region"
+        )
     for entry in (plan.get("reverse_index") or [])[:3]:
         lines.append(
             f"  reverse index: value {entry['value']} has {entry['entries']:,} entries "

@@ -90,6 +90,13 @@ class VerificationFailed(LoadError):
     code = "LOAD_VERIFICATION_FAILED"
 
 
+class VerificationPending(LoadError):
+    """Activation's count of the version ran out of time; what it counted is saved, and the next
+    attempt (the state machine retries Activate on this error) counts only the rest."""
+
+    code = "LOAD_VERIFICATION_PENDING"
+
+
 class VersionNotRestorable(LoadError):
     """Rollback (or an activation) named a version that cleanup is deleting, or partly deleted."""
 

@@ -27,8 +27,9 @@ What it keeps of the real thing:
   as DynamoDB updates a GSI asynchronously: a Query of an index (``Select=COUNT``
   included) does not see the entries not propagated yet. dynalite updates its
   indexes with the write, so the lag is applied where indexes are read (a
-  botocore hook on each client of the region). Home's own writes enter its
-  indexes at once: only replica regions' index reads lag here.
+  botocore hook on each client of the region). A region's own writes enter its
+  indexes at once, unless ``own_index_delays`` says how late (or ``hold_indexes(
+  own_writes=True)`` holds them): a GSI lags in home too.
 
 ``hold(predicate)`` keeps back the versions a test names until ``release()``,
 so a test can stop a version half-arrived on purpose; ``on_delete`` sees every
@@ -145,6 +146,7 @@ class GlobalTable:
         appliers: int = 4,
         on_delete: Callable[[str, Key], None] | None = None,
         index_delays: Delays | None = None,
+        own_index_delays: Delays | None = None,
     ) -> None:
         self.table_name = table_name
         self.endpoints = dict(endpoints)
@@ -165,6 +167,8 @@ class GlobalTable:
         #: When each applied item's index entries become visible in a region (``time.monotonic``).
         self._indexed_at: dict[str, dict[Key, float]] = {region: {} for region in self.endpoints}
         self._indexes_held = False
+        self.own_index_delays = own_index_delays
+        self._own_indexes_held = False
         self._raw = {region: self._plain_client(region) for region in self.endpoints}
         self._appliers = {
             region: [_Applier(self, region) for _ in range(appliers)] for region in self.endpoints
@@ -176,6 +180,7 @@ class GlobalTable:
         """A client of ``region`` whose successful writes reach every other region, in time."""
         client = self._plain_client(region)
         client.meta.events.register("before-parameter-build.dynamodb", _remember_params)
+        client.meta.events.register("before-parameter-build.dynamodb", self._own_writes(region))
         self._lag_indexes(client, region)
         client.meta.events.register("after-call.dynamodb", self._captured(region))
         client.meta.events.register("after-call.dynamodb.DescribeTable", self._described(region))
@@ -192,16 +197,18 @@ class GlobalTable:
         with self._lock:
             self._hold = predicate
 
-    def hold_indexes(self) -> None:
-        """Keep the index entries of every item applied from now on out of its region's GSIs."""
+    def hold_indexes(self, *, own_writes: bool = False) -> None:
+        """Keep the index entries of every item applied from now on out of its region's GSIs; with
+        ``own_writes``, of every item a region's client writes there itself too."""
         with self._lock:
             self._indexes_held = True
+            self._own_indexes_held = own_writes
 
     def release_indexes(self) -> None:
         """Every held index entry becomes visible now."""
         now = time.monotonic()
         with self._lock:
-            self._indexes_held = False
+            self._indexes_held = self._own_indexes_held = False
             for entries in self._indexed_at.values():
                 for key, at in entries.items():
                     entries[key] = min(at, now)
@@ -276,9 +283,13 @@ class GlobalTable:
 
         return visible
 
-    def _index_entries_applied(self, region: str, versions: list[ItemVersion]) -> None:
-        """When each applied item's index entries show in ``region``'s GSIs (a delete's, at once)."""
-        if self.index_delays is None and not self._indexes_held:
+    def _index_entries_applied(self, region: str, versions: list[ItemVersion], *, own: bool = False) -> None:
+        """When each applied (or, ``own``, written) item's index entries show in ``region``'s GSIs
+        (a delete's, at once)."""
+        delays, held = self.index_delays, self._indexes_held
+        if own:
+            delays, held = self.own_index_delays, self._own_indexes_held
+        if delays is None and not held:
             return
         now = time.monotonic()
         with self._lock:
@@ -289,11 +300,30 @@ class GlobalTable:
                 )
                 if not indexed:
                     entries.pop(version.key, None)
-                elif self._indexes_held:
+                elif held:
                     entries[version.key] = float("inf")
                 else:
-                    assert self.index_delays is not None
-                    entries[version.key] = now + self.index_delays.draw(self._rng)
+                    assert delays is not None
+                    entries[version.key] = now + delays.draw(self._rng)
+
+    def _own_writes(self, region: str) -> Callable[..., None]:
+        """A region's own puts enter its GSIs late too, when asked: marked before they are sent."""
+
+        def written(params: Any, model: Any, **_: Any) -> None:
+            if self.own_index_delays is None and not self._own_indexes_held:
+                return
+            if model.name == "PutItem":
+                images = [params["Item"]]
+            elif model.name == "BatchWriteItem":
+                requests = params["RequestItems"].get(self.table_name, [])
+                images = [request["PutRequest"]["Item"] for request in requests if "PutRequest" in request]
+            else:
+                return
+            stamp = (time.time_ns(), 0)
+            versions = [ItemVersion(key_of(image), image, stamp, region) for image in images]
+            self._index_entries_applied(region, versions, own=True)
+
+        return written
 
     def _captured(self, region: str) -> Callable[..., None]:
         def captured(http_response: Any, parsed: Any, model: Any, context: Any, **_: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
@@ -16,12 +16,13 @@ from loader.errors import (
     LoadNotFound,
     LoadNotWritable,
     VerificationFailed,
+    VerificationPending,
     VersionNotRestorable,
 )
 from loader.pipeline import guard
 from loader.pipeline.abort import fail
 from loader.pipeline.staged import REPORT
-from loader.records import LoadItem, LoadReport, LoadStatus, version_of
+from loader.records import LoadItem, LoadReport, LoadStatus, Manifest, version_of
 from loader.settings import DEFAULT_LOCK_LEASE_SECONDS
 from loader.store import events
 from loader.store.edge_cache import EdgeCache, invalidate_after
@@ -33,6 +34,12 @@ from loader.store.table import LoaderTable
 _ACTIVATABLE: Final = frozenset({VersionStatus.LOADING, VersionStatus.HELD, VersionStatus.ACTIVE})
 
 
+#: How often activation counts a version's index entries again while home's GSIs catch up.
+INDEX_POLL_SECONDS: Final = 1.0
+#: How long an activation with no time limit (the local driver) waits for them.
+INDEX_LAG_WAIT_SECONDS: Final = 120.0
+
+
 @dataclass(frozen=True)
 class Activation:
     load_id: str
@@ -41,29 +48,83 @@ class Activation:
     report: LoadReport
 
 
-def verify(load: LoadItem, table: LoaderTable, *, workers: int = 16) -> None:
+def verify(
+    load: LoadItem,
+    table: LoaderTable,
+    *,
+    until: float | None = None,
+    now: Callable[[], float] = time.time,
+    workers: int = 16,
+) -> None:
     """The version holds the items the load planned.
 
     Every chunk counted what DynamoDB accepted, once (``mark_chunk_done``), so
     the total is exact. Counting every partition (consistent ``Select=COUNT``
-    Queries, ``PartitionItems.short_of``) also catches items landing on each
+    Queries, ``PartitionCounts.items``) also catches items landing on each
     other's keys. It is the very count each replica region makes before it
     serves the version (``arrival``): a sample here would let a version serve in
-    home that no region ever sees arrive. It reads every item once, in parallel.
+    home that no region ever sees arrive. It reads every item once, in parallel,
+    and saves each partition found complete: past ``until`` it stops with
+    ``VerificationPending``, and the next attempt counts only the rest. Then the
+    version's index entries, in home's GSIs, as each region counts them in its own.
     """
     if load.items_written != load.items:
         raise VerificationFailed(
             f"load {load.load_id} wrote {load.items_written:,} items of the {load.items:,} it planned"
         )
     manifest = table.manifests.get(load.version)
-    if manifest is None:
+    meta = table.lookup.get_version_meta(load.version)
+    if manifest is None or meta is None:
         raise VerificationFailed(f"version {load.load_id} has no manifest")
-    wrong = table.partitions.short_of(manifest.items_per_partition, workers=workers)
-    if wrong:
+    count = table.counts.items(
+        None, load.version, meta.uid, manifest.items_per_partition, until=until, now=now, workers=workers
+    )
+    if count.short:
         sample = ", ".join(
-            f"{pk}: expected {want}, found {got}" for pk, (want, got) in list(wrong.items())[:5]
+            f"{pk}: expected {want}, found {got}" for pk, (want, got) in list(count.short.items())[:5]
         )
-        raise VerificationFailed(f"{len(wrong)} partitions do not hold the planned items ({sample})")
+        raise VerificationFailed(f"{len(count.short)} partitions do not hold the planned items ({sample})")
+    if count.uncounted:
+        raise VerificationPending(
+            f"load {load.load_id}: {count.uncounted:,} partitions still to count "
+            f"({count.counted:,} counted now); the next attempt counts only those"
+        )
+    if manifest.indexes:
+        _verify_indexes(load, table, meta.uid, manifest, until=until, now=now, workers=workers)
+
+
+def _verify_indexes(
+    load: LoadItem,
+    table: LoaderTable,
+    uid: str,
+    manifest: Manifest,
+    *,
+    until: float | None,
+    now: Callable[[], float],
+    workers: int,
+) -> None:
+    """Every index entry of the version is in home's GSIs, before the pointer names it.
+
+    Home verifies what each region's check will (``PartitionCounts.index_entries``): a GSI is
+    updated asynchronously in home too, so reverse lookups right after a switch could miss
+    entries, and an index that never adds up would serve in home and wait forever in every
+    region. A pass that adds up short is counted again every ``INDEX_POLL_SECONDS`` until
+    ``until`` (``INDEX_LAG_WAIT_SECONDS`` from now without one); then ``VerificationPending``.
+    """
+    deadline = until if until is not None else now() + INDEX_LAG_WAIT_SECONDS
+    while True:
+        count = table.counts.index_entries(
+            None, load.version, uid, manifest.indexes, until=until, now=now, workers=workers
+        )
+        if count.whole:
+            return
+        if count.uncounted or now() + INDEX_POLL_SECONDS > deadline:
+            raise VerificationPending(
+                f"load {load.load_id}: {count.found:,} of its {count.wanted:,} reverse-lookup index "
+                f"entries in the table's indexes so far ({count.uncounted:,} keys still to count); "
+                "the next attempt counts on"
+            )
+        time.sleep(INDEX_POLL_SECONDS)
 
 
 def activate(
@@ -76,6 +137,7 @@ def activate(
     export: Mapping[str, Any] | None = None,
     edge: EdgeCache | None = None,
     accept_held: bool = False,
+    until: float | None = None,
 ) -> Activation:
     """Check the counts, then switch the pointer only if it still names the version we started from.
 
@@ -84,6 +146,8 @@ def activate(
     answers, by a reference of this load: a retried Activate asks again, and gets the same one.
     The guard (``loader.pipeline.guard``) may hold the release instead: the answer is then
     ``held``, and only ``accept_held`` (``ipmeta activate``) activates it.
+    ``until`` (the Lambda's time left) bounds the verification: ``VerificationPending`` past it,
+    with what was counted saved, and the state machine's retry goes on from there.
     """
     table = table.for_load(load_id)
     edge = edge if edge is not None else EdgeCache.from_environment()
@@ -94,7 +158,7 @@ def activate(
     if load.status == LoadStatus.HELD and not accept_held:
         return Activation(load_id, load.version, LoadStatus.HELD, _held_report(load, staging, load.error))
     table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
-    verify(load, table)
+    verify(load, table, until=until)
     verdict = guard.judge(load, table) if load.status == LoadStatus.PREPARED else guard.Verdict(False)
     if verdict.held:
         guard.hold(load, table, verdict, now=now)

@@ -13,22 +13,27 @@ against its own replica, writes it:
    read its manifest and metadata here, and count each partition with strongly
    consistent ``Select=COUNT`` Queries (region-local, as every read here is)
    until every count equals the manifest's, the count home's activation made
-   before it served (``PartitionItems.short_of``); recounting only the
+   before it served (``PartitionCounts.items``); recounting only the
    partitions that did not match, every ``poll_seconds``, until ``wait_seconds``
-   ran out: then the region waits for the next run and keeps serving what it serves;
+   ran out: then the region waits for the next run and keeps serving what it serves.
+   Partitions found complete are saved as such for the version's ``uid``, and a run
+   stops counting when its time is up (``count_seconds``): the next run counts only
+   the rest, so a version of any size arrives in runs of bounded time;
 3. record each counted version as arrived, with its ``uid``, then copy home's
    pointer into the region's own, on the condition that the region's generation is older;
 4. for each version recorded as arrived whose index entries were not counted yet, count
    them in the region's GSIs (``Select=COUNT`` Queries of the version's index keys, named
    with their total in its manifest, ``records.IndexCensus``) until the totals match or the
-   deadline comes, and record them counted. Reverse lookups of a version answer in the
-   region only once it is (``ipmeta.lookup.catalog.indexes_arrived``): a GSI is updated
-   asynchronously after its table, and cannot be read consistently, so the items' count
+   deadline comes (a pass over the index keys saved as it goes, like the items'
+   count: ``PartitionCounts.index_entries``), and record them counted. Reverse lookups
+   of a version answer in the region only once it is
+   (``ipmeta.lookup.catalog.indexes_arrived``): a GSI is updated asynchronously after
+   its table, and cannot be read consistently, so the items' count
    says nothing of it. Plain lookups need no GSI and do not wait for this step.
 
 Every write is idempotent and conditional, so the check may be killed at any point
-(SIGKILL included) and run again: it counts again and ends with the region on home's
-version. A version's items never change once written, and versions are never reused,
+(SIGKILL included) and run again: it counts what it had not found complete, and ends
+with the region on home's version. A version's items never change once written, and versions are never reused,
 so a count that matches is a version that arrived. Rollback at home is one more
 generation: each region follows it (its target arrived there before, or is counted).
 A version number can come back after a point-in-time restore; its ``uid`` cannot, so an
@@ -45,7 +50,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from ipmeta.schema import keys
 from ipmeta.schema.keys import format_version
 from loader.records import Pointer
 from loader.settings import DEFAULT_POLL_SECONDS
@@ -98,44 +102,56 @@ def follow_home(
     check: bool = True,
     wait_seconds: float = 0.0,
     poll_seconds: float = DEFAULT_POLL_SECONDS,
+    count_seconds: float | None = None,
     clock: Clock = WALL_CLOCK,
 ) -> list[Following]:
     """One run of the check over every dataset that serves (as the list of datasets arrived here).
 
+    ``count_seconds`` bounds the run's counting (None: it counts until it is done), and it
+    goes on at least until ``wait_seconds``; what it counted is saved, and the next run
+    counts the rest (``loader.store.partition_counts``).
     ``check=False`` copies home's pointer and records its versions as arrived, indexes
     included, without counting: what a region without this check would do, and what the
     simulation (``bench.replication``) shows going wrong.
     """
-    deadline = clock.now() + wait_seconds
-    names = table.lookup.read_dataset_names(consistent=True)
-    return [
-        follow_dataset(
-            table.for_dataset(name),
-            region,
-            check=check,
-            deadline=deadline,
-            poll_seconds=poll_seconds,
-            clock=clock,
-        )
-        for name in names
-    ]
-
-
-def follow_dataset(
-    table: LoaderTable, region: str, *, check: bool, deadline: float, poll_seconds: float, clock: Clock
-) -> Following:
-    following = _follow_pointer(
-        table, region, check=check, deadline=deadline, poll_seconds=poll_seconds, clock=clock
+    began = clock.now()
+    times = _Times(
+        began + wait_seconds,
+        None if count_seconds is None else began + max(wait_seconds, count_seconds),
+        poll_seconds,
+        clock,
     )
+    names = table.lookup.read_dataset_names(consistent=True)
+    return [follow_dataset(table.for_dataset(name), region, check=check, times=times) for name in names]
+
+
+@dataclass(frozen=True)
+class _Times:
+    """When a run stops waiting for what is short (``deadline``), and stops counting (``until``)."""
+
+    deadline: float
+    until: float | None
+    poll_seconds: float
+    clock: Clock
+
+    def wait(self) -> bool:
+        """Sleep a poll, unless the deadline comes first (False)."""
+        if self.clock.now() + self.poll_seconds > self.deadline:
+            return False
+        self.clock.sleep(self.poll_seconds)
+        return True
+
+
+def follow_dataset(table: LoaderTable, region: str, *, check: bool, times: _Times) -> Following:
+    following = _follow_pointer(table, region, check=check, times=times)
     if not check:
         return following
-    missing = _count_indexes(table, region, deadline, poll_seconds, clock)
+    missing = _count_indexes(table, region, times)
     return dataclasses.replace(following, index_entries_missing=missing) if missing else following
 
 
-def _follow_pointer(
-    table: LoaderTable, region: str, *, check: bool, deadline: float, poll_seconds: float, clock: Clock
-) -> Following:
+def _follow_pointer(table: LoaderTable, region: str, *, check: bool, times: _Times) -> Following:
+    clock = times.clock
     home = table.regions.home()
     mine = table.regions.of(region)
     report = _Report(table.dataset, region, home, clock)
@@ -149,7 +165,7 @@ def _follow_pointer(
             meta = table.lookup.get_version_meta(version)
             if meta is not None and table.regions.arrived(region, version, meta.uid):
                 continue
-            items, missing = _count_until_arrived(table, version, deadline, poll_seconds, clock)
+            items, missing = _count_until_arrived(table, region, version, times)
             if missing:
                 return report.outcome("waiting", mine, missing)
             uid = _uid(table, version)
@@ -188,30 +204,33 @@ class _Report:
         )
 
 
-def _count_until_arrived(
-    table: LoaderTable, version: int, deadline: float, poll_seconds: float, clock: Clock
-) -> tuple[int, int]:
+def _count_until_arrived(table: LoaderTable, region: str, version: int, times: _Times) -> tuple[int, int]:
     """(items, 0) once every partition of ``version`` holds its manifest's count here; else (0, how
-    many partitions, or bookkeeping items, are still missing) when the deadline comes first."""
-    pending: dict[str, int] | None = None
-    items = 0
+    many partitions, or bookkeeping items, are still missing or uncounted) when time is up first.
+    Partitions found complete are saved as such (this run's or an earlier one's) and not counted again."""
     while True:
-        if pending is None:
-            pending = _expected(table, version)
-            items = sum(pending.values()) if pending is not None else 0
-        if pending is not None:
-            short = table.partitions.short_of(pending, workers=COUNT_WORKERS)
-            pending = {partition: want for partition, (want, _) in short.items()}
-            if not pending:
-                return items, 0
-        if clock.now() + poll_seconds > deadline:
-            return 0, len(pending) if pending is not None else 1
-        clock.sleep(poll_seconds)
+        missing = 1
+        expected = _expected(table, version)
+        if expected is not None:
+            count = table.counts.items(
+                region,
+                version,
+                _uid(table, version),
+                expected,
+                until=times.until,
+                now=times.clock.now,
+                workers=COUNT_WORKERS,
+            )
+            if count.whole:
+                return sum(expected.values()), 0
+            missing = len(count.short) + count.uncounted
+            if count.uncounted:
+                return 0, missing  # the run's counting time is up: the next run goes on
+        if not times.wait():
+            return 0, missing
 
 
-def _count_indexes(
-    table: LoaderTable, region: str, deadline: float, poll_seconds: float, clock: Clock
-) -> int:
+def _count_indexes(table: LoaderTable, region: str, times: _Times) -> int:
     """Step 4: each arrived version's index entries counted in the region's GSIs, recounted every
     ``poll_seconds`` until they match or the deadline comes; the entries still missing."""
     missing = 0
@@ -220,21 +239,22 @@ def _count_indexes(
         meta = table.lookup.get_version_meta(version)
         if manifest is None or meta is None or meta.uid != uid or not meta.retained:
             continue  # deleted, or the record of another version of the number: never read
-        census = [(index, manifest.indexes.get(index.name)) for index in keys.INDEXES]
-        wanted = sum(entries.entries for _, entries in census if entries is not None)
         while True:
-            found = sum(
-                table.partitions.index_entries(index, entries.partition_keys, workers=COUNT_WORKERS)
-                for index, entries in census
-                if entries is not None
+            count = table.counts.index_entries(
+                region,
+                version,
+                uid,
+                manifest.indexes,
+                until=times.until,
+                now=times.clock.now,
+                workers=COUNT_WORKERS,
             )
-            if found == wanted or clock.now() + poll_seconds > deadline:
+            if count.whole or count.uncounted or not times.wait():
                 break
-            clock.sleep(poll_seconds)
-        if found == wanted:
-            table.regions.mark_indexed(region, version, uid, entries=found, at=int(clock.now()))
+        if count.whole:
+            table.regions.mark_indexed(region, version, uid, entries=count.found, at=int(times.clock.now()))
         else:
-            missing += max(0, wanted - found) or 1
+            missing += count.missing
     return missing
 
 

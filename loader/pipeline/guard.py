@@ -3,9 +3,13 @@
 ``activate`` asks ``judge`` before it switches the pointer. A release is held when
 
 - it changes more than ``max_change_ratio`` of the version it would replace:
-  the share the load's diff measured (``share_of_base``: the items a delta over
-  the active version's base writes, over that base's items), so a release that
-  rewrites 90% of the ranges is held under any ratio below 0.9;
+  the share the load's diff measured (``change_of_base``: the ranges it added,
+  replaced or removed, over the items of the active version's base), so a
+  release that rewrites 90% of the ranges is held under any ratio below 0.9,
+  and so is one that drops them. Removed counts the base's stretches gone from
+  the buckets the release still holds and every base item of the buckets it
+  left empty (a provider's whole IPv6 list, one region's /8s:
+  ``plan_writes._vacated``, from the base's manifest);
 - it holds fewer items than ``min_size_ratio`` of that version's (a truncated
   or nearly empty file: an empty one is refused by its reader before this);
 - or its caller held it before the load (``held_by``: one list of a combined
@@ -26,8 +30,9 @@ active one.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Collection
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -71,11 +76,14 @@ def judge(load: LoadItem, table: LoaderTable) -> Verdict:
     if options.min_size_ratio is not None and size < options.min_size_ratio * active_items:
         floor = f"{options.min_size_ratio:.0%} of the active version's {active_items:,}"
         return Verdict(True, f"{size:,} items, under {floor}")
-    share = (load.report.delta or {}).get("share_of_base")
+    delta = load.report.delta or {}
+    # A report from before ``change_of_base`` was measured has only the delta's own share.
+    share = delta.get("change_of_base", delta.get("share_of_base"))
     if options.max_change_ratio is not None and share is not None and float(share) > options.max_change_ratio:
-        return Verdict(
-            True, f"changes {float(share):.0%} of the active version, above {options.max_change_ratio:.0%}"
-        )
+        removed, of = int(delta.get("removed", 0)), int(delta.get("base_items", 0))
+        removal = f" ({removed:,} of its {of:,} items removed)" if removed else ""
+        limit = f"above {options.max_change_ratio:.0%}"
+        return Verdict(True, f"changes {float(share):.0%} of the active version{removal}, {limit}")
     return Verdict(False)
 
 
@@ -107,11 +115,82 @@ def publish_held(dataset: str) -> None:
     line.flush_metrics()
 
 
-def list_change(before: Collection[tuple[int, int, int]], after: Collection[tuple[int, int, int]]) -> float:
-    """The share of a list's ranges (``(family, start, end)``) a release replaced: what it added or
-    removed, the larger, over what the list had (90 of 100 exits swapped: 0.9; ten times as many: 9)."""
-    old, new = set(before), set(after)
-    return max(len(new - old), len(old - new)) / max(1, len(old))
+#: A list's ranges: ``(family, start, end)`` -> the set of its rows' values there (AWS lists a
+#: prefix once per service), as canonical JSON.
+ListRanges = Mapping[tuple[int, int, int], frozenset[str]]
+
+
+@dataclass(frozen=True)
+class ListChange:
+    """How a list's release differs from the one loaded: by range, and by address in each family.
+
+    A range is added or removed by its bounds, and modified when its rows say something else
+    (a prefix moved to another region). ``ranges_share``: the larger of added and removed (a
+    swap counts once: 90 of 100 exits swapped is 0.9) plus modified, over the ranges it had.
+    ``address_shares``: per family the list held, the larger of the addresses added and
+    removed over those it held, so dropping a whole IPv6 list or one region's few large
+    blocks shows though it is a small share of the ranges.
+    """
+
+    ranges: int
+    added: int
+    removed: int
+    modified: int
+    address_shares: Mapping[int, float]
+
+    @property
+    def ranges_share(self) -> float:
+        return (max(self.added, self.removed) + self.modified) / max(1, self.ranges)
+
+    @property
+    def share(self) -> float:
+        return max([self.ranges_share, *self.address_shares.values()])
+
+
+def list_change(before: ListRanges, after: ListRanges) -> ListChange:
+    """``before`` and ``after`` compared range by range and, in each family ``before`` holds, by address."""
+    shares = {}
+    for family in (4, 6):
+        old = _merged(key for key in before if key[0] == family)
+        if old:
+            new = _merged(key for key in after if key[0] == family)
+            held, common = _size(old), _overlap(old, new)
+            shares[family] = max(held - common, _size(new) - common) / held
+    return ListChange(
+        ranges=len(before),
+        added=sum(1 for key in after if key not in before),
+        removed=sum(1 for key in before if key not in after),
+        modified=sum(1 for key, values in after.items() if key in before and before[key] != values),
+        address_shares=shares,
+    )
+
+
+def _merged(ranges: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The addresses of ``ranges`` as sorted, disjoint, non-adjacent ``(start, end)`` stretches."""
+    merged: list[tuple[int, int]] = []
+    for _, start, end in sorted(ranges):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _size(stretches: Sequence[tuple[int, int]]) -> int:
+    return sum(end - start + 1 for start, end in stretches)
+
+
+def _overlap(one: Sequence[tuple[int, int]], other: Sequence[tuple[int, int]]) -> int:
+    """How many addresses two sets of disjoint sorted stretches share."""
+    shared, at, to = 0, 0, 0
+    while at < len(one) and to < len(other):
+        low, high = max(one[at][0], other[to][0]), min(one[at][1], other[to][1])
+        shared += max(0, high - low + 1)
+        if one[at][1] < other[to][1]:
+            at += 1
+        else:
+            to += 1
+    return shared
 
 
 class ListLimits(Protocol):
@@ -124,23 +203,34 @@ class ListLimits(Protocol):
 
 
 def moved_too_far(before: Path, after: Path, limits: ListLimits) -> str:
-    """Why a network list's new file must hold its dataset's release, or ``""``: too many ranges
-    added or removed, or under ``DEFAULT_MIN_SIZE_RATIO`` of the ranges it had.
+    """Why a network list's new file must hold its dataset's release, or ``""``: under
+    ``DEFAULT_MIN_SIZE_RATIO`` of the ranges it had, or more than ``max_change_ratio`` of its
+    ranges or of one family's addresses added, removed or modified (``list_change``).
 
     A list of a combined dataset is measured alone: the Tor list changing wholesale
     is a small share of a dataset of cloud ranges, and must still be seen.
     """
     old, new = _ranges(before), _ranges(after)
     change = list_change(old, new)
+    limit = f"above {limits.max_change_ratio:.0%}"
     if len(new) < DEFAULT_MIN_SIZE_RATIO * len(old):
         floor = f"{DEFAULT_MIN_SIZE_RATIO:.0%} of the {len(old):,} loaded"
         return f"{limits.name}: {len(new):,} ranges, under {floor}"
-    if change > limits.max_change_ratio:
-        return f"{limits.name}: changes {change:.0%} of its ranges, above {limits.max_change_ratio:.0%}"
+    if change.ranges_share > limits.max_change_ratio:
+        counts = f"{change.added:,} added, {change.removed:,} removed, {change.modified:,} modified"
+        return f"{limits.name}: changes {change.ranges_share:.0%} of its ranges, {limit} ({counts})"
+    for family, share in sorted(change.address_shares.items()):
+        if share > limits.max_change_ratio:
+            return f"{limits.name}: changes {share:.0%} of its IPv{family} addresses, {limit}"
     return ""
 
 
-def _ranges(path: Path) -> set[tuple[int, int, int]]:
-    """The ranges of a network list file; its bad rows are the load's to report."""
+def _ranges(path: Path) -> dict[tuple[int, int, int], frozenset[str]]:
+    """The ranges of a network list file and what its rows say there; bad rows are the load's to report."""
     rows = open_rows(path, path.name, FormatOptions(format="network"))
-    return {(row.family, row.start, row.end) for row in rows if isinstance(row, SourceRow)}
+    found: dict[tuple[int, int, int], set[str]] = {}
+    for row in rows:
+        if isinstance(row, SourceRow):
+            text = json.dumps(row.values, sort_keys=True, default=str)
+            found.setdefault((row.family, row.start, row.end), set()).add(text)
+    return {key: frozenset(values) for key, values in found.items()}

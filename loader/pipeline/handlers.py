@@ -56,6 +56,7 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
@@ -298,10 +299,18 @@ def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return exported.to_event()
 
 
+#: Kept back from Activate's timeout for what follows the verification: the switch, the report.
+ACTIVATE_TIMEOUT_MARGIN_SECONDS = 60.0
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def activate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = activate_task.activate(event["load_id"], _table(), _staging(), export=event.get("export"))
+    # Verification stops short of the timeout (VerificationPending); the retried Activate resumes it.
+    until = time.time() + context.get_remaining_time_in_millis() / 1000 - ACTIVATE_TIMEOUT_MARGIN_SECONDS
+    outcome = activate_task.activate(
+        event["load_id"], _table(), _staging(), export=event.get("export"), until=until
+    )
     if outcome.status == LoadStatus.HELD:
         # Held by the guard (its own ReleaseHeld metric is out): nothing was activated.
         logger.warning("held", extra={"load_id": event["load_id"]})
@@ -347,7 +356,7 @@ def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 #: How long a run of the arrival check recounts what is still short: less than the minute between
 #: scheduled runs, so runs do not overlap; a version still arriving is the next run's to count.
 ARRIVAL_WAIT_SECONDS = 40.0
-#: Kept back from the function's timeout, which a big version's first count may need.
+#: Kept back from the function's timeout: a run counts until then, and the next run counts the rest.
 ARRIVAL_TIMEOUT_MARGIN_SECONDS = 60.0
 
 
@@ -357,7 +366,7 @@ def arrive(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     region = os.environ[ENV_POINTER_REGION]
     left = context.get_remaining_time_in_millis() / 1000 - ARRIVAL_TIMEOUT_MARGIN_SECONDS
     wait = max(0.0, min(ARRIVAL_WAIT_SECONDS, left))
-    outcomes = arrival.follow_home(_table(), region, wait_seconds=wait)
+    outcomes = arrival.follow_home(_table(), region, wait_seconds=wait, count_seconds=max(0.0, left))
     behind = max((outcome.behind_seconds for outcome in outcomes), default=0)
     with single_metric(
         name=METRIC_REGION_BEHIND,

@@ -222,13 +222,13 @@ def _delta_decision(
     reports its share of that version all the same (``written_as: full``).
     """
     if table is not None and not descriptor.base and descriptor.measured:
-        return DeltaDecision(report=_measured_report(descriptor, summaries, table))
+        return DeltaDecision(report=_measured_report(descriptor, plan, summaries, covers, table))
     if not descriptor.base or table is None:
         return DeltaDecision()
     options, scoped = descriptor.options, table.for_load(descriptor.load_id)
     base = scoped.lookup.get_version_meta(descriptor.base)
     counts = _diff_totals(summaries)
-    gap_covers = _gap_covers(scoped, descriptor.base, plan, covers)
+    vacated = _vacated(scoped, descriptor.base, plan, covers)
     # Everything the delta writes: its items (markers included), the covers' heads, its cover list.
     items = counts["items"] + len(covers)
     share = items / max(1, base.items if base else 0)
@@ -246,28 +246,57 @@ def _delta_decision(
         "reason": reason,
         "items": items,
         "share_of_base": round(share, 4),
-        "base_items": base.items if base else 0,
-        "gap_covers": len(gap_covers),
-        **{name: counts[name] for name in ("unchanged", "replaced", "added", "gaps", "markers")},
+        "gap_covers": len(vacated.gap_covers),
+        **_change_report(counts, vacated, base),
     }
-    return DeltaDecision(written, report, gap_covers if written else [])
+    return DeltaDecision(written, report, vacated.gap_covers if written else [])
 
 
 def _measured_report(
-    descriptor: LoadDescriptor, summaries: Sequence[PartitionSummary], table: LoaderTable
+    descriptor: LoadDescriptor,
+    plan: PartitionPlan,
+    summaries: Sequence[PartitionSummary],
+    covers: Sequence[Cover],
+    table: LoaderTable,
 ) -> dict[str, Any]:
     """The share of ``descriptor.measured`` the release changed: what a delta over it would write."""
-    base = table.for_load(descriptor.load_id).lookup.get_version_meta(descriptor.measured)
+    scoped = table.for_load(descriptor.load_id)
+    base = scoped.lookup.get_version_meta(descriptor.measured)
     counts = _diff_totals(summaries)
+    vacated = _vacated(scoped, descriptor.measured, plan, covers)
     share = counts["items"] / max(1, base.items if base else 0)
+    change = _change_report(counts, vacated, base)
     return {
         "base": keys.format_version(descriptor.measured),
         "written_as": "full",
-        "reason": f"{_full_because(descriptor.options)}; measured for the guard, {share:.1%} of it changed",
+        "reason": f"{_full_because(descriptor.options)}; measured for the guard, "
+        f"{change['change_of_base']:.1%} of it changed",
         "items": counts["items"],
         "share_of_base": round(share, 4),
-        "base_items": base.items if base else 0,
+        **change,
+    }
+
+
+def _change_report(counts: Mapping[str, int], vacated: _Vacated, base: VersionMeta | None) -> dict[str, Any]:
+    """What the release changed of its base, for the guard (``loader.pipeline.guard.judge``).
+
+    ``changed``: the ranges it added, replaced (same first address, other bounds or data) and
+    removed; removed are the base's stretches it no longer holds inside the buckets it still
+    has (``gaps``) and every base item of the buckets it left empty (``vacated``: a dropped
+    IPv6 list or region leaves whole buckets empty, which no partition diffs). Over the base's
+    items: ``change_of_base``. Markers are bookkeeping, not change; ``share_of_base`` is what a
+    delta writes, which the delta threshold reads.
+    """
+    base_items = base.items if base else 0
+    removed = counts["gaps"] + vacated.items
+    changed = counts["replaced"] + counts["added"] + removed
+    return {
+        "base_items": base_items,
         **{name: counts[name] for name in ("unchanged", "replaced", "added", "gaps", "markers")},
+        "vacated": vacated.items,
+        "removed": removed,
+        "changed": changed,
+        "change_of_base": round(changed / max(1, base_items), 4),
     }
 
 
@@ -288,30 +317,47 @@ def _diff_totals(summaries: Sequence[PartitionSummary]) -> dict[str, int]:
     return totals
 
 
-def _gap_covers(table: LoaderTable, base: int, plan: PartitionPlan, covers: Sequence[Cover]) -> list[Cover]:
-    """Gap covers over the buckets the base holds anything in and the new release holds nothing in.
+@dataclass(frozen=True)
+class _Vacated:
+    """The buckets the base holds anything in and the new release holds nothing in."""
 
-    Resolve diffs only the buckets the new release has pieces in; a bucket it
-    has nothing in would otherwise fall through to the base and answer the
-    base's ranges.
+    #: Gap covers over them: without, a lookup would fall through to the base and answer its ranges.
+    gap_covers: list[Cover]
+    #: The base's items there (its manifest's counts), and one per base cover meeting them.
+    items: int
+
+
+def _vacated(table: LoaderTable, base: int, plan: PartitionPlan, covers: Sequence[Cover]) -> _Vacated:
+    """What the new release left empty of ``base``: proportional to buckets, never to items.
+
+    Resolve diffs only the buckets the new release has pieces in; the rest is found
+    here from the base's manifest and cover list.
     """
     manifest = table.manifests.get(base)
-    held: set[tuple[int, int]] = set()
-    for partition in manifest.partitions if manifest else {}:
+    held: dict[tuple[int, int], int] = {}
+    for partition, count in (manifest.items_per_partition if manifest else {}).items():
         parsed = table.space.parse_partition_key(partition)
         if parsed is not None and parsed[0] == base:
-            held.add((parsed[1], parsed[2]))
-    for cover in table.lookup.read_covers(base):
-        held.update((cover.family, bucket) for bucket in range(cover.first_bucket, cover.last_bucket + 1))
+            held[parsed[1], parsed[2]] = held.get((parsed[1], parsed[2]), 0) + int(count)
+    base_covers = table.lookup.read_covers(base)
+    for cover in base_covers:
+        for bucket in range(cover.first_bucket, cover.last_bucket + 1):
+            held.setdefault((cover.family, bucket), 0)
     kept = {(spec.family, bucket) for spec in plan.partitions for bucket in spec.buckets}
     for cover in covers:
         kept.update((cover.family, bucket) for bucket in range(cover.first_bucket, cover.last_bucket + 1))
+    left = set(held) - kept
+    items = sum(held[bucket] for bucket in left) + sum(
+        1
+        for cover in base_covers
+        if any((cover.family, bucket) in left for bucket in range(cover.first_bucket, cover.last_bucket + 1))
+    )
     gaps: list[Cover] = []
     for family in (4, 6):
-        for first, last in bucket_runs(sorted(bucket for owner, bucket in held - kept if owner == family)):
+        for first, last in bucket_runs(sorted(bucket for owner, bucket in left if owner == family)):
             start, end = keys.bucket_bounds(family, first)[0], keys.bucket_bounds(family, last)[1]
             gaps.append(Cover(family, first, last, start, end, None))
-    return gaps
+    return _Vacated(gaps, items)
 
 
 # -- covers, indexes, chunks ---------------------------------------------------------------------

@@ -81,7 +81,7 @@ def cleanup(
     going = {version: reason for version, reason in doomed.items() if version not in kept}
     deleted = [
         {"version": format_version(version), "reason": reason, "items_deleted": items}
-        for version, reason, items in _delete_all(going, table, staging, also_delete)
+        for version, reason, items in _delete_all(going, table, staging, also_delete, regions)
     ]
     outcome: dict[str, Any] = {
         "dataset": table.dataset,
@@ -102,10 +102,11 @@ def _delete_all(
     table: LoaderTable,
     staging: Staging | None,
     also_delete: Callable[[int], None] | None,
+    regions: Sequence[str],
 ) -> list[tuple[int, str, int]]:
     """Phase two, for every version marked: (version, why, items deleted), oldest first."""
     return [
-        (version, reason, delete_version(version, table, staging, also_delete))
+        (version, reason, delete_version(version, table, staging, also_delete, regions=regions))
         for version, reason in sorted(going.items())
     ]
 
@@ -242,10 +243,13 @@ def delete_version(
     table: LoaderTable,
     staging: Staging | None = None,
     also_delete: Callable[[int], None] | None = None,
+    *,
+    regions: Sequence[str] = (),
 ) -> int:
-    """Phase two: delete a ``deleting`` version's partitions, manifest and staged chunks; keep its
-    metadata, marked deleted. The manifest goes only after every partition it names, so a run
-    killed anywhere is finished by the next from the same manifest."""
+    """Phase two: delete a ``deleting`` version's partitions, manifest and staged chunks, and the
+    saved progress of its counts in home and in ``regions``; keep its metadata, marked deleted.
+    The manifest goes only after every partition it names, so a run killed anywhere is finished
+    by the next from the same manifest."""
     if also_delete is not None:
         also_delete(version)
     manifest = table.manifests.get(version)
@@ -253,6 +257,7 @@ def delete_version(
     with ThreadPoolExecutor(max_workers=8) as pool:
         items = sum(pool.map(table.partitions.delete, partitions))
     table.manifests.delete(version)
+    table.counts.progress.forget(version, [None, *regions])
     at = int(time.time())
     if table.lookup.get_version_meta(version) is not None:
         table.versions.set_status(version, VersionStatus.DELETED, at)

@@ -58,6 +58,8 @@ class IndexWrites:
 
     entries: int
     entry_bytes: float
+    #: The indexes' partition keys (value shards and packs, flag shards): what their count queries.
+    keys: int = 0
 
     @classmethod
     def of_report(cls, report: Mapping[str, Any], item_bytes: float) -> IndexWrites | None:
@@ -66,7 +68,8 @@ class IndexWrites:
         if not value_index and not flag_index:
             return None
         entries = (value_index or {}).get("entries", 0) + (flag_index or {}).get("items", 0)
-        return cls(entries, item_bytes + INDEX_KEY_BYTES)
+        index_keys = (value_index or {}).get("keys", 0) + (flag_index or {}).get("shards", 0)
+        return cls(entries, item_bytes + INDEX_KEY_BYTES, index_keys)
 
 
 def load_costs(
@@ -108,6 +111,57 @@ def diff_read_costs(base_items: int, item_bytes: float) -> dict[str, Any]:
         base_items * (item_bytes + ITEM_OVERHEAD_BYTES) / 4096 * READ_UNITS_PER_LOOKUP_READ
     )
     return {"read_units": read_units, "read_usd": round(read_units / MILLION * READ_PRICE_PER_MILLION, 4)}
+
+
+#: A strongly consistent read of up to 4 KB, as the counts make in the table; a GSI reads half that.
+CONSISTENT_READ_UNITS_PER_4KB: Final = 1.0
+EVENTUAL_READ_UNITS_PER_4KB: Final = 0.5
+
+
+@dataclass(frozen=True)
+class CountedBytes:
+    """What one count of a version reads: the bytes of each of its table partitions' items, and
+    of each index key's entries (their projected attributes), as the dry run built them."""
+
+    partitions: Sequence[int]
+    index_keys: Sequence[int] = ()
+
+
+def count_read_costs(
+    counted: CountedBytes | None,
+    *,
+    items: int = 0,
+    item_bytes: float = 0.0,
+    index: IndexWrites | None = None,
+) -> dict[str, Any]:
+    """What one count of a version reads in one region: home's before activation, and each replica
+    region's arrival check again (``loader.store.partition_counts``).
+
+    A ``Select=COUNT`` Query is billed as a Query that returned the items it counted: their
+    sizes summed and rounded up to 4 KB per request. The table's counts read consistently
+    (a unit per 4 KB), a partition at a time (a page of 1 MB is whole 4 KB steps, so a
+    partition rounds up once); a GSI is read eventually consistent (half a unit), a key at a
+    time. Without ``counted`` (a model of ``items`` of ``item_bytes``, and ``index``): the
+    version as one partition, and each index key rounded up once, an upper bound. A region
+    whose items are still arriving counts the short partitions again: not priced.
+    """
+    if counted is not None:
+        table = sum(math.ceil(read / 4096) for read in counted.partitions)
+        steps = sum(math.ceil(read / 4096) for read in counted.index_keys)
+    else:
+        table = math.ceil(items * item_bytes / 4096)
+        steps = 0
+        if index is not None and index.entries:
+            steps = math.ceil(index.entries * index.entry_bytes / 4096) + index.keys
+    table_units = table * CONSISTENT_READ_UNITS_PER_4KB
+    index_units = steps * EVENTUAL_READ_UNITS_PER_4KB
+    units = table_units + index_units
+    return {
+        "read_units": units,
+        "table_read_units": table_units,
+        "index_read_units": index_units,
+        "read_usd": round(units / MILLION * READ_PRICE_PER_MILLION, 4),
+    }
 
 
 #: MaxMind publishes GeoLite2 twice a week.

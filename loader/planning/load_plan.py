@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loader.planning import write_model
-from loader.planning.costs import load_costs
+from loader.planning.costs import IndexWrites, load_costs
 from loader.planning.write_model import OrderKind, TableSetup, WriteOrder, hottest_share_series
 from loader.reverse_index import KEYS_PER_PARTITION
 
@@ -48,8 +48,7 @@ def plan_load(
     client: write_model.Client = write_model.LOADER_CLIENT,
     split: write_model.SplitForHeat = write_model.DEFAULT_SPLIT,
     item_bytes: float = write_model.DEFAULT_ITEM_BYTES,
-    index_entries: int = 0,
-    index_entry_bytes: float = 0,
+    index: IndexWrites | None = None,
     frequent_values: Mapping[str, int] | None = None,
     window: int = 1_000,
     write_units: int | None = None,
@@ -57,8 +56,9 @@ def plan_load(
     """Everything ``ipmeta plan`` reports about a load, JSON-ready.
 
     ``item_bytes`` is the mean item size, and ``write_units`` the load's own
-    count (an item takes one per KB begun), when the dry run measured them.
+    count (an item takes one per KB begun), when the dry run measured them (``index``: its GSIs').
     """
+    entries, entry_bytes = (index.entries, index.entry_bytes) if index else (0, 0.0)
     per_bucket = order.items_per_bucket()
     items = order.items
     hottest = max(per_bucket, key=per_bucket.__getitem__) if per_bucket else None
@@ -94,7 +94,7 @@ def plan_load(
             order, target_seconds, client, split, item_bytes
         ),
         "item_bytes": round(item_bytes, 1),
-        "cost": load_costs(items, item_bytes, index_entries, index_entry_bytes, write_units=write_units),
+        "cost": load_costs(items, item_bytes, entries, entry_bytes, write_units=write_units),
         # The fastest load is the hottest the index's keys get.
         "reverse_index": index_shards(frequent_values, items, fastest) if frequent_values else None,
         "chart": {"window": window, "hottest_bucket_share": series},

@@ -7,10 +7,11 @@ List prices in us-east-1, as ``costs`` uses; docs/deploy.md ("Several regions") 
   demand): a load's write bill, and its old version's deletes, once per region.
 - **Replication transfer.** The replicated items' bytes leave home for each replica
   region, at the inter-region transfer price.
-- **The arrival check** reads every item of each new version once in each replica
-  region (a ``Select=COUNT`` Query is billed on what it reads, like a full read),
-  the same read units as a delta's diff reads its base (``costs.diff_read_costs``);
-  and one run a minute that finds the region current (a few consistent GetItems).
+- **The counts**: home's activation reads every item of each new version once, and
+  each replica region's arrival check again, with its index entries in that region's
+  GSIs (``costs.count_read_costs``: a ``Select=COUNT`` Query is billed on what it
+  reads, consistently in the table); and one run a minute that finds the region
+  current (a few consistent GetItems).
 - **Storage** (and point-in-time recovery) in every region.
 - **Lookups** split across the regions; each region's API Gateway tiers its own requests.
 - **Fixed, per replica region:** its alarms, its topic's key, its copies of the secrets.
@@ -30,6 +31,7 @@ from loader.planning.costs import (
     TWICE_A_WEEK_PER_MONTH,
     Batching,
     IndexWrites,
+    count_read_costs,
     diff_read_costs,
     load_costs,
     lookup_costs,
@@ -61,16 +63,26 @@ CONSISTENT_READ_UNITS: Final = 1.0
 
 
 def replicated_load_costs(
-    items: int, item_bytes: float, regions: int, index: IndexWrites | None = None
+    items: int,
+    item_bytes: float,
+    regions: int,
+    index: IndexWrites | None = None,
+    count: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One load written in home and replicated to ``regions`` - 1 replica regions.
 
     Each region's GSIs are its own: a replicated item is written again into them there, so the
-    index entries are written (and billed) in every region as the items are."""
+    index entries are written (and billed) in every region as the items are. ``count`` is one
+    region's count of the version (``costs.count_read_costs``, the plan's from each partition's
+    items; else the items as one partition): made in home and in every replica region."""
     one = load_costs(items, item_bytes, index.entries if index else 0, index.entry_bytes if index else 0)
     replicas = regions - 1
     transfer_gb = items * item_bytes / GB * replicas
-    check = diff_read_costs(items, item_bytes)
+    check = (
+        count
+        if count is not None
+        else count_read_costs(None, items=items, item_bytes=item_bytes, index=index)
+    )
     return {
         "regions": regions,
         "write_units": one["write_units"] * regions,
@@ -78,6 +90,8 @@ def replicated_load_costs(
         "write_usd_replacing_a_version": round(one["write_usd_replacing_a_version"] * regions, 4),
         "replication_transfer_gb": round(transfer_gb, 3),
         "replication_transfer_usd": round(transfer_gb * INTER_REGION_TRANSFER_PER_GB, 4),
+        "count_read_units_per_region": check["read_units"],
+        "count_reads_usd": round(check["read_usd"] * regions, 4),
         "arrival_check_read_units_per_region": check["read_units"],
         "arrival_check_usd": round(check["read_usd"] * replicas, 4),
         "storage_gb_per_region": one["storage_gb"],
@@ -98,8 +112,8 @@ def replicated_reload_costs(
     index: IndexWrites | None = None,
 ) -> dict[str, Any]:
     """Following every release in ``regions`` regions: ``costs.reload_month_costs``' cycle of a full
-    version and its deltas, its writes in every region, its diff's reads in home alone, and per
-    replica region the bytes replicated there and the arrival check's read of every new item."""
+    version and its deltas, its writes in every region, its diff's reads in home alone, per replica
+    region the bytes replicated there, and each new version's count in every region."""
     home = reload_month_costs(
         items,
         item_bytes,
@@ -122,7 +136,11 @@ def replicated_reload_costs(
         * regions,
         "diff_reads": deltas * diff_read_costs(items, item_bytes)["read_usd"],
         "replication_transfer": sum(written) * item_bytes / GB * replicas * INTER_REGION_TRANSFER_PER_GB,
-        "arrival_checks": sum(diff_read_costs(n, item_bytes)["read_usd"] for n in written) * replicas,
+        # Each version counted in home before activation, and in every replica region again
+        "counts": sum(
+            count_read_costs(None, items=n, item_bytes=item_bytes, index=index)["read_usd"] for n in written
+        )
+        * regions,
     }
     return {
         "regions": regions,

@@ -13,6 +13,8 @@ name and one dataset's keys (``dataset_items``):
 - ``cover_lists``: a version's cover list and its cover heads (with their
   reverse-index entries);
 - ``partition_items``: whole partitions counted, read in order, deleted;
+- ``partition_counts``: a version's items and index entries counted a batch at a
+  time, the partitions found complete saved, so a count resumes where it stopped;
 - ``feed_states``: the release of a dataset's feed loaded last, and its failed
   runs in a row;
 - ``region_pointers``: home's pointer with its generation, each replica region's

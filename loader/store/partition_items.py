@@ -1,5 +1,6 @@
 """Whole partitions of a version: counted (``activate`` verifies), read in order (export, a delta's
-base), deleted (cleanup); and its entries in the reverse-lookup indexes, counted (``arrival``).
+base), deleted (cleanup); and its entries in the reverse-lookup indexes, counted. A version's
+counts resume where they stopped: ``partition_counts``.
 
 A partition is one bucket of a version's range items, or its cover list; the
 version's manifest (``manifests``) names them all.
@@ -7,8 +8,7 @@ version's manifest (``manifests``) names them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ipmeta.schema import keys
@@ -35,39 +35,20 @@ class PartitionItems(DatasetItems):
         pages = self._partition_pages(partition_key, Select="COUNT", ConsistentRead=consistent)
         return sum(int(page["Count"]) for page in pages)
 
-    def short_of(self, expected: Mapping[str, int], *, workers: int = 16) -> dict[str, tuple[int, int]]:
-        """The partitions of ``expected`` whose consistent count differs from it: (expected, found).
+    def index_count(self, index: keys.IndexSchema, partition_key: str) -> int:
+        """The entries ``index`` holds under ``partition_key``, by ``Select=COUNT`` Queries of it.
 
-        The one count of a version's items: home's activation verifies with it, and each replica
-        region's arrival check with it again, region-local, so a version that serves in home is one
-        a region can see arrive (keys that landed on each other fail both, never only the second).
-        """
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            found = dict(zip(expected, pool.map(self.count, expected), strict=True))
-        return {pk: (want, found[pk]) for pk, want in expected.items() if found[pk] != want}
-
-    def index_entries(
-        self, index: keys.IndexSchema, partition_keys: Sequence[str], *, workers: int = 16
-    ) -> int:
-        """The entries ``index`` holds under ``partition_keys``, by ``Select=COUNT`` Queries of it.
-
-        A GSI is updated asynchronously and cannot be read consistently: a count that matches
-        what the load wrote (``records.IndexCensus``) is the index caught up with those items,
-        since a version's entries never change once written."""
-
-        def count(partition_key: str) -> int:
-            pages = self.client.get_paginator("query").paginate(
-                TableName=self.table_name,
-                IndexName=index.name,
-                KeyConditionExpression="#pk = :pk",
-                ExpressionAttributeNames={"#pk": index.partition_key},
-                ExpressionAttributeValues={":pk": {"S": partition_key}},
-                Select="COUNT",
-            )
-            return sum(int(page["Count"]) for page in pages)
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return sum(pool.map(count, partition_keys))
+        A GSI is updated asynchronously and cannot be read consistently: what it counts is a lower
+        bound of what it will hold (``partition_counts`` adds them up to what the load wrote)."""
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table_name,
+            IndexName=index.name,
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames={"#pk": index.partition_key},
+            ExpressionAttributeValues={":pk": {"S": partition_key}},
+            Select="COUNT",
+        )
+        return sum(int(page["Count"]) for page in pages)
 
     def read(self, partition_key: str, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """Every item of one partition in ascending sort-key order, a page at a time.

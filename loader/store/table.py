@@ -5,7 +5,8 @@ small class per concern (each its own module): ``versions`` (the pointer, the
 version counter, version metadata, the list of datasets), ``loads`` (load items
 and their chunk marks), ``lock`` (the load lock), ``manifests``, ``covers``
 (cover lists and cover heads), ``partitions`` (whole partitions counted, read,
-deleted), ``feed_states`` (``list_states``: the network lists'), ``regions``
+deleted), ``counts`` (a version's counts, resumed where they stopped), ``feed_states``
+(``list_states``: the network lists'), ``regions``
 (home's pointer with its generation, and each replica region's own) and
 ``writer`` (batched puts and deletes). Reads the lookup makes too (the active
 version, version metadata, cover lists) go through ``lookup``, the lookup's own
@@ -28,6 +29,7 @@ from loader.store.feed_states import FeedStates, ListStates
 from loader.store.load_lock import LoadLock
 from loader.store.loads import Loads
 from loader.store.manifests import Manifests
+from loader.store.partition_counts import PartitionCounts
 from loader.store.partition_items import PartitionItems
 from loader.store.region_pointers import RegionPointers
 from loader.store.versions import Versions
@@ -64,6 +66,7 @@ class LoaderTable:
         self.manifests = Manifests(client, table_name, space)
         self.covers = CoverLists(client, table_name, space, self.writer)
         self.partitions = PartitionItems(client, table_name, space, self.writer)
+        self.counts = PartitionCounts(client, table_name, space, self.partitions)
         self.feed_states = FeedStates(client, table_name, space)
         self.list_states = ListStates(client, table_name, space)
         self.regions = RegionPointers(client, table_name, space)

@@ -77,6 +77,10 @@ FEED_RETRY_MAX_ATTEMPTS: Final = 2
 #: A refused or throttled CloudFront invalidation (``loader.errors.EdgeInvalidationFailed``): CloudFront
 #: allows 15 ``/*`` invalidations in progress at once, each done within minutes.
 EDGE_INVALIDATION_ERROR: Final = "EdgeInvalidationFailed"
+#: Activate's count of the version stopped short of the timeout (``loader.errors.VerificationPending``).
+VERIFICATION_PENDING_ERROR: Final = "VerificationPending"
+#: Attempts of up to 15 minutes each: as many as the state machine's timeout leaves room for.
+VERIFICATION_MAX_ATTEMPTS: Final = 24
 EDGE_RETRY_INTERVAL: Final = Duration.seconds(30)
 EDGE_RETRY_MAX_ATTEMPTS: Final = 5
 THROTTLE_RETRY_MAX_ATTEMPTS: Final = 8
@@ -361,6 +365,13 @@ class LoaderWorkflow(Construct):
         """With ``edge``, CloudFront's cache is invalidated once the version answers: a refused or
         throttled invalidation retries Activate, which asks again under the same reference."""
         activate = self._invoke("activate", "Activate", payload, "$.activation")
+        # A version too big to count in one invocation: each attempt counts on from the saved progress.
+        activate.add_retry(
+            errors=[VERIFICATION_PENDING_ERROR],
+            interval=Duration.seconds(1),
+            backoff_rate=1.0,
+            max_attempts=VERIFICATION_MAX_ATTEMPTS,
+        )
         if self._config.edge:
             activate.add_retry(
                 errors=[EDGE_INVALIDATION_ERROR],

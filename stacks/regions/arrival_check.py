@@ -2,8 +2,9 @@
 
 ``loader.pipeline.handlers.arrive`` (``loader.pipeline.arrival``) on a schedule in
 the region, against the region's own replica: it reads, and it writes nothing but
-this region's pointer items (``{d}meta#pointer#{region}``), which IAM holds it to
-with ``dynamodb:LeadingKeys``. A run recounts what is still short for at most
+this region's pointer items (``{d}meta#pointer#{region}``) and its counts' saved
+progress (``{d}meta#pointer#{region}#counted``), which IAM holds it to with
+``dynamodb:LeadingKeys``. A run recounts what is still short for at most
 ``ARRIVAL_WAIT_SECONDS`` (less than the minute between runs), so runs do not overlap
 unless one round of counting a big version outlasts the minute: then two runs count
 at once, which costs reads and changes nothing (every write is idempotent and
@@ -50,9 +51,11 @@ ARRIVAL_TIMEOUT: Final = Duration.minutes(15)
 
 
 def own_pointer_keys(region: str) -> list[str]:
-    """The partition keys the region's check may write: its pointer in ``default``'s keys, any dataset's."""
-    own = keys.key_space().region_pointer(region)
-    return [own, f"ds#*#{own}"]
+    """The partition keys the region's check may write: its pointer and its counts' progress, in
+    ``default``'s keys and any dataset's."""
+    space = keys.key_space()
+    own = [space.region_pointer(region), space.counted(region)]
+    return [*own, *(f"ds#*#{key}" for key in own)]
 
 
 class ArrivalCheck(Construct):

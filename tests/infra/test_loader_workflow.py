@@ -29,6 +29,7 @@ from stacks.load.loader_workflow import (
     THROTTLE_RETRY_BACKOFF_RATE,
     THROTTLE_RETRY_MAX_ATTEMPTS,
     THROTTLING_ERRORS,
+    VERIFICATION_PENDING_ERROR,
 )
 from tests.infra.cfn import (
     as_list,
@@ -214,6 +215,19 @@ def test_write_chunk_retries_lambda_and_throttling_errors_with_full_jitter(
     assert throttling["MaxAttempts"] == THROTTLE_RETRY_MAX_ATTEMPTS
     assert "Lambda.TooManyRequestsException" in LAMBDA_SERVICE_ERRORS
     assert retries[LAMBDA_SERVICE_ERRORS]["JitterStrategy"] == "FULL"
+
+
+def test_activate_retries_a_verification_that_ran_out_of_time(definition: dict[str, Any]) -> None:
+    # A version too big to count in one invocation: each retry counts on from the saved progress
+    # (``loader.store.partition_counts``), so the retry is what lets the count finish
+    retries = definition["States"]["Activate"]["Retry"]
+    (pending,) = [retry for retry in retries if VERIFICATION_PENDING_ERROR in retry["ErrorEquals"]]
+    assert pending["ErrorEquals"] == ["VerificationPending"]
+    assert pending["MaxAttempts"] >= 10
+    # And the error the handler raises is that very name (Lambda's errorType is the class name)
+    from loader.errors import VerificationPending
+
+    assert VerificationPending.__name__ == VERIFICATION_PENDING_ERROR
 
 
 def test_activate_waits_the_grace_period_then_cleans_up_by_load_id(definition: dict[str, Any]) -> None:

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from ipmeta.schema.settings import Settings
-from loader.errors import LoadRejected
+from loader.errors import LoadRejected, VerificationPending
 from loader.options import LoadOptions
 from loader.pipeline import handlers
 from loader.records import LoadStatus
+from loader.store.partition_counts import COUNT_BATCH
+from loader.store.partition_items import PartitionItems
 from loader.store.table import LoaderTable
 from tests.integration.state_machines import BUCKET, loader_s3
 from tests.loader_context import loader_context
@@ -106,3 +108,39 @@ def test_unknown_options_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown load options"):
         LoadOptions.from_event({"overlap": "reject"})
     assert LoadOptions.from_event({"columns": "start,end,asn"}).columns == ["start", "end", "asn"]
+
+
+def test_activate_counts_a_big_version_over_attempts_each_resuming_the_last(
+    aws: Any, store: LoaderTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a prepared load of more partitions than two batches of counts (one range per /8)
+    buckets = 2 * COUNT_BATCH + 5
+    rows = ["start,end,asn"] + [f"{first}.0.0.0,{first}.0.0.255,{first}" for first in range(1, 1 + buckets)]
+    aws.put_object(Bucket=BUCKET, Key="in/spread.csv", Body="\n".join(rows).encode())
+    prepared = run_through_handlers({"source": f"s3://{BUCKET}/in/spread.csv"}, aws)
+    counted: list[str] = []
+    real = PartitionItems.count
+
+    def count(partitions: PartitionItems, partition_key: str, *, consistent: bool = True) -> int:
+        counted.append(partition_key)
+        return real(partitions, partition_key, consistent=consistent)
+
+    monkeypatch.setattr(PartitionItems, "count", count)
+    # When Activate is invoked with no time to spare beyond its margin, as the state machine retries it
+    no_time = loader_context(int(handlers.ACTIVATE_TIMEOUT_MARGIN_SECONDS * 1000))
+    attempts: list[list[str]] = []
+    while True:
+        try:
+            activated = handlers.activate({"load_id": prepared["load_id"]}, no_time)
+        except VerificationPending:
+            assert store.lookup.read_active_version(consistent=True) is None
+            continue
+        finally:
+            attempts.append(counted[:])
+            counted.clear()
+        break
+    # Then each attempt counted one batch that no other counted, and the last one activated
+    assert [len(attempt) for attempt in attempts] == [COUNT_BATCH, COUNT_BATCH, 5]
+    assert len({pk for attempt in attempts for pk in attempt}) == buckets
+    assert activated["status"] == "activated"
+    assert store.lookup.read_active_version(consistent=True) == prepared["version"]

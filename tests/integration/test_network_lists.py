@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
+from loader.feeds.catalogue import CATALOGUE, MAX_DISCOVERY_BYTES, ChosenList, list_feeds
+from loader.feeds.errors import FeedProtocolError
 from loader.store.table import LoaderTable
 from tests.fakes.vendors import FakeServer, Reply, Seen, file_route, serving
 from tests.integration.conftest import RequestCounter, get_json, running_api_server
+from tests.integration.feeds import Sleeps, quick_http
 
 SAMPLES = Path(__file__).parent.parent / "fixtures" / "network"
 #: The acceptance's lists, and the sample each is served from.
@@ -187,6 +191,18 @@ def test_a_bad_release_is_refused_clearly_and_the_active_version_keeps_serving( 
     assert active(store) == 1
 
 
+def assert_held_with_its_alarm(
+    store: LoaderTable, out: str, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Version 1 still serves, the alarm's metric line is out, and `ipmeta versions` lists v2 held."""
+    assert active(store) == 1
+    metric = next(json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"'))
+    assert (metric["ReleaseHeld"], metric["dataset"]) == ([1.0], "network")
+    assert main(["versions", "--data-dir", str(data), "--dataset", "network", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["version"], row["status"]) for row in rows] == [("v2", "held"), ("v1", "active")]
+
+
 def tor_release(count: int, first: int = 1) -> bytes:
     return "".join(f"185.220.{(n >> 8) & 255}.{n & 255}\n" for n in range(first, first + count)).encode()
 
@@ -214,13 +230,8 @@ def test_a_tor_release_that_changes_90_percent_is_held_and_activates_on_request(
         assert status == 1
         assert "(RELEASE_HELD)" in err
         assert "tor: changes 90% of its ranges, above 50%" in err
-        assert active(store) == 1
-        metric = next(json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"'))
-        assert (metric["ReleaseHeld"], metric["dataset"]) == ([1.0], "network")
         # And `ipmeta versions` shows it held
-        assert main(["versions", "--data-dir", str(tmp_path), "--dataset", "network", "--json"]) == 0
-        rows = json.loads(capsys.readouterr().out)
-        assert [(row["version"], row["status"]) for row in rows] == [("v2", "held"), ("v1", "active")]
+        assert_held_with_its_alarm(store, out, tmp_path, capsys)
         # When the scheduled run comes again, on the same release: nothing is fetched or loaded again
         server.forget()
         assert update(tmp_path, "--feed", spec(server)) == 0
@@ -266,3 +277,85 @@ def test_a_geofeed_url_feed_loads_the_rfc_example_and_answers_country_region_and
     assert answers["192.0.2.200"] == {"country": "PL", "region": "PL-MZ", "postal": "02-784"}
     assert answers["2001:db8:cafe::1"] == {"country": "PL", "region": "PL-MZ", "postal": "02-784"}
     assert answers["2001:db8:1::1"] == {"country": "PL"}
+
+
+def googlebot_release(count: int) -> bytes:
+    """Google's ``googlebot.json`` shape: ``count`` IPv4 /27s and one IPv6 /64 each."""
+    prefixes = [{"ipv4Prefix": f"66.249.{n}.0/27"} for n in range(count)]
+    prefixes += [{"ipv6Prefix": f"2001:4860:4801:{n:x}::/64"} for n in range(count)]
+    return json.dumps({"creationTime": "2026-11-20T12:00:00.000000", "prefixes": prefixes}).encode()
+
+
+def aws_release(count: int) -> bytes:
+    """AWS's ``ip-ranges.json`` shape, ``count`` /24s of IPv4 and of IPv6 /48s."""
+    where = {"region": "us-east-1", "service": "EC2", "network_border_group": "us-east-1"}
+    document = {
+        "syncToken": "1",
+        "createDate": "2026-11-20-12-00-00",
+        "prefixes": [{"ip_prefix": f"3.5.{n}.0/24", **where} for n in range(count)],
+        "ipv6_prefixes": [{"ipv6_prefix": f"2600:1f18:{n:x}::/48", **where} for n in range(count)],
+    }
+    return json.dumps(document).encode()
+
+
+def test_one_list_that_drops_half_its_ranges_holds_the_combined_dataset(  # noqa: PLR0917 - fixtures
+    published: dict[str, bytes],
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    # Given the lists loaded, AWS's 240 ranges beside Googlebot's 20
+    first = {**published, "aws.json": aws_release(120), "googlebot.json": googlebot_release(10)}
+    with serving(file_route(first)) as server:
+        assert update(tmp_path, "--feed", spec(server)) == 0
+    capsys.readouterr()
+    # When Googlebot's next release drops half its ranges and every other list is unchanged: 10 of
+    # the dataset's 260-odd ranges (4%), but half of Googlebot's (its limit is 20%)
+    with serving(file_route({**first, "googlebot.json": googlebot_release(5)})) as server:
+        status = update(tmp_path, "--feed", spec(server))
+    out, err = capsys.readouterr()
+    # Then the dataset's release is held, the list named, and the alarm's metric emitted
+    assert status == 1
+    assert "googlebot: changes 50% of its ranges, above 20% (0 added, 10 removed, 0 modified)" in err
+    assert_held_with_its_alarm(store, out, tmp_path, capsys)
+    # And `ipmeta activate` accepts it: the dropped range answers no crawler
+    assert main(["activate", "--data-dir", str(tmp_path), "network.v2"]) == 0
+    with running_api_server(store) as api:
+        assert get_json(api, "/v1/ip/66.249.9.1")[0] == 404
+        assert get_json(api, "/v1/ip/66.249.4.1")[1]["data"]["crawler"] == "googlebot"
+
+
+DOWNLOAD_CENTER = Path(__file__).parent.parent / "fixtures" / "download_center"
+
+
+@pytest.mark.parametrize(
+    ("page", "found"),
+    [
+        ((DOWNLOAD_CENTER / "details-56519.html").read_bytes(), "ServiceTags_Public_20261123.json"),
+        ((DOWNLOAD_CENTER / "confirmation-56519.html").read_bytes(), "ServiceTags_Public_20200518.json"),
+        (b"<html><body>This download is no longer available.</body></html>", "links no ServiceTags_Public"),
+        # A page past the 2 MB a discovery reads (a portal's, a loop of redirects' body) is refused
+        (b"<html>" + b" " * MAX_DISCOVERY_BYTES + b"</html>", f"more than {MAX_DISCOVERY_BYTES} bytes"),
+    ],
+    ids=["details-page-data", "confirmation-link", "no-link", "page-too-large"],
+)
+def test_azures_weekly_file_is_found_on_its_page_served_over_http(page: bytes, found: str) -> None:
+    # Given Azure's download page on the fake vendor, in place of Microsoft's
+    with serving(file_route({"details.aspx": page})) as server:
+        azure = replace(CATALOGUE["azure"], discovery=f"{server.url}/files/details.aspx")
+        http = quick_http(Sleeps())
+        if found.endswith(".json"):
+            # When the list's feeds are built, Then the week's file is the one the page names
+            (feed,) = list_feeds(ChosenList(azure, ()), http)
+            assert feed.url.endswith(f"/{found}")
+            assert feed.url.startswith("https://download.microsoft.com/")
+            assert (feed.name, feed.file_name) == ("network:azure", "azure-1.json")
+        else:
+            # Otherwise the run fails by name, and says how to name the file instead
+            with pytest.raises(FeedProtocolError, match=found) as error:
+                list_feeds(ChosenList(azure, ()), http)
+            assert "network:azure" in str(error.value)
+        assert server.paths() == ["/files/details.aspx"]

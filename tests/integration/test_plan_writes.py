@@ -4,7 +4,9 @@ Given a CSV indexed by ``asn`` with a flag column, the plan's write units are ch
 writes the same load sends to DynamoDB, counted at botocore (``counted_store``): each item takes
 one write unit per KB begun, and each item carrying an index's keys one more write, of its
 projected size, in that GSI (DynamoDB bills GSI writes like table writes). In three regions every
-region's GSIs are written again by replication, and an indexed reload is written full.
+region's GSIs are written again by replication, and an indexed reload is written full. The reads
+of the version's count (home's activation, each region's arrival check) are checked the same way,
+against the ``Select=COUNT`` Queries the activation sends.
 """
 
 from __future__ import annotations
@@ -47,8 +49,25 @@ def item_bytes(item: dict[str, Any], names: tuple[str, ...] | None = None) -> in
     )
 
 
-def counted_write_units(counter: RequestCounter) -> tuple[int, int, int]:
-    """(items, the items' write units, the GSI entries' write units) of the load's range items."""
+def plan_then_load(
+    counted_store: tuple[LoaderTable, RequestCounter],
+    path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> dict[str, Any]:
+    """The plan of ``path``'s indexed load in ``REGIONS`` regions; then the load, its requests counted."""
+    store, counter = counted_store
+    assert main(["plan", str(path), *INDEXING, "--workers", "1", "--regions", str(REGIONS), "--json"]) == 0
+    plan: dict[str, Any] = json.loads(capsys.readouterr().out)
+    counter.reset()
+    driver.run_load(
+        [path], LoadOptions(index_field="asn", flag_column="rule"), store, LocalStaging(tmp_path / "staging")
+    )
+    return plan
+
+
+def written_items(counter: RequestCounter) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every item the load's BatchWriteItem requests put, by key, as the table holds it."""
     deserialize = TypeDeserializer().deserialize
     written: dict[tuple[str, str], dict[str, Any]] = {}
     for operation, body in counter.calls:
@@ -56,10 +75,15 @@ def counted_write_units(counter: RequestCounter) -> tuple[int, int, int]:
             continue
         for requests in body["RequestItems"].values():
             for request in requests:
-                wire = request.get("PutRequest", {}).get("Item")
-                if wire and keys.ATTR_START in wire:
+                if wire := request.get("PutRequest", {}).get("Item"):
                     item = {name: deserialize(value) for name, value in wire.items()}
                     written[(str(item[keys.PARTITION_KEY]), str(item[keys.SORT_KEY]))] = item
+    return written
+
+
+def counted_write_units(counter: RequestCounter) -> tuple[int, int, int]:
+    """(items, the items' write units, the GSI entries' write units) of the load's range items."""
+    written = {key: item for key, item in written_items(counter).items() if keys.ATTR_START in item}
     item_units = sum(math.ceil(item_bytes(item) / 1024) for item in written.values())
     index_units = 0
     for index in (keys.RANGES_BY_VALUE, keys.FLAGGED):
@@ -73,22 +97,64 @@ def counted_write_units(counter: RequestCounter) -> tuple[int, int, int]:
 def test_the_plans_write_units_are_the_writes_a_load_sends_in_every_region(
     counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store, counter = counted_store
-    path = indexed_csv(tmp_path / "indexed.csv")
-    # Given the plan of an indexed load served from three regions
-    assert main(["plan", str(path), *INDEXING, "--workers", "1", "--regions", str(REGIONS), "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    # When the same load runs
-    counter.reset()
-    driver.run_load(
-        [path], LoadOptions(index_field="asn", flag_column="rule"), store, LocalStaging(tmp_path / "staging")
-    )
+    _, counter = counted_store
+    # Given the plan of an indexed load served from three regions, when the same load runs
+    plan = plan_then_load(counted_store, indexed_csv(tmp_path / "indexed.csv"), tmp_path, capsys)
     items, item_units, index_units = counted_write_units(counter)
     # Then the plan's writes are the load's: its items and every GSI entry, once in each region
     assert plan["load"]["items"] == items
     assert index_units > 0
     assert plan["load"]["cost"]["write_units"] == item_units + index_units
     assert plan["regions"]["load"]["write_units"] == REGIONS * (item_units + index_units)
+
+
+def counted_read_units(counter: RequestCounter) -> tuple[float, float, int]:
+    """(the table's, the GSIs' read units, index keys) of the load's ``Select=COUNT`` Queries: each
+    billed on the items it counted, their sizes summed and rounded up to 4 KB, a unit per 4 KB read
+    consistently and half a unit eventually consistent (a GSI)."""
+    written = written_items(counter)
+    counts = [
+        body for operation, body in counter.calls if operation == "Query" and body.get("Select") == "COUNT"
+    ]
+    table = index_units = 0.0
+    index_keys = 0
+    for query in counts:
+        (partition_key,) = (value["S"] for value in query["ExpressionAttributeValues"].values())
+        name = query.get("IndexName")
+        if name is None:
+            assert query["ConsistentRead"] is True
+            read = sum(item_bytes(item) for (pk, _), item in written.items() if pk == partition_key)
+            table += math.ceil(read / 4096)
+            continue
+        (index,) = (index for index in keys.INDEXES if index.name == name)
+        projected = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key, *index.projected)
+        entries = [item for item in written.values() if item.get(index.partition_key) == partition_key]
+        index_units += 0.5 * math.ceil(sum(item_bytes(item, projected) for item in entries) / 4096)
+        index_keys += 1
+    return table, index_units, index_keys
+
+
+def test_the_plan_prices_the_counts_home_and_every_region_read(
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, counter = counted_store
+    # Given the plan of an indexed load served from three regions, when the same load runs (its
+    # activation counts the version: its items, and its index entries)
+    path = indexed_csv(tmp_path / "indexed.csv", rows=3_000)
+    plan = plan_then_load(counted_store, path, tmp_path, capsys)
+    table, index, index_keys = counted_read_units(counter)
+    count = plan["load"]["count_reads"]
+    # Then the plan's count of the table is what the activation's consistent Queries are billed
+    assert table > 0
+    assert count["table_read_units"] == table
+    # And its count of the GSIs, a Query of each index key, is theirs
+    assert index_keys == plan["load"]["index_keys"]
+    assert index > 0
+    assert count["index_read_units"] == index
+    # And each region counts it again: home's activation and each replica's arrival check
+    regions = plan["regions"]["load"]
+    assert regions["count_read_units_per_region"] == count["read_units"]
+    assert regions["count_reads_usd"] == pytest.approx(REGIONS * count["read_usd"], abs=1e-4)
 
 
 def test_an_indexed_reload_is_priced_written_full(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

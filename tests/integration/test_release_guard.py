@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ipmeta.schema.settings import Settings
 from ipmeta_cli.main import main
 from loader.store.table import LoaderTable
+from tests.integration.conftest import get_json, running_api_server
 
 
 def ranges(path: Path, count: int, label: str, *, same: int = 0) -> Path:
@@ -118,3 +120,62 @@ def test_a_release_written_full_is_still_measured_and_held(
     third.write_text(relabelled)
     assert load(tmp_path, third, *GUARD, *written_full) == 0
     assert active(store) == 3
+
+
+def cloud_ranges(path: Path, regions: dict[str, int], *, ipv6: int) -> Path:
+    """AWS-shaped ranges (``network,region,service``): ``regions[name]`` /24s of IPv4 each, every
+    region in its own /8 (as AWS allocates them), and ``ipv6`` /48s of one region's IPv6 block."""
+    lines = ["network,region,service"]
+    for number, (region, count) in enumerate(regions.items()):
+        # (from x.0.1.0: a range at its bucket run's first address is rewritten whatever changed)
+        lines += [f"{3 + number}.0.{n + 1}.0/24,{region},EC2-{n}" for n in range(count)]
+    lines += [f"2600:1f14:{n + 1:x}::/48,us-west-2,EC2-{n}" for n in range(ipv6)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+REGIONS = {"us-east-1": 100, "eu-west-1": 40, "ap-south-1": 40}
+
+
+@pytest.mark.parametrize(
+    ("second", "removed"),
+    [
+        ({"regions": REGIONS, "ipv6": 0}, 60),
+        ({"regions": {**REGIONS, "eu-west-1": 0}, "ipv6": 60}, 40),
+    ],
+    ids=["every-ipv6-range-dropped", "one-region-dropped"],
+)
+@pytest.mark.parametrize("written_full", [(), ("--delta", "never")], ids=["delta", "full"])
+def test_a_release_that_drops_whole_blocks_is_held_though_above_the_floor(  # noqa: PLR0917 - fixtures
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    second: dict[str, Any],
+    removed: int,
+    written_full: tuple[str, ...],
+) -> None:
+    # Given 240 ranges active: three regions' IPv4 and 60 IPv6 ranges, each family in its own buckets
+    first = cloud_ranges(tmp_path / "first.csv", REGIONS, ipv6=60)
+    assert load(tmp_path, first, *GUARD, *written_full) == 0
+    # When a release drops every IPv6 range (25%), or one region's (17%): whole buckets left empty,
+    # still far above the 50% floor
+    capsys.readouterr()
+    assert load(tmp_path, cloud_ranges(tmp_path / "second.csv", **second), *GUARD, *written_full) == 0
+    # Then the removal is counted as change, and the release is held: version 1 still serves
+    assert active(store) == 1
+    held = store.for_dataset("ranges").loads.get(2)
+    assert held is not None
+    assert str(held.status) == "held"
+    share = f"{removed / 240:.0%}"
+    assert f"changes {share} of the active version ({removed} of its 240 items removed)" in str(held.error)
+    delta = held.report.delta or {}
+    assert (delta["removed"], delta["vacated"], delta["changed"]) == (removed, removed, removed)
+    # And `ipmeta activate` serves it; the dropped ranges answer 404 then
+    assert main(["activate", "--data-dir", str(tmp_path), "ranges.v2"]) == 0
+    assert active(store) == 2
+    gone = "2600:1f14:1::1" if second["ipv6"] == 0 else "4.0.1.1"
+    kept = "3.0.1.1"
+    with running_api_server(store) as api:
+        assert get_json(api, f"/v1/ip/{gone}")[0] == 404
+        assert get_json(api, f"/v1/ip/{kept}")[1]["data"]["region"] == "us-east-1"

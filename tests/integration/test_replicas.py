@@ -28,8 +28,9 @@ from ipmeta.schema import keys
 from ipmeta.schema.settings import ENV_DYNAMODB_ENDPOINT, ENV_POINTER_REGION, ENV_TABLE_NAME, Settings
 from ipmeta.store.dynamodb import Store, make_client
 from ipmeta_cli.dynalite import Dynalite
+from loader.errors import VerificationPending
 from loader.options import LoadOptions
-from loader.pipeline import arrival, driver, retention
+from loader.pipeline import activate, arrival, driver, retention
 from loader.records import Pointer
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
@@ -325,6 +326,56 @@ def test_reverse_lookups_in_a_region_wait_for_its_own_index_entries(
     status, flagged = get(f"/v1/flagged?limit={keys.MAX_PAGE_LIMIT}")
     assert status == 200
     assert len(flagged["ranges"]) == min(len(a.rows), keys.MAX_PAGE_LIMIT)
+
+
+def _truth_of_hot_value(release: Release) -> tuple[int, list[tuple[int, int]]]:
+    """The release's most common ASN, and its ranges as integers."""
+    hot = Counter(row[2] for row in release.rows).most_common(1)[0][0]
+    truth = sorted(
+        (int(ipaddress.ip_address(start)), int(ipaddress.ip_address(end)))
+        for start, end, asn, _ in release.rows
+        if asn == hot
+    )
+    return int(hot), truth
+
+
+def test_home_serves_a_version_only_once_its_own_indexes_hold_every_entry(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path
+) -> None:
+    a, _ = releases
+    hot, truth = _truth_of_hot_value(a)
+    # Given home's own GSIs lagging its writes by seconds, as a GSI may in any region
+    regions.replicas.own_index_delays = Delays(0.0, 1.0, (2.0, 3.0))
+    # When A is loaded in home with both indexes
+    assert regions.load_indexed(a, tmp_path) == 1
+    # Then, the moment home serves it, its reverse lookups are whole there
+    regions.look_up_in_home()
+    found, _ = list_all(str(hot), 2)
+    assert sorted(_ranges({"ranges": [{"start": s, "end": e} for s, e in found]})) == truth
+    status, flagged = get(f"/v1/flagged?limit={keys.MAX_PAGE_LIMIT}")
+    assert status == 200
+    assert len(flagged["ranges"]) == min(len(a.rows), keys.MAX_PAGE_LIMIT)
+
+
+def test_an_activation_whose_index_never_catches_up_waits_and_serves_nothing(
+    regions: Regions, releases: tuple[Release, Release], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _ = releases
+    # Given home's GSIs holding back every entry home writes, and an activation that waits a moment
+    regions.replicas.hold_indexes(own_writes=True)
+    monkeypatch.setattr(activate, "INDEX_LAG_WAIT_SECONDS", 0.5)
+    # When A is loaded with an index, then its activation stops short of the switch
+    with pytest.raises(VerificationPending, match="index"):
+        regions.load_indexed(a, tmp_path)
+    assert regions.home.lookup.read_active_version(consistent=True) is None
+    (load,) = regions.home.loads.list_all()
+    # And once the entries are in home's GSIs, the load resumed activates
+    regions.replicas.release_indexes()
+    path = a.write_csv(tmp_path / "again.csv")
+    options = LoadOptions(dataset=DATASET, index_field="asn", flag_column="organization")
+    resumed = driver.run_load([path], options, regions.home, regions.staging, resume=load.load_id)
+    assert (resumed.status, resumed.version) == ("activated", load.version)
+    assert regions.home.lookup.read_active_version(consistent=True) == load.version
 
 
 def test_cleanup_deletes_only_what_every_region_of_the_table_moved_past(

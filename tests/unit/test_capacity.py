@@ -13,6 +13,7 @@ from ipmeta.schema.settings import Front
 from loader.planning.blog import reproduce_blog, synthetic_blog_file
 from loader.planning.costs import (
     Batching,
+    IndexWrites,
     UrlLogging,
     diff_read_costs,
     load_costs,
@@ -338,7 +339,7 @@ def test_a_frequent_value_gets_ten_shards_per_partition_its_writes_need() -> Non
 def test_the_plan_is_json_and_names_the_hottest_bucket() -> None:
     order = WriteOrder.shuffled(synthetic_blog_file())
 
-    plan = plan_load(order, frequent_values={"13335": 5_000}, index_entries=1_000, index_entry_bytes=120)
+    plan = plan_load(order, frequent_values={"13335": 5_000}, index=IndexWrites(1_000, 120))
 
     assert json.loads(json.dumps(plan)) == plan
     assert plan["items"] == 360_000

@@ -236,3 +236,16 @@ def test_a_relay_row_with_an_invalid_country_code_fails_by_line(tmp_path: Path) 
     _, rows, errors = read(copy_with(tmp_path, "apple-relay.csv", body))
     assert list(rows) == ["172.224.224.0/27"]
     assert errors == ["apple-relay.csv: line 2: country 'USA' is not an ISO 3166-1 alpha-2 code"]
+
+
+def test_a_regional_azure_service_tag_yields_its_region_and_service_for_both_families() -> None:
+    # Storage.WestUS: region "westus", systemService "AzureStorage", one IPv4 and one IPv6 prefix
+    _, rows, errors = read(SAMPLES / "azure.json")
+    expected = {
+        "network_kinds": CLOUD,
+        "cloud_provider": "azure",
+        "cloud_region": "westus",
+        "cloud_services": ["AzureStorage"],
+    }
+    assert errors == []
+    assert rows["20.150.34.0/23"] == rows["2603:1030:a07:3::/64"] == expected

@@ -56,6 +56,7 @@ BOTO3_MODULES = frozenset(
         "loader/store/loads.py",
         "loader/store/load_lock.py",
         "loader/store/region_pointers.py",
+        "loader/store/partition_counts.py",
         "loader/store/table_creation.py",
         "loader/store/s3.py",
         "loader/store/events.py",

@@ -8,7 +8,12 @@ import json
 import pytest
 
 from ipmeta_cli.main import main
-from loader.planning.costs import diff_read_costs, load_costs, lookup_costs, reload_month_costs
+from loader.planning.costs import (
+    count_read_costs,
+    load_costs,
+    lookup_costs,
+    reload_month_costs,
+)
 from loader.planning.regions import (
     region_fixed_costs,
     regional_lookup_costs,
@@ -28,13 +33,15 @@ def test_a_full_reload_in_three_regions_is_each_regions_write_bill() -> None:
     # Then the writes and the old version's deletes are billed in every region: about $13
     assert three["write_usd_replacing_a_version"] == pytest.approx(3 * one["write_usd_replacing_a_version"])
     assert three["write_usd_replacing_a_version"] == pytest.approx(13.47, abs=0.01)
-    # And each replica counts every item once: about 0.3 M read units, as the diff reads a base
-    assert (
-        three["arrival_check_read_units_per_region"]
-        == diff_read_costs(CITY_ITEMS, CITY_ITEM_BYTES)["read_units"]
-    )
-    assert 290_000 < three["arrival_check_read_units_per_region"] < 310_000
-    assert three["arrival_check_usd"] == pytest.approx(2 * 0.0375, abs=0.001)
+    # And home's activation and each replica's arrival check count every item once, consistently:
+    # a read unit per 4 KB of the version, about 0.5 M read units
+    count = count_read_costs(None, items=CITY_ITEMS, item_bytes=CITY_ITEM_BYTES)
+    assert three["arrival_check_read_units_per_region"] == three["count_read_units_per_region"]
+    assert three["count_read_units_per_region"] == count["read_units"]
+    assert count["read_units"] == -(-CITY_ITEMS * CITY_ITEM_BYTES // 4096)
+    assert 510_000 < count["read_units"] < 515_000
+    assert three["arrival_check_usd"] == pytest.approx(2 * 0.064, abs=0.001)
+    assert three["count_reads_usd"] == pytest.approx(3 * 0.064, abs=0.001)
     # And storage is paid in every region
     assert three["storage_usd_per_month"] == pytest.approx(3 * one["storage_usd_per_month"], abs=1e-3)
 
@@ -43,13 +50,16 @@ def test_following_every_release_in_three_regions_triples_the_writes_not_the_dif
     three = replicated_reload_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, 3, max_chain=8, threshold=0.25)
     one = replicated_reload_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, 1, max_chain=8, threshold=0.25)
     home = reload_month_costs(CITY_ITEMS, CITY_ITEM_BYTES, 0.012, max_chain=8, threshold=0.25)
-    # One region is the model of one region
-    assert one["usd_per_month"] == pytest.approx(home["delta_usd_per_month"], abs=0.02)
-    assert one["breakdown"]["replication_transfer"] == one["breakdown"]["arrival_checks"] == 0
+    # One region is the model of one region, and its count of each new version
+    assert one["usd_per_month"] == pytest.approx(
+        home["delta_usd_per_month"] + one["breakdown"]["counts"], abs=0.02
+    )
+    assert one["breakdown"]["replication_transfer"] == 0
+    assert three["breakdown"]["counts"] == pytest.approx(3 * one["breakdown"]["counts"], abs=0.02)
     # Three: the writes three times, the diff's reads of the base once (in home)
     assert three["breakdown"]["writes"] == pytest.approx(3 * one["breakdown"]["writes"], abs=0.02)
     assert three["breakdown"]["diff_reads"] == one["breakdown"]["diff_reads"]
-    assert three["usd_per_month"] == pytest.approx(19.07, abs=0.01)
+    assert three["usd_per_month"] == pytest.approx(19.23, abs=0.01)
 
 
 def test_lookups_spread_over_regions_cost_what_they_cost_in_one_but_for_the_tiers() -> None:

@@ -15,10 +15,8 @@ import pytest
 from ipmeta.schema import keys
 from ipmeta.schema.records import VersionMeta, VersionStatus
 from ipmeta.store.dynamodb import Store
-from loader.pipeline import activate
 from loader.pipeline.retention import BEYOND_RETENTION, held_by_regions
-from loader.records import LoadItem, Manifest, Pointer, PointerMove
-from loader.store.partition_items import PartitionItems
+from loader.records import Pointer, PointerMove
 from loader.store.table import LoaderTable
 
 REGION = "eu-west-1"
@@ -128,31 +126,3 @@ def test_every_region_must_have_moved_past_it() -> None:
         table, {2: BEYOND_RETENTION}, [_meta(2, 5)], [REGION, "ap-southeast-1"], at=NOW, grace_seconds=60
     )
     assert found == {2: "ap-southeast-1"}
-
-
-class _CountedPartitions:
-    """Partitions that all hold their items, each count recorded (``PartitionItems.short_of`` borrowed)."""
-
-    short_of = PartitionItems.short_of
-
-    def __init__(self, counts: dict[str, int]) -> None:
-        self.counts = counts
-        self.counted: list[tuple[str, bool]] = []
-
-    def count(self, partition_key: str, *, consistent: bool = True) -> int:
-        self.counted.append((partition_key, consistent))
-        return self.counts[partition_key]
-
-
-def test_home_verifies_every_partition_a_region_will_count_with_consistent_reads() -> None:
-    # Given a version of 1,000 partitions, as an IPv6 dataset has
-    counts = {f"v3#6#{bucket}": 1 + bucket % 3 for bucket in range(1_000)}
-    partitions = _CountedPartitions(counts)
-    manifests = SimpleNamespace(get=lambda version: Manifest(counts))
-    table = cast(LoaderTable, SimpleNamespace(manifests=manifests, partitions=partitions))
-    load = cast(LoadItem, SimpleNamespace(items=3, items_written=3, version=3, load_id="v3", sha256="0" * 64))
-    # When activation verifies it
-    activate.verify(load, table)
-    # Then it counted every partition, strongly consistent, as each region's check will
-    assert sorted(partition for partition, _ in partitions.counted) == sorted(counts)
-    assert {consistent for _, consistent in partitions.counted} == {True}

@@ -43,6 +43,8 @@ arrived in a region may still miss index entries there. So a listing of a
 version (``/v1/ranges``, ``/v1/flagged``, a page token's) reads it in a replica
 region only once the region's arrival check also counted its index entries
 there (``indexes_arrived``); until then it answers ``INDEX_NOT_ARRIVED`` (503).
+In home the same count is made before the version is activated
+(``loader.pipeline.activate``), so any version home may read has its entries there.
 """
 
 from __future__ import annotations

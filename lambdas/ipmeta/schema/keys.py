@@ -413,6 +413,11 @@ class KeySpace:
         """A replica region's own pointer (sk 0) and its arrived versions (sk: the version)."""
         return self.meta(f"pointer#{check_region_name(region)}")
 
+    def counted(self, region: str | None) -> str:
+        """What counts of a version's items and index entries found so far, in home (None) or in a
+        replica region (sk: the version): beside that region's pointer, whose writer it shares."""
+        return f"{self.pointer_of(region)}#counted"
+
     def pointer_of(self, region: str | None) -> str:
         """The pointer a lookup in ``region`` follows: home's (None) or that replica region's."""
         return self.pointer if region is None else self.region_pointer(region)
