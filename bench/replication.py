@@ -10,36 +10,53 @@ answer is checked against the release of the version it names (``testing.replica
 ``mixed_answers`` counts those that differ. ``deleted_while_served`` counts items deleted in a
 region while that region's pointer still named their version.
 
-Each **scenario** has its own table, its own lookups and its own figures, and runs in phases;
-the lookups of each phase where something can go wrong are at least ``--lookups``:
+Each **scenario** has its own table, its own lookups and its own figures, exercises one guard
+of issue 33 (``bench.unguarded``), and runs in phases. Every phase where something can go wrong
+gets at least ``--lookups`` lookups; the results list, per scenario, the phases that cannot go
+wrong and why (``phases_that_cannot_go_wrong``: only ``plain``'s last cleanup, which deletes a
+version no region reads). A scenario's first load is such a phase too: a region without the
+arrival count serves a version not yet whole there.
 
-- ``plain``: a full load, a delta, a rollback, a cleanup naming the region: plain ``/v1/ip``
-  lookups, the range cache off (what the simulation measured before issue 33);
-- ``pinned``: the same loads, every lookup pinned to home's newest version (``?version=``, what
-  a page token minted in home names): a region must refuse a version that has not wholly arrived
-  (each new version's IPv6 items are held back from the region until it refused some);
-- ``page_tokens``: indexed loads (``asn`` by value, every range flagged; the replica's GSIs lag
-  its table, ``INDEX_DELAYS``), a reload and a rollback; the lookups are ``/v1/ranges`` page
-  walks, each begun in home and continued in the region with home's page token, each region
-  page checked against the value's ranges in the release its token names;
-- ``range_cache``: the loads and the rollback with the lookup container's range cache on;
-- ``rollback_during_cleanup``: three versions; a cleanup (retention 0, no grace) deleting the two
-  retired ones, and a rollback to the second while it runs;
-- ``killed_cleanup``: a cleanup killed at random DynamoDB calls (``KillSwitch``), a rollback to
+- ``plain`` (the arrival count): a full load, a delta, a rollback, a cleanup naming the region:
+  plain ``/v1/ip`` lookups, the range cache off (what the simulation measured before issue 33);
+- ``pinned`` (the arrival count): the same loads, every lookup pinned to home's newest version
+  (``?version=``, what a page token minted in home names): a region must refuse a version that
+  has not wholly arrived (each new version's IPv6 items are held back from the region until it
+  refused some);
+- ``page_tokens`` (the arrival count, of the items and of the index entries): indexed loads
+  (``asn`` by value, every range flagged; the replica's GSIs lag its table, ``INDEX_DELAYS``), a
+  reload and a rollback; the lookups are ``/v1/ranges`` page walks, each begun in home and
+  continued in the region with home's page token, each region page checked against the value's
+  ranges in the release its token names;
+- ``range_cache`` (the arrival count): the loads and the rollback with the lookup container's
+  range cache on;
+- ``rollback_during_cleanup`` (the two-phase ``deleting`` mark): three versions; a cleanup
+  (retention 0, no grace) deleting the two retired ones, and a rollback to the second while it
+  runs;
+- ``killed_cleanup`` (the ``deleting`` mark: the rollback refuses a half-deleted version, the next
+  cleanup resumes it): a cleanup killed at random DynamoDB calls (``KillSwitch``), a rollback to
   the half-deleted version tried after each kill, and the cleanup resumed until done;
-- ``activation_killed``: a load whose activation is killed right after the pointer switch (its
-  load record stays ``prepared``), then a cleanup;
-- ``cleanup_without_regions``: a full reload, then, as soon as home's grace passed, a cleanup as
-  ``ipmeta cleanup`` runs it with no region named (retention 0) while the replica region may still
-  serve the version before.
+- ``activation_killed`` (a version ever activated is never abandoned): a load whose activation
+  is killed right after the pointer switch (its load record stays ``prepared``), then a cleanup;
+- ``cleanup_without_regions`` (the regions come from the table's replicas): a full reload, then,
+  as soon as home's grace passed, a cleanup as ``ipmeta cleanup`` runs it with no region named
+  (retention 0) while the replica region may still serve the version before.
 
-``--no-check`` makes the region copy home's pointer without counting (a region without the
-check) and must show mixed answers.
+``--no-check`` removes, in each scenario, the guard it exercises and only that one
+(``bench.unguarded``: the arrival count through ``follow_home(check=False)``, the others patched
+out in this process); every scenario must then report mixed answers or deletes while served.
 
-``python -m bench.replication [--rows 60000] [--lookups 2000] [--scenarios a,b] [--no-check]``
-(the results committed are of ``--rows 20000``: the README says why);
+**Rows.** The default, ``DEFAULT_ROWS`` (5,000 rows of release A), is the run committed: on this
+project's 2-core machine, shared (load average 13 to 20), the eight scenarios took 23 minutes
+without their guards; 20,000 rows took 30 minutes, with fewer phases held to ``--lookups``. Rows
+shorten the loads only: each phase still waits for its ``--lookups`` lookups and for the 5-30 s
+stragglers. Fewer rows lose nothing the simulation measures: what goes wrong comes from the share
+of items replicated late (``--long-share``) and from half of the lookups aiming at the edges of the
+ranges a release changed, neither of which shrinks with the rows.
+
+``python -m bench.replication [--rows 5000] [--lookups 2000] [--scenarios a,b] [--no-check]``
 saves bench/results/replication.json and the plain scenario's timeline, replication.png (with
---no-check: replication-no-check.json and .png).
+--no-check: replication-no-check.json and .png), with the command and the commit measured.
 """
 
 from __future__ import annotations
@@ -52,6 +69,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -63,6 +81,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from bench import unguarded
 from bench.datasets import BENCH_DATA
 from ipmeta.api import dependencies
 from ipmeta.lookup.catalog import parse_version
@@ -120,6 +139,13 @@ KILLS: Final = 3
 INDEX_DELAYS: Final = Delays(typical_seconds=0.2, long_share=0.05, long_seconds=(2.0, 10.0))
 #: Refusals ``pinned`` waits for before it lets a held-back version arrive.
 PINNED_REFUSALS: Final = 300
+#: Why ``plain``'s last phase cannot go wrong: it only deletes v2, a version no region reads.
+PLAIN_CLEANUP_IS_SAFE: Final = (
+    "it deletes v2 only, after the region followed the rollback to v1 and waited its grace and "
+    "--lookups lookups, and v1 is no delta of v2: no region can read what it deletes"
+)
+#: Rows of release A by default: the run whose results are committed (module docstring).
+DEFAULT_ROWS: Final = 5_000
 #: Ranges per page of ``page_tokens``' walks, and how many ASNs they walk.
 PAGE_LIMIT: Final = 3
 WALKED_VALUES: Final = 400
@@ -132,6 +158,8 @@ class Phase:
     name: str
     outcome: Any = None
     seconds: float = 0.0
+    #: Why nothing can go wrong in it (no lookups are waited for then), or None.
+    safe_because: str | None = None
 
 
 @dataclass
@@ -146,6 +174,8 @@ class Scenario:
     range_cache_bytes: int = 0
     #: Loads with both reverse-lookup indexes, and page walks instead of ``/v1/ip`` lookups.
     indexed: bool = False
+    #: The guard the scenario exercises (``bench.unguarded``), removed when ``args.check`` is off.
+    guard: str = unguarded.ARRIVAL
     phases: list[Phase] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -176,7 +206,7 @@ class Scenario:
         self.follower = Follower(
             self.region,
             REPLICA,
-            check=self.args.check,
+            check=self.args.check or self.guard != unguarded.ARRIVAL,
             interval=CHECK_INTERVAL_SECONDS,
             poll_seconds=CHECK_POLL_SECONDS,
         )
@@ -231,7 +261,11 @@ class Scenario:
         sampler.start()
         hammer.start()
         try:
-            yield
+            if self.args.check:
+                yield
+            else:
+                with unguarded.without(self.guard, self.home):
+                    yield
         finally:
             hammer.stop()
             self._sampling.set()
@@ -254,10 +288,11 @@ class Scenario:
     # -- phases ---------------------------------------------------------------------------------
 
     def phase(
-        self, name: str, act: Callable[[], Any], *, lookups: int | None = None, moves: bool = True
+        self, name: str, act: Callable[[], Any], *, safe_because: str | None = None, moves: bool = True
     ) -> Any:
         """Run ``act`` in home while the lookups go on; then wait for the region to follow home's
-        pointer and for ``lookups`` (default ``--lookups``) lookups in the phase."""
+        pointer and, unless the phase cannot go wrong (``safe_because`` says why), for ``--lookups``
+        lookups in the phase."""
         self.tally.phase = name
         began = time.monotonic()
         self.phase_starts[name] = began - self.began
@@ -279,11 +314,11 @@ class Scenario:
         over.set()
         if moves:
             lag.join(timeout=120)
-        wanted = self.args.lookups if lookups is None else lookups
+        wanted = self.args.lookups if safe_because is None else 0
         while self.tally.answered(phase=name) < wanted:
             time.sleep(0.05)
         self.replicas.settle()
-        self.phases.append(Phase(name, outcome, round(time.monotonic() - began, 2)))
+        self.phases.append(Phase(name, outcome, round(time.monotonic() - began, 2), safe_because))
         print(f"  {self.name}: {name} in {self.phases[-1].seconds} s", file=sys.stderr, flush=True)
         return outcome
 
@@ -361,11 +396,17 @@ class Scenario:
     def report(self) -> dict[str, Any]:
         tally = self.tally
         return {
+            "guard": self.guard,
+            "guard_removed": not self.args.check,
             "lookups": tally.answered(),
             "mixed_answers": tally.total("mixed"),
             "deleted_while_served": self.deletes.while_served,
             "refused_lookups": tally.total("refused"),
             "lookups_per_phase": {phase.name: tally.answered(phase=phase.name) for phase in self.phases},
+            "phases_that_can_go_wrong": [phase.name for phase in self.phases if phase.safe_because is None],
+            "phases_that_cannot_go_wrong": {
+                phase.name: phase.safe_because for phase in self.phases if phase.safe_because is not None
+            },
             "phases": {
                 phase.name: {
                     "seconds": phase.seconds,
@@ -421,7 +462,7 @@ def plain(scenario: Scenario) -> None:
             cleanups.append(scenario.cleanup())
         return {"rounds": len(cleanups), "last": cleanups[-1]}
 
-    scenario.phase("cleanup", clean_up_until_deleted, moves=False)
+    scenario.phase("cleanup", clean_up_until_deleted, moves=False, safe_because=PLAIN_CLEANUP_IS_SAFE)
 
 
 def pinned(scenario: Scenario) -> None:
@@ -474,7 +515,7 @@ def range_cache(scenario: Scenario) -> None:
 def rollback_during_cleanup(scenario: Scenario) -> None:
     """``ipmeta cleanup --retention 0 --grace-seconds 0 & sleep; ipmeta rollback --to v2``."""
     for release in (scenario.releases[name] for name in ("a", "b", "c")):
-        scenario.phase(f"load {release.name}", functools.partial(scenario.load, release), lookups=0)
+        scenario.phase(f"load {release.name}", functools.partial(scenario.load, release))
     target = scenario.version_of("b")
     deleting: dict[str, Any] = {}
 
@@ -504,8 +545,8 @@ def rollback_during_cleanup(scenario: Scenario) -> None:
 
 def killed_cleanup(scenario: Scenario) -> None:
     """Cleanup killed at random calls; a rollback to the half-deleted version after each kill."""
-    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]), lookups=0)
-    scenario.phase("load b", lambda: scenario.load(scenario.releases["b"], full=True), lookups=0)
+    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]))
+    scenario.phase("load b", lambda: scenario.load(scenario.releases["b"], full=True))
     target = scenario.version_of("a")
     rng = random.Random(scenario.args.seed)
     # A's items go 25 to a request: a kill anywhere from the first reads to the last delete
@@ -540,7 +581,7 @@ def killed_cleanup(scenario: Scenario) -> None:
 
 def activation_killed(scenario: Scenario) -> None:
     """Activation dies right after the pointer switch; the load record stays ``prepared``."""
-    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]), lookups=0)
+    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]))
 
     def killed_activation() -> dict[str, Any]:
         table = scenario._home_table()
@@ -566,7 +607,7 @@ def activation_killed(scenario: Scenario) -> None:
 def cleanup_without_regions(scenario: Scenario) -> None:
     """A full reload, and a cleanup as soon as home's grace passed naming no region (retention 0): the
     replica region may still serve the version before."""
-    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]), lookups=0)
+    scenario.phase("load a", lambda: scenario.load(scenario.releases["a"]))
 
     def delta_then_cleanup() -> dict[str, Any]:
         loaded = scenario.load(scenario.releases["b"], full=True)
@@ -576,15 +617,16 @@ def cleanup_without_regions(scenario: Scenario) -> None:
     scenario.phase("reload and cleanup", delta_then_cleanup)
 
 
-SCENARIOS: Final[dict[str, Callable[[Scenario], None]]] = {
-    "plain": plain,
-    "pinned": pinned,
-    "page_tokens": page_tokens,
-    "range_cache": range_cache,
-    "rollback_during_cleanup": rollback_during_cleanup,
-    "killed_cleanup": killed_cleanup,
-    "activation_killed": activation_killed,
-    "cleanup_without_regions": cleanup_without_regions,
+#: Each scenario, and the guard it exercises (removed with ``--no-check``).
+SCENARIOS: Final[dict[str, tuple[Callable[[Scenario], None], str]]] = {
+    "plain": (plain, unguarded.ARRIVAL),
+    "pinned": (pinned, unguarded.ARRIVAL),
+    "page_tokens": (page_tokens, unguarded.ARRIVAL),
+    "range_cache": (range_cache, unguarded.ARRIVAL),
+    "rollback_during_cleanup": (rollback_during_cleanup, unguarded.DELETING_MARK),
+    "killed_cleanup": (killed_cleanup, unguarded.DELETING_MARK),
+    "activation_killed": (activation_killed, unguarded.EVER_ACTIVATED),
+    "cleanup_without_regions": (cleanup_without_regions, unguarded.TABLE_REGIONS),
 }
 
 
@@ -594,10 +636,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     c = changed_release(b, "c", args.changed, args.seed + 1)
     releases = {"a": a, "b": b, "c": c}
     began = time.monotonic()
+    commit = git_commit()
     results: dict[str, Any] = {}
     chart = RESULTS / ("replication.png" if args.check else "replication-no-check.png")
     with Dynalite() as home_endpoint, Dynalite() as replica_endpoint:
         for name in args.scenarios:
+            act, guard = SCENARIOS[name]
             scenario = Scenario(
                 name,
                 args,
@@ -605,16 +649,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 releases,
                 range_cache_bytes=RANGE_CACHE_BYTES if name == "range_cache" else 0,
                 indexed=name == "page_tokens",
+                guard=guard,
             )
             print(f"scenario {name} ...", file=sys.stderr, flush=True)
             with scenario.running():
-                SCENARIOS[name](scenario)
+                act(scenario)
             results[name] = scenario.report()
+            figures = {
+                key: results[name][key] for key in ("lookups", "mixed_answers", "deleted_while_served")
+            }
+            print(f"scenario {name}: {figures}", file=sys.stderr, flush=True)
             if name == "plain":
                 draw_timeline(scenario, chart, args.check)
     lags = [lag for result in results.values() for lag in result["lag_seconds"].values()]
     return {
         "command": " ".join(["python -m bench.replication", *sys.argv[1:]]),
+        "commit": commit,
         "attribution": ASN_ATTRIBUTION,
         "check": args.check,
         "regions": {"home": HOME, "replica": REPLICA},
@@ -622,7 +672,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "table": {
             name: {
                 key: result[key]
-                for key in ("lookups", "mixed_answers", "deleted_while_served", "lookups_per_phase")
+                for key in (
+                    "guard",
+                    "guard_removed",
+                    "lookups",
+                    "mixed_answers",
+                    "deleted_while_served",
+                    "lookups_per_phase",
+                    "phases_that_cannot_go_wrong",
+                )
             }
             for name, result in results.items()
         },
@@ -633,6 +691,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(time.monotonic() - began, 1),
         "chart": str(chart.relative_to(PROJECT_ROOT)) if "plain" in results else None,
     }
+
+
+def git_commit() -> str:
+    """The commit the run measures, read as it starts, ``+dirty`` when files other than the
+    results (which the run itself writes) had changes."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
+    return git("rev-parse", "HEAD") + ("+dirty" if dirty else "")
 
 
 def walked_values(releases: dict[str, Release]) -> list[int]:
@@ -690,7 +760,9 @@ def main() -> None:
     # The lookup handler's metric lines would go to stdout, where no CloudWatch reads them.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=60_000, help="rows of release A, from the ASN files")
+    parser.add_argument(
+        "--rows", type=int, default=DEFAULT_ROWS, help="rows of release A, from the ASN files"
+    )
     parser.add_argument("--changed", type=float, default=0.03, help="share of rows each next release changes")
     parser.add_argument(
         "--lookups",
@@ -709,7 +781,7 @@ def main() -> None:
         "--no-check",
         dest="check",
         action="store_false",
-        help="copy home's pointer without counting (the fault)",
+        help="remove the guard each scenario exercises (bench.unguarded): each must then go wrong",
     )
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
