@@ -25,10 +25,13 @@ $(STAMP_NPM): package.json package-lock.json
 run: setup
 	$(VENV)/bin/ipmeta serve --port $(PORT) --load-default-dataset
 
-# The 30 slowest tests are listed at the end, so a slow one is seen the day it lands.
+# The 30 slowest tests are listed at the end, so a slow one is seen the day it lands. One worker
+# per core (pytest-xdist); each worker has its own dynalite, and synthesizes the app once if it
+# runs a test that reads it (xdist 3.8's loadgroup cannot pin them to one: pytest 9 ignores the
+# node ids it rewrites).
 test: setup lint
 	@date -u "+== pytest at %T"
-	$(PY) -m pytest --durations=30
+	$(PY) -m pytest -n auto --durations=30
 	@date -u "+== pytest done at %T"
 
 lint: setup

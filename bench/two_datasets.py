@@ -88,14 +88,12 @@ def asn_problem(scan: CsvScan, address: str, section: Mapping[str, Any]) -> str 
     row = scan.owner(value)
     if row is None:
         return None if section["data"] is None else f"asn: answered {section['data']}, no CSV row holds it"
-    expected = {"asn": row.asn, "organization": row.organization}
+    expected = row.values
     if section["data"] != expected:
-        return f"asn: {section['data']} != CSV row {row.asn} {row.organization!r}"
+        return f"asn: {section['data']} != CSV row {expected}"
     start, end = (int(ipaddress.ip_address(section["range"][key])) for key in ("start", "end"))
     edges = [scan.owner(start), scan.owner(end)]
-    if start <= value <= end and all(
-        edge is not None and (edge.asn, edge.organization) == (row.asn, row.organization) for edge in edges
-    ):
+    if start <= value <= end and all(edge is not None and edge.values == expected for edge in edges):
         return None
     return f"asn: range {section['range']['start']}-{section['range']['end']} is not {expected} throughout"
 
@@ -137,8 +135,8 @@ def compare(
 
 def probe(endpoint: str, probes: int) -> dict[str, Any]:
     rng = random.Random("two-datasets:19")
-    v4_rows = read_csv(ASN_FILES[0], 4, 0)
-    scans = {4: CsvScan(v4_rows), 6: CsvScan(read_csv(ASN_FILES[1], 6, len(v4_rows)))}
+    v4_rows = read_csv(ASN_FILES[0], 0)
+    scans = {4: CsvScan(v4_rows), 6: CsvScan(read_csv(ASN_FILES[1], len(v4_rows)))}
     dbip = dbip_city()[4]
     ipv6 = int(probes * IPV6_SHARE)
     addresses = probe_addresses(dbip, probes - ipv6, rng) + ipv6_probes(scans[6], ipv6, rng)

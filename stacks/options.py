@@ -143,8 +143,8 @@ OPTIONS: Final[Mapping[str, Option]] = {
     "apiTracing": Option("X-Ray tracing of the API and the lookup function"),
     "apiKeyCacheSeconds": Option(
         "`url`: how long a container keeps the keys it read from the secret; `http`: how long API "
-        "Gateway caches the authorizer's answer per key; `rest`: the same for the usage-plan "
-        "authorizer",
+        "Gateway caches the authorizer's answer per key; `rest`: not used (its authorizers judge "
+        "every request, so a request without a key is told its route's key forms)",
         low=0,
         high=MAX_CACHE_SECONDS,
     ),

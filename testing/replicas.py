@@ -46,12 +46,13 @@ from loader.pipeline import arrival
 from loader.records import Pointer
 from loader.store.table import LoaderTable
 from testing.in_process_api import get
-from testing.row_scan import CsvRow, CsvScan
+from testing.row_scan import CsvScan, Row, asn_row
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-Row = tuple[str, str, int, str]
+#: A line of an ASN CSV: first and last address, AS number, organization.
+CsvLine = tuple[str, str, int, str]
 #: A range as a listing shows it: (family, first, last address).
 Span = tuple[int, int, int]
 #: What a region answers for a pinned version it may not read (yet, or any longer).
@@ -65,7 +66,7 @@ class Release:
     """One release of an ASN dataset: its rows in file order, and the answer each address has."""
 
     name: str
-    rows: tuple[Row, ...]
+    rows: tuple[CsvLine, ...]
 
     def write_csv(self, path: Path) -> Path:
         with path.open("w", newline="", encoding="utf-8") as handle:
@@ -76,13 +77,13 @@ class Release:
 
     @cached_property
     def _scans(self) -> dict[int, CsvScan]:
-        rows: dict[int, list[CsvRow]] = {4: [], 6: []}
-        for position, (start, end, asn, organization) in enumerate(self.rows):
-            first, last = ipaddress.ip_address(start), ipaddress.ip_address(end)
-            rows[first.version].append(CsvRow(position, int(first), int(last), asn, organization))
+        rows: dict[int, list[Row]] = {4: [], 6: []}
+        for position, line in enumerate(self.rows):
+            row = asn_row(line, position)
+            rows[row.family].append(row)
         return {family: CsvScan(found) for family, found in rows.items()}
 
-    def owner(self, address: str) -> CsvRow | None:
+    def owner(self, address: str) -> Row | None:
         parsed = ipaddress.ip_address(address)
         return self._scans[parsed.version].owner(int(parsed))
 
@@ -102,7 +103,7 @@ class Release:
 def asn_subset(rows: int, seed: int, ipv6_share: float = 0.2) -> Release:
     """``rows`` rows of the demo ASN files, drawn with ``seed``, in file order (IPv4, then IPv6)."""
     rng = random.Random(seed)
-    chosen: list[Row] = []
+    chosen: list[CsvLine] = []
     for path, share in zip(ASN_FILES, (1 - ipv6_share, ipv6_share), strict=True):
         with path.open(newline="", encoding="utf-8") as handle:
             every = [
@@ -117,7 +118,7 @@ def changed_release(base: Release, name: str, share: float, seed: int) -> Releas
     """``base`` with ``share`` of its rows changed: half of those given another row's AS, half dropped."""
     rng = random.Random(seed)
     changed = set(rng.sample(range(len(base.rows)), round(len(base.rows) * share)))
-    rows: list[Row] = []
+    rows: list[CsvLine] = []
     for index, row in enumerate(base.rows):
         if index not in changed:
             rows.append(row)
@@ -201,10 +202,7 @@ class AnswerTally:
             truth = self.truths.get(section["version"])
             row = truth.owner(address) if truth else None
             data = section["data"]
-            same = row is not None and (data.get("asn"), data.get("organization")) == (
-                row.asn,
-                row.organization,
-            )
+            same = row is not None and {name: data.get(name) for name in row.values} == row.values
             return "right" if same else "mixed"
         if status == 404:
             named = dict(_NOT_FOUND_VERSION.findall(str(body.get("message", ""))))

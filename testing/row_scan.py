@@ -53,21 +53,12 @@ def brute_force(rows: Iterable[RowT], family: int, value: int) -> RowT | None:
     return winner
 
 
-@dataclass(frozen=True)
-class CsvRow:
-    position: int
-    start: int
-    end: int
-    asn: int
-    organization: str
-
-
 class CsvScan:
     """Rows of one family sorted by start, with a running maximum of ends, so a scan
     backwards from the last row starting at or before the address can stop as soon
-    as no earlier row reaches that far."""
+    as no earlier row reaches that far: ``brute_force``'s answer, in time for a whole CSV."""
 
-    def __init__(self, rows: list[CsvRow]) -> None:
+    def __init__(self, rows: list[Row]) -> None:
         self.rows = sorted(rows, key=lambda row: row.start)
         self.starts = [row.start for row in self.rows]
         self.reach: list[int] = []
@@ -76,8 +67,8 @@ class CsvScan:
             furthest = max(furthest, row.end)
             self.reach.append(furthest)
 
-    def owner(self, value: int) -> CsvRow | None:
-        best: CsvRow | None = None
+    def owner(self, value: int) -> Row | None:
+        best: Row | None = None
         index = bisect.bisect_right(self.starts, value) - 1
         while index >= 0 and self.reach[index] >= value:
             row = self.rows[index]
@@ -87,15 +78,19 @@ class CsvScan:
         return best
 
 
-def read_csv(path: Path, family: int, first_position: int) -> list[CsvRow]:
+def read_csv(path: Path, first_position: int) -> list[Row]:
+    """The rows of an ASN CSV with no header (``start,end,asn,organization``), numbered on from
+    ``first_position``."""
     with path.open(newline="", encoding="utf-8") as handle:
         return [
-            CsvRow(
-                first_position + number,
-                int(ipaddress.ip_address(start)),
-                int(ipaddress.ip_address(end)),
-                int(asn),
-                organization,
-            )
+            asn_row((start, end, int(asn), organization), first_position + number)
             for number, (start, end, asn, organization) in enumerate(csv.reader(handle))
         ]
+
+
+def asn_row(line: tuple[str, str, int, str], position: int) -> Row:
+    """A line of an ASN source (first and last address as text, AS, organization) as a row whose
+    values are named as the API names them."""
+    start, end, asn, organization = line
+    first, last = ipaddress.ip_address(start), ipaddress.ip_address(end)
+    return Row(first.version, int(first), int(last), {"asn": asn, "organization": organization}, position)

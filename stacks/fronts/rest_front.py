@@ -30,13 +30,9 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from ipmeta.api.fronts.credentials import (
-    GEOIP2_KEYS,
-    IPINFO_KEYS,
-    MISSING_KEY_MESSAGE,
     REFUSAL_CONTEXT,
+    REFUSAL_MESSAGE,
     REFUSAL_STATUS,
-    V1_KEYS,
-    RouteFamily,
     refusal_body,
 )
 from stacks.config import IpmetaConfig
@@ -198,21 +194,22 @@ class RestLookupFront:
             log_retention=self._config.log_retention,
         )
 
-    def _authorizer(self, construct_id: str, family: RouteFamily) -> apigateway.RequestAuthorizer:
-        """One authorizer per route family: API Gateway caches its answer per value of the
-        family's identity header, the one header the authorizer reads the family's key from.
+    def _authorizer(self, construct_id: str) -> apigateway.RequestAuthorizer:
+        """One authorizer per route family (the ids an existing deployment has), with no identity
+        source, so it judges every request: the family comes from the route it is called for.
 
-        ipinfo's key comes as a header or a query parameter, so its family has no identity
-        source, and API Gateway caches nothing without one: it is invoked on every request.
+        API Gateway refuses a request that lacks an identity source before any authorizer runs,
+        with its one API-wide 401 that cannot tell the families apart; and it caches an answer
+        only by identity sources. So no family names one: a request with no key at all reaches
+        its family's authorizer, whose denial names the family's key forms, at the price of an
+        authorizer call per request (``apiKeyCacheSeconds`` does not apply to this front).
         """
-        header = family.identity_header
-        cached = header is not None and self._config.api_key_cache_seconds > 0
         return apigateway.RequestAuthorizer(
             self._scope,
             construct_id,
             handler=self.key_authorizer.function,
-            identity_sources=[apigateway.IdentitySource.header(header)] if header else [],
-            results_cache_ttl=Duration.seconds(self._config.api_key_cache_seconds if cached else 0),
+            identity_sources=[],
+            results_cache_ttl=Duration.seconds(0),
         )
 
     def _build_routes(self, api: apigateway.RestApi) -> None:
@@ -224,9 +221,9 @@ class RestLookupFront:
         )
         cors = self._cors_options()
         authorizers = {
-            API_VERSION_PATH: self._authorizer("V1Keys", V1_KEYS),
-            GEOIP2_PATH: self._authorizer("GeoIP2Keys", GEOIP2_KEYS),
-            IPINFO_PATH: self._authorizer("IpinfoKeys", IPINFO_KEYS),
+            API_VERSION_PATH: self._authorizer("V1Keys"),
+            GEOIP2_PATH: self._authorizer("GeoIP2Keys"),
+            IPINFO_PATH: self._authorizer("IpinfoKeys"),
         }
         for path, authorizer in authorizers.items():
             resource = api.root.add_resource(path, default_cors_preflight_options=cors)
@@ -260,12 +257,13 @@ class RestLookupFront:
     def _build_refusals(self, api: apigateway.RestApi) -> None:
         """No key, a refused one, or a key no usage plan holds: 401 and one body every client reads
         as its own error (MaxMind's ``code``/``error``, /v1's ``code``/``message``), not API
-        Gateway's ``{"message": "Forbidden"}``. A request its family's authorizer judged gets the
-        family's message from the authorizer's context; one without the family's identity header
-        is refused before any authorizer runs, and its message names no form."""
+        Gateway's ``{"message": "Forbidden"}``. Every keyed request reaches its family's authorizer
+        (``_authorizer``), so a missing or refused key (ACCESS_DENIED) and an unknown one
+        (INVALID_API_KEY) get the family's message from the authorizer's context. UNAUTHORIZED is
+        left to a route of no family, which the authorizer does not judge: every form is named."""
         judged = refusal_body(f"$context.authorizer.{REFUSAL_CONTEXT}")
         for construct_id, response_type, body in (
-            ("NoKey", apigateway.ResponseType.UNAUTHORIZED, refusal_body(MISSING_KEY_MESSAGE)),
+            ("NoKey", apigateway.ResponseType.UNAUTHORIZED, refusal_body(REFUSAL_MESSAGE)),
             ("UnknownKey", apigateway.ResponseType.INVALID_API_KEY, judged),
             ("RefusedKey", apigateway.ResponseType.ACCESS_DENIED, judged),
         ):

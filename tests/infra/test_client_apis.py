@@ -18,11 +18,10 @@ from aws_cdk import App
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ipmeta.api.fronts import usage_plan_authorizer
-from ipmeta.api.fronts.credentials import FORM_HEADERS, RouteFamily, family_of_route
-from ipmeta_cli.server import LocalLambdaContext
+from ipmeta.api.fronts.credentials import RouteFamily, family_of_route
+from ipmeta_cli.server import LocalLambdaContext, refusal
 from stacks.config import ConfigError, IpmetaConfig
 from stacks.constants import (
-    API_KEY_HEADER,
     ENV_GEOIP2_DATASETS,
     ENV_IPINFO_AT_ROOT,
     ENV_IPINFO_DATASETS,
@@ -50,34 +49,32 @@ from tests.infra.cfn import (
     resources_of_type,
     rest_method_routes,
 )
-from tests.infra.conftest import DATASETS, DEFAULT, HTTP_API, VARIANTS, Synthesized, cdk_json
+from tests.infra.conftest import DATASETS, DEFAULT, HTTP_API, VARIANTS, Synthesized
 
 
 def _authorizers(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The REST authorizers by identity source ("" for none)."""
+    """The REST authorizers by the construct id they were built under (``V1Keys``...)."""
+    authorizers = resources_of_type(template, "AWS::ApiGateway::Authorizer")
     return {
-        authorizer["Properties"].get("IdentitySource", ""): authorizer["Properties"]
-        for authorizer in resources_of_type(template, "AWS::ApiGateway::Authorizer").values()
+        construct_id: properties["Properties"]
+        for logical_id, properties in authorizers.items()
+        for construct_id in ("V1Keys", "GeoIP2Keys", "IpinfoKeys")
+        if construct_id in logical_id
     }
 
 
-def test_each_route_family_has_an_authorizer_cached_by_its_header(synthesized: Synthesized) -> None:
+def test_each_route_family_has_an_authorizer_that_judges_every_request(synthesized: Synthesized) -> None:
     template = synthesized.templates[DEFAULT]
     authorizers = _authorizers(template)
-    cached = cdk_json()["context"]["apiKeyCacheSeconds"]
-    assert set(authorizers) == {
-        f"method.request.header.{API_KEY_HEADER}",
-        "method.request.header.authorization",
-        "",
-    }
-    assert authorizers[f"method.request.header.{API_KEY_HEADER}"]["AuthorizerResultTtlInSeconds"] == cached
-    assert authorizers["method.request.header.authorization"]["AuthorizerResultTtlInSeconds"] == cached
-    # ipinfo's key comes as Bearer or ?token=: no one identity source, so no cache
-    assert authorizers[""]["AuthorizerResultTtlInSeconds"] == 0
+    assert len(authorizers) == len(resources_of_type(template, "AWS::ApiGateway::Authorizer")) == 3
     function_id, _ = function_by_handler(template, USAGE_PLAN_AUTHORIZER_HANDLER)
     for properties in authorizers.values():
         assert properties["Type"] == "REQUEST"
         assert function_id in json.dumps(properties["AuthorizerUri"])
+        # No identity source: API Gateway would refuse a request lacking it before the authorizer,
+        # with one 401 for every family; and with none it may cache nothing.
+        assert not properties.get("IdentitySource")
+        assert properties["AuthorizerResultTtlInSeconds"] == 0
 
 
 def test_the_key_authorizer_is_small_and_can_only_write_its_logs(synthesized: Synthesized) -> None:
@@ -124,12 +121,12 @@ def test_a_missing_refused_or_unknown_key_is_a_401_every_client_reads(
     assert {"code", "error", "message"} <= set(body)  # MaxMind's clients and /v1's both find theirs
 
 
-#: A request of each family as the REST authorizer sees it, with no key in the family's form
-#: (junk in the identity header, so API Gateway invokes the authorizer), and with a key.
+#: A request of each family as the REST authorizer sees it: with no key at all, with junk where the
+#: family's key goes, and with a key.
 REST_REQUESTS = {
     "v1": (V1_ROUTE, [("x-api-key", NO_KEY)], [("x-api-key", "K" * 20)], []),
     "geoip": (GEOIP2_ROUTE, [("Authorization", NO_KEY)], [("Authorization", basic("42", "K" * 20))], []),
-    "ipinfo": (IPINFO_ROUTE, [], [], [("token", "K" * 20)]),
+    "ipinfo": (IPINFO_ROUTE, [("Authorization", NO_KEY)], [], [("token", "K" * 20)]),
 }
 
 
@@ -137,26 +134,42 @@ REST_REQUESTS = {
 def test_each_familys_401_on_the_rest_front_names_its_key_forms_only(
     synthesized: Synthesized, family: str
 ) -> None:
-    route, refused_headers, keyed_headers, keyed_query = REST_REQUESTS[family]
+    route, junk_headers, keyed_headers, keyed_query = REST_REQUESTS[family]
     responses = gateway_responses(synthesized)
     context = cast(LambdaContext, LocalLambdaContext())
-    # Given the authorizer's answers: a denial (ACCESS_DENIED), and a key the usage plan may not
-    # hold (INVALID_API_KEY)
-    denied = usage_plan_authorizer.handler(rest_authorizer_event(route, refused_headers), context)
-    admitted = usage_plan_authorizer.handler(
-        rest_authorizer_event(route, keyed_headers, keyed_query), context
-    )
-    for response_type, answer in (("ACCESS_DENIED", denied), ("INVALID_API_KEY", admitted)):
+    # Given the authorizer's answers (it has no identity source, so API Gateway calls it for a
+    # request with no key at all too): denials (ACCESS_DENIED) of no key and of junk, and a key
+    # the usage plan may not hold (INVALID_API_KEY)
+    answers = [
+        ("ACCESS_DENIED", usage_plan_authorizer.handler(rest_authorizer_event(route), context)),
+        ("ACCESS_DENIED", usage_plan_authorizer.handler(rest_authorizer_event(route, junk_headers), context)),
+        (
+            "INVALID_API_KEY",
+            usage_plan_authorizer.handler(rest_authorizer_event(route, keyed_headers, keyed_query), context),
+        ),
+    ]
+    for response_type, answer in answers:
         # When API Gateway renders the 401 with the authorizer's context
         body = rendered(responses[response_type]["ResponseTemplates"]["application/json"], answer["context"])
         # Then it names the family's key forms, and no other
         assert named_forms(body["message"]) == FAMILY_FORMS[family], response_type
         assert body["error"] == body["message"]
-    # And a request without the family's identity header, refused before any authorizer runs
-    # by one answer for the whole API, is told of no form rather than another family's
-    missing = rendered(responses["UNAUTHORIZED"]["ResponseTemplates"]["application/json"], {})
-    assert named_forms(missing["message"]) == set()
-    assert "key is required" in missing["message"]
+    # And it says the same as the local REST stand-in (`ipmeta serve --api-key`) for a request
+    # with no key
+    assert body == json.loads(refusal(route.replace("{proxy+}", "8.8.8.8"))["body"])
+
+
+def test_only_a_route_of_no_family_gets_the_401_naming_every_form(synthesized: Synthesized) -> None:
+    # The one response API Gateway gives without an authorizer's context: the authorizer's
+    # "Unauthorized" for a route of no family, as the local server names every form for it
+    unjudged = rendered(
+        gateway_responses(synthesized)["UNAUTHORIZED"]["ResponseTemplates"]["application/json"], {}
+    )
+    assert named_forms(unjudged["message"]) == set().union(*FAMILY_FORMS.values())
+    with pytest.raises(PermissionError):
+        usage_plan_authorizer.handler(
+            rest_authorizer_event("/nofamily/{proxy+}"), cast(LambdaContext, LocalLambdaContext())
+        )
 
 
 def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synthesized: Synthesized) -> None:
@@ -172,8 +185,8 @@ def test_ipinfo_at_the_root_adds_the_root_methods_under_ipinfos_authorizer(synth
     assert sorted(by_method) == ["ANY", "GET", "HEAD"]
     [ipinfo_id] = [
         logical_id
-        for logical_id, authorizer in resources_of_type(template, "AWS::ApiGateway::Authorizer").items()
-        if not authorizer["Properties"].get("IdentitySource")
+        for logical_id in resources_of_type(template, "AWS::ApiGateway::Authorizer")
+        if "IpinfoKeys" in logical_id
     ]
     assert by_method["ANY"]["AuthorizerId"] == {"Ref": ipinfo_id}
     # GET and HEAD / are the lookup page's, with no key, whoever answers the root's other methods
@@ -331,9 +344,7 @@ def family_of(route: str) -> RouteFamily:
 
 
 @pytest.mark.parametrize("variant", [DEFAULT, DATASETS])  # DATASETS: ipinfo at the root too
-def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
-    synthesized: Synthesized, variant: str
-) -> None:
+def test_each_authorizer_admits_exactly_its_familys_forms(synthesized: Synthesized, variant: str) -> None:
     template = synthesized.templates[variant]
     authorizers = resources_of_type(template, "AWS::ApiGateway::Authorizer")
     routes: dict[str, set[str]] = {}
@@ -348,12 +359,8 @@ def test_each_authorizer_is_cached_by_the_one_header_its_handler_reads(
     # Only the lookup page and its files go without an authorizer
     assert pages == {(method, path) for method in ("GET", "HEAD") for path in ("/", "/static/{proxy+}")}
     assert set(routes) == set(authorizers)
-    for authorizer_id, paths in routes.items():
-        source = authorizers[authorizer_id]["Properties"].get("IdentitySource")
-        header = source.removeprefix("method.request.header.") if source else None
+    for paths in routes.values():
         for path in paths:
-            # The forms the real handler admits on this route are read from that header only
-            forms = admitted_forms("rest", path, header)
-            assert forms, path
-            assert header is None or {FORM_HEADERS[form] for form in forms} == {header}, (path, forms)
+            # The forms the real handler admits on this route, each sent alone, are its family's
+            forms = admitted_forms("rest", path, None)
             assert forms == set(family_of(path).forms), path

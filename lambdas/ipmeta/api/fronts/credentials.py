@@ -11,7 +11,9 @@ Each route family reads its own clients' forms and nothing else (``RouteFamily``
 ``/ipinfo`` (and the root, with ``ipinfoAtRoot``) Bearer or ``?token=``. API Gateway
 caches an authorizer's answer by the family's identity header, so the answer must
 depend on that header alone: a key in another form is not read, and a header sent
-twice is refused (docs/decisions.md, "The cache identity is the key checked").
+twice is refused (docs/decisions.md, "The cache identity is the key checked"). The REST
+front's authorizers have no identity source and cache nothing, so they judge every request,
+one without a key included, and its 401 names the family's forms.
 Both fronts' authorizers call ``request_key``, and so does the local server
 (``ipmeta serve --api-key``), with the route its path would match in AWS, so a key
 is taken locally exactly where a deployment takes it. Pure: no AWS here.
@@ -245,12 +247,6 @@ def refusal_message(forms: tuple[KeyForm, ...] = tuple(KeyForm)) -> str:
 
 #: Every form, for a path of no family.
 REFUSAL_MESSAGE: Final = refusal_message()
-#: The REST front's 401 when a request lacks its family's identity header: API Gateway refuses it
-#: before any authorizer runs, with one gateway response for the whole API and no way to tell
-#: the family, so the answer names no form rather than another family's.
-MISSING_KEY_MESSAGE: Final = (
-    "a valid ipmeta API key is required, sent in the form this route's clients send it"
-)
 #: The REST authorizer's context key holding its family's ``refusal_message``: the gateway
 #: responses of the requests it judged (a refused or unknown key) read
 #: ``$context.authorizer.refusal`` (REST's templates substitute variables, nothing more).

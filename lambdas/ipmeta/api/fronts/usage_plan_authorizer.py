@@ -3,8 +3,9 @@
 The REST API reads API keys from its authorizer (``apiKeySource: AUTHORIZER``),
 so a key sent as HTTP Basic's password (GeoIP2 clients), ``Bearer`` or
 ``?token=`` (ipinfo clients) meters and throttles exactly as ``x-api-key`` does.
-Each family's key is read in that family's forms only (``credentials.request_key``):
-API Gateway caches this answer, usage key included, by the family's identity header.
+Each family's key is read in that family's forms only (``credentials.request_key``).
+The stack gives these authorizers no identity source, so API Gateway caches nothing and
+calls this for every keyed request, one with no key at all included.
 This function does not judge the key: it returns it as ``usageIdentifierKey``
 and API Gateway checks it against the usage plan's keys, answering 401
 ``AUTHORIZATION_INVALID`` (the gateway response the stack sets) for a key no
@@ -62,7 +63,7 @@ def handler(event: APIGatewayAuthorizerRequestEvent, context: LambdaContext) -> 
     response = APIGatewayAuthorizerResponse.from_route_arn(
         event.method_arn, principal_of(key), refusal, usage_identifier_key=key
     )
-    # Every method of the stage: API Gateway caches this answer per identity source (the
-    # header of the route family), and the cached answer must serve that family's methods.
+    # Every method of the stage: were the answer cached (by an identity source, which the
+    # stack gives none), it would serve all of the family's methods.
     response.allow_all_routes()
     return response.asdict()
