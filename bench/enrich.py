@@ -434,8 +434,8 @@ def main() -> None:
     parser.add_argument(
         "--compare-only",
         action="store_true",
-        help="measure only the Parquet-to-Parquet comparisons again, on the inputs of the last run, "
-        "into its report (the figures of the run before stay under previous_runs)",
+        help="measure only the Parquet-to-Parquet comparisons and CSV to CSV again, on the inputs of "
+        "the last run, into its report (the figures of the run before stay under previous_runs)",
     )
     parser.add_argument(
         "--exact-only",
@@ -540,6 +540,12 @@ def _compare_again(args: argparse.Namespace) -> None:
         "city": compare("city", [WORK / "city.parquet"], WORK / "city-input.parquet", args.rows),
         "measured_again_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    save(report)
+    # CSV to CSV in the same run as Parquet to Parquet, on the same input.
+    report["csv_to_csv"] = _csv(
+        {"paths": {"asn": WORK / "asn.parquet"}}, WORK / "asn-input.parquet", args.rows
+    )
+    report["csv_to_csv"]["command"] = _command()
     save(report)
     chart(report, RESULTS / "enrich.png")
     print(json.dumps(report["parquet_to_parquet"], indent=2))
