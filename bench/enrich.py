@@ -12,7 +12,8 @@
 3. ``--rows`` addresses (80% IPv4, 20% IPv6, 0.1% invalid; most inside ranges) as Parquet and CSV.
 4. Timed, each in a fresh process (wall time and the child's peak RSS): `ipmeta enrich`
    Parquet→Parquet, DuckDB's ASOF JOIN Parquet→Parquet on the same snapshot and input,
-   `ipmeta enrich` CSV→CSV; then `ipmeta enrich` on ``--big-rows`` (the same rows repeated).
+   `ipmeta enrich` CSV→CSV; then peak memory: `ipmeta enrich` against the city synthetic on
+   ``--rows`` and on ``--big-rows`` (the same rows repeated). Both sides write snappy Parquet.
 5. Exactness: the first ``--exact`` rows of the two-dataset output against the served
    handler's ``POST /v1/batch`` for the same pinned versions: data, range, bogon flag, error.
 
@@ -376,10 +377,14 @@ def throughput(rows: int, run: dict[str, Any]) -> float:
 
 
 def compare(name: str, snapshots: list[Path], source: Path, rows: int) -> dict[str, Any]:
-    """`ipmeta enrich` and DuckDB on one snapshot and input, Parquet to Parquet."""
+    """`ipmeta enrich` and DuckDB on one snapshot and input, Parquet to Parquet, both writing
+    Parquet with snappy compression (each one's default), one right after the other."""
+    load_before = os.getloadavg()[0]
     ours = timed_child(enrich_command(source, WORK / f"{name}-out.parquet", snapshots))
     duck = duckdb_run(snapshots[0], source, WORK / f"{name}-duckdb.parquet")
     result = {
+        "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+        "compression": "snappy",
         "snapshot_ranges": sum(pq.read_metadata(path).num_rows for path in snapshots),
         "enrich": {**_public(ours), "million_rows_per_second": throughput(rows, ours)},
         "duckdb_asof": {**_public(duck), "million_rows_per_second": throughput(rows, duck)},
@@ -429,8 +434,8 @@ def main() -> None:
     parser.add_argument(
         "--compare-only",
         action="store_true",
-        help="measure only the Parquet-to-Parquet comparisons again, on the inputs of the last run, "
-        "into its report (the figures of the run before stay under previous_runs)",
+        help="measure only the Parquet-to-Parquet comparisons and CSV to CSV again, on the inputs of "
+        "the last run, into its report (the figures of the run before stay under previous_runs)",
     )
     parser.add_argument(
         "--exact-only",
@@ -454,7 +459,12 @@ def main() -> None:
     if args.exact_only:
         _exact_again(args)
         return
-    report: dict[str, Any] = {"rows": args.rows, "city_ranges": args.city_ranges, "complete": False}
+    report: dict[str, Any] = {
+        "command": _command(),
+        "rows": args.rows,
+        "city_ranges": args.city_ranges,
+        "complete": False,
+    }
     report["targets"] = {"ratio_at_least": 1.0, "peak_rss_mb_at_most": 1024}
     report["demo_snapshots"] = (
         "written from the demo's files" if args.demo_from_files else "loaded and exported"
@@ -485,11 +495,16 @@ def _measure(report: dict[str, Any], demo: dict[str, Any], args: argparse.Namesp
     save(report)
     report["csv_to_csv"] = _csv(demo, asn_input, args.rows)
     save(report)
-    report["memory"] = _memory(demo, asn_input, args)
+    report["memory"] = _memory([city], city_input, args)
     report["complete"] = True
     save(report)
     chart(report, RESULTS / "enrich.png")
     print(json.dumps(report, indent=2))
+
+
+def _command() -> str:
+    """How this report's figures were made: the command, as run from the project's root."""
+    return " ".join(["python -m bench.enrich", *sys.argv[1:]])
 
 
 def save(report: dict[str, Any]) -> None:
@@ -520,10 +535,17 @@ def _compare_again(args: argparse.Namespace) -> None:
         raise SystemExit(f"the last run had --rows {report['rows']}; give the same")
     report.setdefault("previous_runs", []).append({"parquet_to_parquet": report["parquet_to_parquet"]})
     report["parquet_to_parquet"] = {
+        "command": _command(),
         "asn": compare("asn", [WORK / "asn.parquet"], WORK / "asn-input.parquet", args.rows),
         "city": compare("city", [WORK / "city.parquet"], WORK / "city-input.parquet", args.rows),
         "measured_again_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    save(report)
+    # CSV to CSV in the same run as Parquet to Parquet, on the same input.
+    report["csv_to_csv"] = _csv(
+        {"paths": {"asn": WORK / "asn.parquet"}}, WORK / "asn-input.parquet", args.rows
+    )
+    report["csv_to_csv"]["command"] = _command()
     save(report)
     chart(report, RESULTS / "enrich.png")
     print(json.dumps(report["parquet_to_parquet"], indent=2))
@@ -539,6 +561,7 @@ def _exact_again(args: argparse.Namespace) -> None:
         report["demo_load_seconds"] = round(demo["load_seconds"], 1)
         report["demo_snapshots"] = f"{report['demo_snapshots']}; loaded and exported for demo_two_datasets"
         report["demo_two_datasets"] = _two_datasets(demo, WORK / "asn-input.parquet", args)
+        report["demo_two_datasets"]["command"] = _command()
         report["demo_two_datasets"]["measured_again_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     finally:
         demo["dynalite"].stop()
@@ -551,29 +574,27 @@ def _memory_again(args: argparse.Namespace) -> None:
     report = json.loads((RESULTS / "enrich.json").read_text())
     if report["rows"] != args.rows:
         raise SystemExit(f"the last run had --rows {report['rows']}; give the same")
-    demo = {"paths": {"asn": WORK / "asn.parquet", "cloud": WORK / "cloud.parquet"}}
-    report["memory"] = _memory(demo, WORK / "asn-input.parquet", args)
+    report["memory"] = _memory([WORK / "city.parquet"], WORK / "city-input.parquet", args)
+    report["memory"]["command"] = _command()
     report["memory"]["measured_again_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     save(report)
     chart(report, RESULTS / "enrich.png")
     print(json.dumps(report["memory"], indent=2))
 
 
-def _memory(demo: dict[str, Any], source: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Peak RSS at ``--rows`` and at ``--big-rows`` (the input's row groups written again and again)."""
+def _memory(snapshots: list[Path], source: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS at ``--rows`` and at ``--big-rows`` (the input's row groups written again and
+    again), against the largest snapshot (the city synthetic): the snapshot is most of it."""
     big = WORK / "big-input.parquet"
     table = pq.read_table(source)
     with pq.ParquetWriter(big, table.schema) as writer:
         for _ in range(max(1, args.big_rows // args.rows)):
             writer.write_table(table)
     rows = pq.read_metadata(big).num_rows
-    run = timed_child(
-        enrich_command(big, WORK / "big-out.parquet", [demo["paths"]["asn"], demo["paths"]["cloud"]])
-    )
-    small = timed_child(
-        enrich_command(source, WORK / "small-out.parquet", [demo["paths"]["asn"], demo["paths"]["cloud"]])
-    )
+    run = timed_child(enrich_command(big, WORK / "big-out.parquet", snapshots))
+    small = timed_child(enrich_command(source, WORK / "small-out.parquet", snapshots))
     return {
+        "snapshots": [path.stem for path in snapshots],
         f"{args.rows}": _public(small),
         f"{rows}": {**_public(run), "million_rows_per_second": throughput(rows, run)},
     }

@@ -8,8 +8,9 @@
    seconds, its Parquet bytes, and the version's bytes in the table (the load report's item
    bytes: what one eventually consistent read of the version is billed on);
 3. **one part**: N addresses (80% IPv4, 20% IPv6, a second column, as an access log), CSV, through
-   the EnrichPart task's code (``enrich_task.run_part``), with pyarrow held to one thread as on
-   a Lambda of ``ENRICH_PART_MEMORY_MB`` (about 1.2 vCPU): addresses per second, and the bytes
+   the EnrichPart task's code (``enrich_task.run_part``), the process held to one core and
+   pyarrow to one thread, as on a Lambda of ``ENRICH_PART_MEMORY_MB`` (about 1.2 vCPU): addresses
+   per second, and the bytes
    of input and output per address. The baseline of the same run: ``numpy.searchsorted`` of the
    same addresses, sorted, against the snapshot's IPv4 starts, the merge's floor.
 
@@ -87,6 +88,9 @@ def searchsorted_baseline(ips: list[str], snapshot_path: Path) -> float:
 def measure(rows: int, data_dir: Path, work: Path) -> dict[str, Any]:
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
+    # One core, as a Lambda of ENRICH_PART_MEMORY_MB has about 1.2: the part merges chunks on two
+    # threads, which would otherwise take this machine's second core.
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     fs = pafs.SubTreeFileSystem(str(work), pafs.LocalFileSystem())
     with SharedLocalStore(data_dir) as endpoint:
         settings = Settings("ipmeta", endpoint, 5.0)

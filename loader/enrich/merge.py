@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from ipmeta.lookup import merging
 from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
-from loader.enrich.addresses import INVALID, V6_DTYPE, ParsedAddresses, v6_texts
+from loader.enrich.addresses import INVALID, V6_DTYPE, ParsedAddresses, v4_texts, v6_texts
 from loader.enrich.snapshot import DatasetSnapshot, Snapshot
 
 RANGE_START: Final = "ip_range_start"
@@ -86,7 +86,7 @@ def find(dataset: DatasetSnapshot, chunk: dict[int, SortedFamily], size: int) ->
     found = Found(np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int64))
     for family, ranges in ((4, dataset.v4), (6, dataset.v6)):
         part = chunk[family]
-        if not len(part.where) or not len(ranges.rows):
+        if not len(part.where) or not len(ranges):
             continue
         at = np.searchsorted(ranges.starts, part.ordered, side="right") - 1
         held = at >= 0
@@ -94,7 +94,7 @@ def find(dataset: DatasetSnapshot, chunk: dict[int, SortedFamily], size: int) ->
         # Back to the chunk's order: ordered[i] is the address of row where[order[i]].
         hits = part.where[part.order[held]]
         found.positions[hits] = at[held]
-        found.rows[hits] = ranges.rows[at[held]]
+        found.rows[hits] = ranges.first_row + at[held]
     return found
 
 
@@ -232,21 +232,30 @@ _WIDEST: Final = {4: (-1, 1 << 40), 6: (b"", b"\xff" * 16)}
 def _span_text(
     datasets: Sequence[DatasetSnapshot], chunk: dict[int, SortedFamily], founds: Sequence[Found], size: int
 ) -> tuple[pa.Array, pa.Array]:
-    """Each row's range (``merging.span``: where every answering dataset agrees) as address text,
-    each column one ``take`` from the texts of the bounds it holds."""
+    """Each row's range (``merging.span``: where every answering dataset agrees) as address text.
+
+    Each side is a dictionary array: the dictionary holds the text of each distinct bound the
+    chunk's rows hold, written here for this chunk only (memory holds no text of the whole
+    snapshot), the indices point each row at its bound's text. Parquet writes the dictionary
+    once per row group and the rows as small integers.
+    """
     texts: dict[str, list[pa.Array]] = {"start": [], "end": []}
-    at = {side: np.full(size, -1, dtype=np.int64) for side in texts}
+    at = {side: np.full(size, -1, dtype=np.int32) for side in texts}
+    written = dict.fromkeys(texts, 0)
     for family in (4, 6):
-        where = chunk[family].where
-        bounds, held = [], np.zeros(len(where), dtype=bool)
+        part = chunk[family]
+        # The rows in address order: one dataset's bounds then come in order too, and a
+        # bound's rows are one run.
+        rows = part.where[part.order]
+        bounds, held = [], np.zeros(len(rows), dtype=bool)
         for number, (dataset, found) in enumerate(zip(datasets, founds, strict=True)):
             ranges = dataset.v4 if family == 4 else dataset.v6
-            positions = found.positions[where]
+            positions = found.positions[rows]
             hit = positions >= 0
-            if not len(ranges.rows) or not hit.any():
+            if not len(ranges) or not hit.any():
                 continue
             safe = np.where(hit, positions, 0)
-            owner = np.full(len(where), number, dtype=np.int64)
+            owner = np.full(len(rows), number, dtype=np.int64)
             bounds.append(
                 (hit, Bounds(ranges.starts[safe], owner, safe), Bounds(ranges.ends[safe], owner, safe))
             )
@@ -254,40 +263,34 @@ def _span_text(
         if not bounds:
             continue
         low, high = (
-            Bounds(np.full(len(where), edge, bounds[0][1].value.dtype), *np.zeros((2, len(where)), np.int64))
+            Bounds(np.full(len(rows), edge, bounds[0][1].value.dtype), *np.zeros((2, len(rows)), np.int64))
             for edge in _WIDEST[family]
         )
         for side, chosen in zip(texts, merging.span(bounds, BOUNDS, (low, high)), strict=True):
-            base = sum(len(each) for each in texts[side])
-            written, index = _bound_texts(datasets, family, chosen, held, side)
-            texts[side].extend(written)
-            at[side][where[held]] = base + index
+            distinct, index = _distinct(chosen.value[held])
+            texts[side].append(v4_texts(distinct) if family == 4 else v6_texts(distinct))
+            at[side][rows[held]] = written[side] + index
+            written[side] += len(distinct)
     return tuple(
-        pa.concat_arrays(texts[side]).take(pa.array(at[side], mask=at[side] < 0))
-        if texts[side]
-        else pa.nulls(size, pa.string())
+        pa.DictionaryArray.from_arrays(
+            pa.array(at[side], mask=at[side] < 0),
+            pa.concat_arrays(texts[side]) if texts[side] else pa.array([], pa.string()),
+        )
         for side in texts
     )
 
 
-def _bound_texts(
-    datasets: Sequence[DatasetSnapshot], family: int, bounds: Bounds, held: npt.NDArray[np.bool_], side: str
-) -> tuple[list[pa.Array], npt.NDArray[np.int64]]:
-    """Texts of the held rows' bounds, and each held row's index into them: IPv4 the snapshots'
-    own, IPv6 written here once per distinct bound of the chunk."""
-    if family == 6:
-        keys = bounds.position[held] * len(datasets) + bounds.dataset[held]
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        return [v6_texts(bounds.value[held][first])], inverse.ravel()
-    written = [_v4_text(dataset, side) for dataset in datasets]
-    offsets = np.cumsum([0, *(len(each) for each in written)])
-    return written, offsets[bounds.dataset[held]] + bounds.position[held]
-
-
-def _v4_text(dataset: DatasetSnapshot, side: str) -> pa.Array:
-    text = dataset.v4.start_text if side == "start" else dataset.v4.end_text
-    assert text is not None
-    return text
+def _distinct(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int32]]:
+    """The distinct ``values`` and each one's index among them: by runs where the values come in
+    order (one dataset's bounds, addresses sorted), else by a sort."""
+    if not len(values):
+        return values, np.zeros(0, dtype=np.int32)
+    if bool((values[1:] >= values[:-1]).all()):
+        first = np.ones(len(values), dtype=bool)
+        first[1:] = values[1:] != values[:-1]
+        return values[first], (np.cumsum(first) - 1).astype(np.int32)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return distinct, inverse.ravel().astype(np.int32)
 
 
 def _intervals(blocks: Sequence[str], family: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
