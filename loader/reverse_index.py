@@ -211,9 +211,13 @@ class IndexPlan:
             attributes[keys.GSI2_SORT_KEY] = keys.index_sort_key(family, start)
         return attributes
 
-    def census(self, space: keys.KeySpace, version: int) -> dict[str, IndexCensus]:
-        """Each index's partition keys of ``version`` and its entries in all: what a replica region
-        counts in its own GSIs before its reverse lookups read them (``loader.pipeline.arrival``)."""
+    def census(
+        self, space: keys.KeySpace, version: int, *, unwritten: tuple[int, int] = (0, 0)
+    ) -> dict[str, IndexCensus]:
+        """Each index's partition keys of ``version`` and its entries in all: what home's activation
+        and a replica region count in the GSIs before reverse lookups read them. ``unwritten``:
+        the value entries and flagged ranges counted per segment that no item carries (a segment
+        that continues a range begun before it: ``plan_writes.unwritten_index_entries``)."""
         census: dict[str, IndexCensus] = {}
         if self.value_field and self.values is not None:
             plan, field_ = self.values, self.value_field
@@ -224,13 +228,13 @@ class IndexPlan:
             ]
             packs = [space.pack_partition_key(version, field_, pack) for pack in range(len(plan.pack_starts))]
             census[keys.RANGES_BY_VALUE.name] = IndexCensus(
-                tuple(own + packs), sum(self.value_counts.values())
+                tuple(own + packs), sum(self.value_counts.values()) - unwritten[0]
             )
         if self.flag_column:
             flagged = (
                 space.flagged_partition_key(version, self.flag_column, s) for s in range(self.flag_shards)
             )
-            census[keys.FLAGGED.name] = IndexCensus(tuple(flagged), self.flagged)
+            census[keys.FLAGGED.name] = IndexCensus(tuple(flagged), self.flagged - unwritten[1])
         return census
 
     def value_index_meta(self, column_types: Mapping[str, str]) -> ValueIndexMeta | None:

@@ -489,6 +489,29 @@ def _report(load: _Load, chunks: int, started: float | None) -> LoadReport:
     )
 
 
+def unwritten_index_entries(load: _Load, patches: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
+    """Value entries and flagged ranges counted once per segment (resolve) or per cover (``_index_plan``)
+    that no item carries: a range's index entry goes on its first item only, so a low-edge segment
+    or a cover run joined to a range begun before it writes none. The census must count what the
+    GSIs will hold, or home's activation and every region's check would wait for entries forever."""
+    entries = flagged = 0
+    for spec, summary in zip(load.plan.partitions, load.summaries, strict=True):
+        runs = patches.get(str(spec.index), {})
+        lows = {str(run): low for run, _, _, low, _ in summary.edges if low}
+        for run, (entry, flag) in summary.low_edge_index.items():
+            patch = runs.get(run)
+            if patch is not None and patch[0] is not None and patch[0] != lows[run][0]:
+                entries, flagged = entries + entry, flagged + flag
+    options = load.descriptor.options
+    continued = [
+        cover.data
+        for cover in load.covers
+        if cover.data is not None and keys.bucket_bounds(cover.family, cover.first_bucket)[0] != cover.start
+    ]
+    counted = reverse_index.count_index_values(continued, options.index_field, options.flag_column)
+    return entries + sum(counted.value_counts.values()), flagged + counted.flagged
+
+
 def _record_version(
     table: LoaderTable, load: _Load, writes: WritePlan, report: LoadReport, *, chunk_items: int
 ) -> None:
@@ -507,7 +530,8 @@ def _record_version(
     if covers:
         manifest[table.space.covers_partition_key(version)] = table.covers.put(version, covers)
         table.covers.put_heads(version, covers, index)
-    census = index.census(table.space, version) if index else {}
+    unwritten = unwritten_index_entries(load, writes.patches) if index else (0, 0)
+    census = index.census(table.space, version, unwritten=unwritten) if index else {}
     table.manifests.put(version, Manifest(manifest, census))
     items = sum(per_bucket.values())
     written = table.lookup.get_version_meta(version)

@@ -23,7 +23,7 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
@@ -60,6 +60,10 @@ class PartitionSummary:
     value_counts: dict[str, int] = field(default_factory=dict)
     values_too_long: int = 0
     flagged: int = 0
+    #: Run -> ``[index entries, flagged]`` its low-edge segment counted above. A range's index
+    #: entry goes on its first item only, so where ``plan_writes`` joins that segment to a range
+    #: begun before it, the entry counted here is not written (the census leaves it out).
+    low_edge_index: dict[str, list[int]] = field(default_factory=dict)
     offsets: list[int] = field(default_factory=list)  #: byte offset of each section, and the end
     #: A load over a base (``loader.pipeline.diff``): what the diff found, and its sections' offsets.
     delta: dict[str, Any] | None = None
@@ -142,8 +146,11 @@ def resolve_partition(
     segments = _segments(rows, spec, plan, descriptor.options, summary)
     space = keys.key_space(descriptor.options.dataset)
     sizes = _ItemSizes(plan, space.partition_key(descriptor.version, spec.family, 0), rows.texts)
-    items = _items(segments, spec, rows, summary, sizes, coalesce=descriptor.options.coalesce)
-    _count_index_values(segments, rows, plan, descriptor.options, summary)
+    low_edges: dict[int, int] = {}
+    items = _items(
+        segments, spec, rows, summary, sizes, low_edges=low_edges, coalesce=descriptor.options.coalesce
+    )
+    _count_index_values(segments, rows, plan, descriptor.options, summary, low_edges=low_edges)
     with tempfile.TemporaryDirectory(prefix="ipmeta-resolve-", dir=workdir) as folder:
         path = Path(folder) / "items"
         summary.offsets = _write_sections(path, _deal(items, plan.sections, descriptor, partition))
@@ -326,20 +333,24 @@ def _items(
     summary: PartitionSummary,
     sizes: _ItemSizes,
     *,
+    low_edges: dict[int, int],
     coalesce: bool,
 ) -> list[_Item]:
-    """Segments cut at bucket edges, each piece with its run, edge flags and whole segment bounds."""
+    """Segments cut at bucket edges, each piece with its run, edge flags and whole segment bounds;
+    ``low_edges`` gets each run's low-edge segment (its place in ``segments``) and run."""
     runs = bucket_runs(spec.buckets)
     run_of = {bucket: index for index, (first, last) in enumerate(runs) for bucket in range(first, last + 1)}
     edges: dict[int, list[Any]] = {}
     items: list[_Item] = []
-    for segment in segments:
+    for place, segment in enumerate(segments):
         run = run_of[keys.bucket_of_value(spec.family, segment.start)]
         run_first = keys.bucket_bounds(spec.family, runs[run][0])[0]
         run_last = keys.bucket_bounds(spec.family, runs[run][1])[1]
         flags = (LOW_EDGE if segment.start == run_first else 0) | (
             HIGH_EDGE if segment.end == run_last else 0
         )
+        if flags & LOW_EDGE:
+            low_edges[place] = run
         if flags:
             key = edge_key(rows, segment.row, coalesce=coalesce)
             _note_edge(edges, (run, run_first, run_last), segment, flags, key)
@@ -416,27 +427,35 @@ def _count_index_values(
     plan: PartitionPlan,
     options: LoadOptions,
     summary: PartitionSummary,
+    *,
+    low_edges: Mapping[int, int],
 ) -> None:
-    """The indexed field's value per range, and the flagged ranges: what the shard plan sizes."""
+    """The indexed field's value per range, and the flagged ranges: what the shard plan sizes;
+    and what each run's low-edge segment counted (``PartitionSummary.low_edge_index``)."""
     if not options.index_field and not options.flag_column:
         return
     columns = plan.columns
     decoded: dict[int, list[Any]] = {}
-    for segment in segments:
+    for place, segment in enumerate(segments):
         identity = rows.data[segment.row]
         values = decoded.get(identity)
         if values is None:
             values = decoded[identity] = json.loads(rows.texts[identity])
+        entry = flagged = 0
         if options.index_field:
             at = columns.index(options.index_field)
             value = typed_value(values[at], plan.column_types[options.index_field])
             if keys.is_indexable_value(value):
                 label = keys.value_label(value)
                 summary.value_counts[label] = summary.value_counts.get(label, 0) + 1
+                entry = 1
             elif not keys.is_blank(value):
                 summary.values_too_long += 1
         if options.flag_column and not keys.is_blank(values[columns.index(options.flag_column)]):
             summary.flagged += 1
+            flagged = 1
+        if place in low_edges:
+            summary.low_edge_index[str(low_edges[place])] = [entry, flagged]
 
 
 def _deal(items: list[_Item], sections: int, descriptor: LoadDescriptor, partition: int) -> list[list[str]]:

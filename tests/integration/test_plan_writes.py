@@ -227,3 +227,42 @@ def test_an_item_its_index_keys_push_over_1_kb_is_planned_at_two_write_units(
     items, item_units, index_units = counted_write_units(counted_store[1])
     assert (items, item_units) == (1, 2)
     assert plan["load"]["cost"]["write_units"] == item_units + index_units
+
+
+def edge_crossing_csv(path: Path) -> Path:
+    """Indexed, flagged ranges that cross bucket edges: /8s' tails into the next /8, runs of whole
+    /8s (covers) continuing a range begun mid-bucket, and small ranges between them."""
+    lines = ["start,end,asn,org,rule"]
+    for block in range(8):
+        base = (20 + 6 * block) << 24
+        lines.append(f"{base + 256},{base + (1 << 24) + 511},{64_600 + block},Cross {block},drop")
+        lines.append(f"{base + (1 << 24) + 512},{base + (4 << 24) + 99},{64_700 + block},Span {block},")
+        lines.extend(
+            f"{base + (4 << 24) + 100 + 256 * row},{base + (4 << 24) + 355 + 256 * row},{64_800 + row},Small,"
+            + ("drop" if row % 3 == 0 else "")
+            for row in range(6)
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_census_counts_the_index_entries_the_load_writes_when_ranges_cross_partitions(
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path
+) -> None:
+    store, counter = counted_store
+    # Given ranges that run on across bucket edges, cut into many small partitions, so that many
+    # ranges begin in one partition (or a cover) and continue in the next
+    options = LoadOptions(index_field="asn", flag_column="rule", partition_rows=3)
+    # When the load runs (home's activation counts the GSIs against the census before it switches)
+    result = driver.run_load(
+        [edge_crossing_csv(tmp_path / "crossing.csv")], options, store, LocalStaging(tmp_path / "staging")
+    )
+    # Then it activates, and the census is exactly the entries the items carry: one per range
+    assert result.status == "activated"
+    written = written_items(counter).values()
+    manifest = store.manifests.get(int(str(result.version).lstrip("v")))
+    assert manifest is not None
+    for index in (keys.RANGES_BY_VALUE, keys.FLAGGED):
+        carried = sum(1 for item in written if index.partition_key in item)
+        assert manifest.indexes[index.name].entries == carried
+    assert manifest.indexes[keys.RANGES_BY_VALUE.name].entries == 8 * 8
