@@ -27,8 +27,11 @@ prefix is published under several services (AWS's ``AMAZON`` and ``EC2``).
 
 Refusals, each with the file and where in it: a file over ``MAX_LIST_BYTES``,
 an HTML page (a captive portal, an error page), JSON that does not parse or
-lacks the owner's keys, and a list with no ranges at all (an empty or cut
-release must never replace a good one). A bad prefix (host bits set, not an
+lacks the owner's keys, a list with no ranges at all (an empty or cut
+release must never replace a good one), and a text list cut inside its last
+line: Tor's and Spamhaus's end every line with a newline, so a last line
+without one is cut; Cloudflare's lists end without one (as published), so
+there a last line that is no whole prefix is cut. A bad prefix (host bits set, not an
 address) fails its own row, which the load's ``--max-errors`` decides.
 Same prefixes within one list become one row; their services are joined.
 """
@@ -249,25 +252,59 @@ def _github(body: bytes, name: str) -> Iterator[Entry]:
                 yield str(prefix), f"{name}: {service}[{index}]", {"cloud_services": [service]}
 
 
-def _lines(body: bytes, name: str) -> Iterator[tuple[int, str]]:
+def _lines(body: bytes, name: str, *, newline_ended: bool = False) -> Iterator[tuple[int, str]]:
+    """The lines of a text list, numbered from 1.
+
+    ``newline_ended``: the owner ends every line with a newline (Tor's and Spamhaus's lists),
+    so a last line without one is a download cut inside it, refused whole.
+    """
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise SourceError(f"{name}: not UTF-8 text") from None
-    yield from enumerate(text.splitlines(), start=1)
+    lines = text.splitlines()
+    if newline_ended and lines and not text.endswith(("\n", "\r")):
+        raise _cut(name, len(lines), lines[-1], "has no newline, and every line of this list ends with one")
+    yield from enumerate(lines, start=1)
+
+
+def _cut(name: str, number: int, line: str, why: str) -> SourceError:
+    return SourceError(f"{name}: line {number}: the last line {line[:60]!r} {why}: a cut download; refused")
 
 
 def _prefix_per_line(body: bytes, name: str) -> Iterator[Entry]:
-    """Cloudflare's ``ips-v4``/``ips-v6`` and Tor's bulk exit list: one address or prefix a line."""
+    """Cloudflare's ``ips-v4``/``ips-v6``: one prefix a line, the last without a newline (as published).
+
+    The last line is then the one place a cut shows: one that is no whole prefix is refused as cut.
+    """
+    unended = 0 if body.endswith((b"\n", b"\r")) else len(body.splitlines())
     for number, line in _lines(body, name):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            if number == unended and not _whole_prefix(text):
+                raise _cut(name, number, line, "is no whole prefix and has no newline")
+            yield text, f"{name}: line {number}", {}
+
+
+def _whole_prefix(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _exit_per_line(body: bytes, name: str) -> Iterator[Entry]:
+    """Tor's bulk exit list: one address a line, every line ended by a newline."""
+    for number, line in _lines(body, name, newline_ended=True):
         text = line.strip()
         if text and not text.startswith("#"):
             yield text, f"{name}: line {number}", {}
 
 
 def _spamhaus(body: bytes, name: str) -> Iterator[Entry]:
-    """``prefix ; SBLnnn``, with ``;`` comment lines above."""
-    for number, line in _lines(body, name):
+    """``prefix ; SBLnnn``, with ``;`` comment lines above, every line ended by a newline."""
+    for number, line in _lines(body, name, newline_ended=True):
         prefix, _, comment = line.partition(";")
         if prefix.strip():
             sbl = comment.strip() or None
@@ -303,7 +340,7 @@ NETWORK_LISTS: Final[Mapping[str, tuple[Parser, Mapping[str, Any]]]] = {
     "github": (_github, _cloud("github")),
     "googlebot": (_google_prefixes, {"network_kinds": ["crawler"], "crawler": "googlebot"}),
     "bingbot": (_google_prefixes, {"network_kinds": ["crawler"], "crawler": "bingbot"}),
-    "tor": (_prefix_per_line, {"network_kinds": ["tor"], "tor_exit": True}),
+    "tor": (_exit_per_line, {"network_kinds": ["tor"], "tor_exit": True}),
     "apple-relay": (_apple_relay, {"network_kinds": ["relay"], "relay": "icloud-private-relay"}),
     "spamhaus-drop": (_spamhaus, {"network_kinds": ["drop"], "drop": True}),
 }

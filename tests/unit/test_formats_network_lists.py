@@ -249,3 +249,35 @@ def test_a_regional_azure_service_tag_yields_its_region_and_service_for_both_fam
     }
     assert errors == []
     assert rows["20.150.34.0/23"] == rows["2603:1030:a07:3::/64"] == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "line"),
+    [
+        # Tor's list ends every address with a newline: a last line without one was cut
+        ("tor.txt", b"185.220.101.1\n185.220.101.33\n185.220.101.1", 3),
+        # Spamhaus's too, its SBL id cut or not
+        ("spamhaus-drop-1.txt", b"; DROP\n1.10.16.0/20 ; SBL256894\n1.19.0.0/16 ; SBL4", 3),
+        # Cloudflare's last line has no newline (as published), but a cut one is no whole prefix
+        ("cloudflare-1.txt", b"173.245.48.0/20\n103.21.244.0/22\n103.22.2", 3),
+        ("cloudflare-2.txt", b"2400:cb00::/32\n2606:4700::/3", 2),
+    ],
+    ids=["tor-no-newline", "spamhaus-no-newline", "cloudflare-partial-v4", "cloudflare-partial-v6"],
+)
+def test_a_text_list_cut_inside_its_last_line_is_refused_as_cut(
+    tmp_path: Path, name: str, body: bytes, line: int
+) -> None:
+    # Given a text list cut mid-line (a download that stopped without the server saying so)
+    # When it is read, Then it is refused whole, naming the file, the line and a cut download
+    with pytest.raises(SourceError, match=rf"{name}: line {line}: .*cut") as error:
+        read(copy_with(tmp_path, name, body))
+    assert "refused" in str(error.value)
+
+
+def test_cloudflares_list_without_a_final_newline_is_read_whole(tmp_path: Path) -> None:
+    # Given Cloudflare's lists as it publishes them: no newline after the last prefix
+    v4 = copy_with(tmp_path, "cloudflare-1.txt", b"173.245.48.0/20\n103.21.244.0/22")
+    v6 = copy_with(tmp_path, "cloudflare-2.txt", b"2400:cb00::/32\n2606:4700::/32")
+    # Then every prefix is read, the last one included
+    assert list(read(v4)[1]) == ["173.245.48.0/20", "103.21.244.0/22"]
+    assert list(read(v6)[1]) == ["2400:cb00::/32", "2606:4700::/32"]
