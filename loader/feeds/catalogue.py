@@ -9,11 +9,13 @@ then takes its URLs joined by ``|``.
 
 The files are read by ``loader.formats.network_lists`` (same names, one parser
 per owner format): each is stored as ``<list>-<n>.<ext>``, which is how the
-reader knows its list. Each entry holds the guard's limit (``max_change_ratio``)
-and a schedule the owner's publishing pace justifies. A list's floor is the same
-for every entry, so no entry holds one: the reader refuses a file with no ranges
-at all, and the guard holds a release with under half the ranges of the list's
-current file (``loader.pipeline.guard.moved_too_far``).
+reader knows its list. Each entry holds the guard's limit (``max_change_ratio``),
+a schedule the owner's publishing pace justifies, and its floor (``min_ranges``):
+about a tenth of the ranges the owner's list held when counted, so a download
+from the owner's URLs with fewer is cut, and refused on its first fetch too
+(``loader.pipeline.network_feed.refuse_lists_under_floor``). Beside it the reader
+refuses a file with no ranges at all, and the guard holds a release with under
+half the ranges of the list's current file (``loader.pipeline.guard.moved_too_far``).
 
 Azure's Service Tags file is renamed every week (``ServiceTags_Public_<date>.json``);
 its stable address is the download page, and the catalogue names the page:
@@ -54,6 +56,9 @@ class NetworkList:
     max_change_ratio: float
     #: The page whose link names the current file, where the file's own name changes.
     discovery: str = ""
+    #: The fewest ranges the owner's list (all its files) may hold: about a tenth of what it
+    #: held when counted (docs/feeds.md). Fewer from the owner's own URLs is a cut download.
+    min_ranges: int = 0
 
     def file_name(self, part: int, url: str) -> str:
         """``<list>-<n><suffix>``: the name ``loader.formats.network_lists.list_of`` reads the list from."""
@@ -61,21 +66,24 @@ class NetworkList:
         return f"{self.name}-{part + 1}{suffix}"
 
 
-def _list(name: str, kind: str, schedule: str, ratio: float, *urls: str, discovery: str = "") -> NetworkList:
-    return NetworkList(name, urls, kind, schedule, ratio, discovery=discovery)
+def _list(
+    name: str, kind: str, schedule: str, ratio: float, floor: int, *urls: str, discovery: str = ""
+) -> NetworkList:
+    return NetworkList(name, urls, kind, schedule, ratio, discovery=discovery, min_ranges=floor)
 
 
 #: Cloud ranges grow by a few percent a month; Tor's exits churn daily; DROP and crawlers change slowly.
 CATALOGUE: Final[Mapping[str, NetworkList]] = {
     entry.name: entry
     for entry in (
-        _list("aws", "cloud", "rate(6 hours)", 0.1, "https://ip-ranges.amazonaws.com/ip-ranges.json"),
-        _list("gcp", "cloud", "rate(1 day)", 0.1, "https://www.gstatic.com/ipranges/cloud.json"),
+        _list("aws", "cloud", "rate(6 hours)", 0.1, 1000, "https://ip-ranges.amazonaws.com/ip-ranges.json"),
+        _list("gcp", "cloud", "rate(1 day)", 0.1, 100, "https://www.gstatic.com/ipranges/cloud.json"),
         _list(
             "azure",
             "cloud",
             "rate(7 days)",
             0.1,
+            5000,
             discovery="https://www.microsoft.com/en-us/download/details.aspx?id=56519",
         ),
         _list(
@@ -83,6 +91,7 @@ CATALOGUE: Final[Mapping[str, NetworkList]] = {
             "cloud",
             "rate(1 day)",
             0.1,
+            100,
             "https://docs.oracle.com/en-us/iaas/tools/public_ip_ranges.json",
         ),
         _list(
@@ -90,26 +99,36 @@ CATALOGUE: Final[Mapping[str, NetworkList]] = {
             "cloud",
             "rate(7 days)",
             0.2,
+            10,
             "https://www.cloudflare.com/ips-v4",
             "https://www.cloudflare.com/ips-v6",
         ),
-        _list("fastly", "cloud", "rate(7 days)", 0.2, "https://api.fastly.com/public-ip-list"),
-        _list("github", "cloud", "rate(1 day)", 0.2, "https://api.github.com/meta"),
+        _list("fastly", "cloud", "rate(7 days)", 0.2, 10, "https://api.fastly.com/public-ip-list"),
+        _list("github", "cloud", "rate(1 day)", 0.2, 500, "https://api.github.com/meta"),
         _list(
             "googlebot",
             "crawler",
             "rate(1 day)",
             0.2,
+            30,
             "https://developers.google.com/crawling/ipranges/googlebot.json",
         ),
-        _list("bingbot", "crawler", "rate(1 day)", 0.2, "https://www.bing.com/toolbox/bingbot.json"),
-        _list("tor", "tor", "rate(1 hour)", 0.5, "https://check.torproject.org/torbulkexitlist"),
-        _list("apple-relay", "relay", "rate(1 day)", 0.2, "https://mask-api.icloud.com/egress-ip-ranges.csv"),
+        _list("bingbot", "crawler", "rate(1 day)", 0.2, 10, "https://www.bing.com/toolbox/bingbot.json"),
+        _list("tor", "tor", "rate(1 hour)", 0.5, 100, "https://check.torproject.org/torbulkexitlist"),
+        _list(
+            "apple-relay",
+            "relay",
+            "rate(1 day)",
+            0.2,
+            20000,
+            "https://mask-api.icloud.com/egress-ip-ranges.csv",
+        ),
         _list(
             "spamhaus-drop",
             "drop",
             "rate(12 hours)",
             0.2,
+            0,
             "https://www.spamhaus.org/drop/drop.txt",
             "https://www.spamhaus.org/drop/dropv6.txt",
         ),

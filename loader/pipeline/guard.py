@@ -210,7 +210,7 @@ def moved_too_far(before: Path, after: Path, limits: ListLimits) -> str:
     A list of a combined dataset is measured alone: the Tor list changing wholesale
     is a small share of a dataset of cloud ranges, and must still be seen.
     """
-    old, new = _ranges(before), _ranges(after)
+    old, new = list_ranges(before), list_ranges(after)
     change = list_change(old, new)
     limit = f"above {limits.max_change_ratio:.0%}"
     if len(new) < DEFAULT_MIN_SIZE_RATIO * len(old):
@@ -225,7 +225,7 @@ def moved_too_far(before: Path, after: Path, limits: ListLimits) -> str:
     return ""
 
 
-def _ranges(path: Path) -> dict[tuple[int, int, int], frozenset[str]]:
+def list_ranges(path: Path) -> dict[tuple[int, int, int], frozenset[str]]:
     """The ranges of a network list file and what its rows say there; bad rows are the load's to report."""
     rows = open_rows(path, path.name, FormatOptions(format="network"))
     found: dict[tuple[int, int, int], set[str]] = {}

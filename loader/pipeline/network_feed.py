@@ -27,18 +27,19 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from loader.feeds.catalogue import CATALOGUE, list_feeds, parse_network_lists
 from loader.feeds.config import FeedConfig
+from loader.feeds.errors import DownloadTruncated
 from loader.feeds.fetch import FeedCheck, FetchedRelease, Progress, check_feed, fetch_release
 from loader.feeds.http_client import HttpClient
 from loader.feeds.url import UrlFeed
 from loader.feeds.verify import DirectorySinks, SinkFactory
 from loader.formats.network_lists import list_of
-from loader.pipeline.guard import DEFAULT_MIN_SIZE_RATIO, moved_too_far
+from loader.pipeline.guard import DEFAULT_MIN_SIZE_RATIO, list_ranges, moved_too_far
 from loader.records import FeedState
 from loader.store.feed_states import ListStates
 
@@ -100,6 +101,9 @@ class ListsCheck:
     dataset: str
     parts: tuple[UrlFeed, ...]
     stale: tuple[tuple[UrlFeed, FeedCheck], ...]
+    #: Each list's floor (``NetworkList.min_ranges``) where it comes from its owner's URLs; a list
+    #: on URLs of its own (a mirror of part of it, a test) has no known size, so none.
+    floors: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
@@ -145,12 +149,14 @@ class ListsRelease:
 
 def check_lists(config: FeedConfig, http: HttpClient, states: ListStates, files: ListFiles) -> ListsCheck:
     """Step 1: which of ``config``'s lists changed since their release loaded last."""
-    parts = tuple(part for chosen in parse_network_lists(config.edition) for part in list_feeds(chosen, http))
+    chosen = parse_network_lists(config.edition)
+    parts = tuple(part for one in chosen for part in list_feeds(one, http))
     checks = [(part, check_feed(part, states)) for part in parts]
     stale = tuple(
         (part, check) for part, check in checks if not check.unchanged or not files.has(part.file_name)
     )
-    return ListsCheck(config.dataset_name, parts, stale)
+    floors = {one.entry.name: one.entry.min_ranges for one in chosen if not one.named_urls}
+    return ListsCheck(config.dataset_name, parts, stale, floors)
 
 
 def fetch_lists(
@@ -165,8 +171,36 @@ def fetch_lists(
     )
     renewed = tuple(part.file_name for part, _ in check.stale)
     sources = tuple(files.source(part.file_name, renewed=part.file_name in renewed) for part in check.parts)
+    refuse_lists_under_floor(check, files, renewed, workdir)
     held_by = lists_moved_too_far(files, renewed, workdir)
     return ListsRelease(check.dataset, sources, renewed, fetched, held_by)
+
+
+def refuse_lists_under_floor(
+    check: ListsCheck, files: ListFiles, renewed: Sequence[str], workdir: Path | None = None
+) -> None:
+    """Refuse the run when a renewed list from its owner holds fewer ranges than its floor.
+
+    A list's first fetch has no current file to be measured against, so a download cut at a
+    line's end, or a JSON list the owner published half-empty, would load; what the owner's
+    list has always held more of is the one measure left. Its files are counted together (a
+    list of two files is judged whole), the current ones where only the other changed.
+    """
+    with tempfile.TemporaryDirectory(prefix="ipmeta-floor-", dir=workdir) as folder:
+        scratch = Path(folder)
+        for name, floor in check.floors.items():
+            names = [part.file_name for part in check.parts if list_of(part.file_name) == name]
+            if floor <= 0 or not set(names) & set(renewed):
+                continue
+            ranges = sum(
+                len(list_ranges(files.readable(file, renewed=file in renewed, scratch=scratch / file)))
+                for file in names
+            )
+            if ranges < floor:
+                raise DownloadTruncated(
+                    f"network:{name}: {ranges:,} ranges, fewer than the {floor:,} its owner's list "
+                    "has always held (docs/feeds.md): a cut download; refused, nothing loaded"
+                )
 
 
 def lists_moved_too_far(files: ListFiles, renewed: Sequence[str], workdir: Path | None = None) -> str:

@@ -359,3 +359,75 @@ def test_azures_weekly_file_is_found_on_its_page_served_over_http(page: bytes, f
                 list_feeds(ChosenList(azure, ()), http)
             assert "network:azure" in str(error.value)
         assert server.paths() == ["/files/details.aspx"]
+
+
+@pytest.mark.parametrize(
+    ("aws", "tor", "cut_after", "code", "says"),
+    [
+        # The server announced more bytes than it sent
+        (None, None, 100, "FEED_DOWNLOAD_TRUNCATED", "network:aws"),
+        # A JSON list cut where the server said nothing (its Content-Length was the cut body's)
+        ((SAMPLES / "aws.json").read_bytes()[:150], None, None, "SOURCE_UNREADABLE", "aws-1.json: not valid"),
+        # A text list cut inside its last line
+        (None, b"3.5.140.10\n185.220.101.1\n185.220.10", None, "SOURCE_UNREADABLE", "tor-1.txt: line 3: the"),
+    ],
+    ids=["fewer-bytes-than-announced", "json-cut", "text-cut-mid-line"],
+)
+def test_a_list_cut_short_on_its_first_fetch_is_refused_and_nothing_activates(  # noqa: PLR0917 - fixtures
+    published: dict[str, bytes],
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    aws: bytes | None,
+    tor: bytes | None,
+    cut_after: int | None,
+    code: str,
+    says: str,
+) -> None:
+    # Given lists never fetched before (no active version to compare with), one of them cut short
+    files = {**published, "aws.json": aws or published["aws.json"], "tor.txt": tor or published["tor.txt"]}
+    route = file_route(files)
+
+    def cut(seen: Seen) -> Reply:
+        reply = route(seen)
+        if cut_after is not None and seen.path.endswith("/aws.json"):
+            reply.cut_after = cut_after
+        return reply
+
+    with serving(cut) as server:
+        # When the first update runs
+        status = update(tmp_path, "--feed", spec(server))
+    err = capsys.readouterr().err
+    # Then it is refused with its code and the list named, and no version of the dataset serves
+    assert status == 1
+    assert f"({code})" in err
+    assert says in err
+    assert active(store) is None
+
+
+def test_a_list_from_its_owner_under_its_known_floor_is_refused_even_on_its_first_fetch(  # noqa: PLR0917 - fixtures
+    published: dict[str, bytes],
+    store: LoaderTable,
+    table_environment: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given Tor's list served where the catalogue names the owner's file, cut at a line's end to 50
+    # exits, under the 100 the owner's list has always held more than
+    exits = tor_release(50)
+    with serving(file_route({**published, "tor.txt": exits, "mirror.txt": exits})) as server:
+        owner = replace(CATALOGUE["tor"], urls=(f"{server.url}/files/tor.txt",), min_ranges=100)
+        monkeypatch.setitem(CATALOGUE, "tor", owner)
+        # When the first update runs, without naming a URL for it
+        status = update(tmp_path, "--feed", "network:tor")
+        err = capsys.readouterr().err
+        # Then it is refused as truncated, naming the list, its count and the floor; nothing serves
+        assert status == 1
+        assert "tor: 50 ranges, fewer than the 100" in err
+        assert "(FEED_DOWNLOAD_TRUNCATED)" in err
+        assert active(store) is None
+        # And the same list on a URL of its own (a mirror of part of it, a test) has no known size
+        assert update(tmp_path, "--feed", f"network:tor={server.url}/files/mirror.txt") == 0
+        assert active(store) == 1
