@@ -19,8 +19,8 @@ half the ranges of the list's current file (``loader.pipeline.guard.moved_too_fa
 
 Azure's Service Tags file is renamed every week (``ServiceTags_Public_<date>.json``);
 its stable address is the download page, and the catalogue names the page:
-the week's file is the first ``ServiceTags_Public_*.json`` link on it
-(``discover_url``).
+the week's file is the newest ``ServiceTags_Public_<date>.json`` on
+``download.microsoft.com`` the page names, wherever it names it (``discover_url``).
 """
 
 from __future__ import annotations
@@ -192,57 +192,67 @@ def set_schedule(text: str) -> str:
     return min((chosen.entry.schedule for chosen in parse_network_lists(text)), key=period_seconds)
 
 
-_SERVICE_TAGS_FILE: Final = re.compile(r"ServiceTags_Public_\d{8}\.json")
+_SERVICE_TAGS_FILE: Final = re.compile(r"ServiceTags_Public_(\d{8})\.json")
+#: The file's documented address: ``https://download.microsoft.com/download/<path>/ServiceTags_Public_<date>.json``.
 _SERVICE_TAGS_LINK: Final = re.compile(
-    rb'https://download\.microsoft\.com/[^"\'<>\s]*ServiceTags_Public_\d{8}\.json'
+    r'https://download\.microsoft\.com/[^"\'<>\s\\]*?ServiceTags_Public_\d{8}\.json'
 )
 #: The Download Center's page data: ``<script>window.__DLCDetails__={...}</script>``.
 _DLC_DETAILS: Final = re.compile(rb"window\.__DLCDetails__\s*=\s*(\{.*?\})\s*;?\s*</script>", re.DOTALL)
+#: How a page's script may spell a slash inside a string.
+_ESCAPED_SLASHES: Final = re.compile(r"\\/|\\u002[fF]")
 
 
 def discover_url(entry: NetworkList, page: bytes) -> str:
     """The current file's URL, from the page that links it (Azure's weekly Service Tags).
 
-    Microsoft's Download Center has had two shapes: the details page carries its files as
-    JSON (``window.__DLCDetails__``: ``dlcDetailsView.downloadFile[]``, each a ``name`` and a
-    ``url``); the older confirmation page linked the file in an ``<a class="mscom-link
-    failoverLink">``. The JSON is read when the page has it, else the first link to a
-    ``ServiceTags_Public_<date>.json`` on ``download.microsoft.com``.
+    Microsoft documents where the file is published (the download page) and its URL's
+    shape, not the page's markup, which has changed before: the details page carries its
+    files as page data (``window.__DLCDetails__``: ``dlcDetailsView.downloadFile[]``, each a
+    ``name`` and a ``url``), the older confirmation page linked the file from an ``<a>``.
+    So every ``https://download.microsoft.com/…/ServiceTags_Public_<date>.json`` anywhere
+    in the page counts (in the page data when it parses, in a link, in any script, its
+    slashes escaped or not), and the newest date is taken: a page that also links last
+    week's file still gives this week's.
     """
-    details = _DLC_DETAILS.search(page)
-    if details is not None:
-        url = _file_in_details(entry, details.group(1))
-        if url:
-            return url
-    found = _SERVICE_TAGS_LINK.search(page)
-    if found is None:
+    found = set(_files_in_details(page)) | set(_SERVICE_TAGS_LINK.findall(_page_text(page)))
+    if not found:
         raise FeedProtocolError(
-            f"network:{entry.name}: {entry.discovery} links no ServiceTags_Public_<date>.json; "
-            "name the file with azure=URL"
+            f"network:{entry.name}: {entry.discovery} links no ServiceTags_Public_<date>.json "
+            "on https://download.microsoft.com/; name the file with azure=URL"
         )
-    return found.group(0).decode("ascii")
+    return max(found, key=lambda url: (_date_of(url), url))
 
 
-def _file_in_details(entry: NetworkList, text: bytes) -> str:
-    """The Service Tags file among the page data's files, or ``""`` (the page's links are read then)."""
+def _page_text(page: bytes) -> str:
+    return _ESCAPED_SLASHES.sub("/", page.decode("utf-8", errors="replace"))
+
+
+def _date_of(url: str) -> str:
+    found = _SERVICE_TAGS_FILE.search(url)
+    return found.group(1) if found else ""
+
+
+def _files_in_details(page: bytes) -> list[str]:
+    """The Service Tags files among the page data's files; none where it is absent or no longer JSON."""
+    details = _DLC_DETAILS.search(page)
     try:
-        data = json.loads(text)
+        data = json.loads(details.group(1)) if details else None
     except ValueError:
-        raise FeedProtocolError(
-            f"network:{entry.name}: {entry.discovery} holds page data that is not JSON"
-        ) from None
+        return []  # the links on the page are still read
     view = data.get("dlcDetailsView") if isinstance(data, dict) else None
     files = view.get("downloadFile") if isinstance(view, dict) else None
+    found = []
     for file in files if isinstance(files, list) else []:
         name, url = (file.get("name"), file.get("url")) if isinstance(file, dict) else (None, None)
         if (
             isinstance(name, str)
             and isinstance(url, str)
             and _SERVICE_TAGS_FILE.fullmatch(name)
-            and url.startswith("https://download.microsoft.com/")
+            and _SERVICE_TAGS_LINK.fullmatch(url)
         ):
-            return url
-    return ""
+            found.append(url)
+    return found
 
 
 def list_feeds(chosen: ChosenList, http: HttpClient) -> list[UrlFeed]:

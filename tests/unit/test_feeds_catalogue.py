@@ -81,7 +81,7 @@ def test_azures_weekly_file_is_the_failover_link_of_the_older_confirmation_page(
             b'ServiceTags_AzureGovernment_20261123.json"}]}};</script>',
             "links no ServiceTags_Public",
         ),
-        (b"<script>window.__DLCDetails__={not json};</script>", "page data that is not JSON"),
+        (b"<script>window.__DLCDetails__={not json};</script>", "links no ServiceTags_Public"),
         # A file of that name elsewhere than Microsoft's download host is not taken
         (
             b'<script>window.__DLCDetails__={"dlcDetailsView":{"downloadFile":[{"name":'
@@ -109,3 +109,45 @@ def test_a_set_of_lists_runs_at_its_most_frequent_lists_pace() -> None:
 def test_a_geofeed_spec_is_a_url_feed_read_as_a_geofeed() -> None:
     config = parse_feed_spec("geofeed:https://example.net/geofeed.csv")
     assert (config.vendor, config.format, config.dataset_name) == ("url", "geofeed", "geofeed")
+
+
+@pytest.mark.parametrize(
+    ("page", "date"),
+    [
+        # The page data no longer parses (a new field written as JavaScript), but the file is linked
+        (
+            b'<script>window.__DLCDetails__={dlcDetailsView: {downloadFile: []}};</script><a href="'
+            + WEEKLY_FILE.format(date="20261123").encode()
+            + b'">download</a>',
+            "20261123",
+        ),
+        # The page data moved to another name, its URL written with JSON's escaped slashes
+        (
+            b'<script>self.__NEXT_DATA__={"files":[{"url":"'
+            + WEEKLY_FILE.format(date="20261123").replace("/", "\\/").encode()
+            + b'"}]}</script>',
+            "20261123",
+        ),
+        # Last week's file linked above this week's (a "previous versions" box): the newest is taken
+        (
+            b'<a href="' + WEEKLY_FILE.format(date="20261116").encode() + b'">previous</a>'
+            b'<a href="' + WEEKLY_FILE.format(date="20261123").encode() + b'">download</a>',
+            "20261123",
+        ),
+        # Page data naming an older file than a link on the page: the newest is taken
+        (
+            b'<script>window.__DLCDetails__={"dlcDetailsView":{"downloadFile":[{"name":'
+            b'"ServiceTags_Public_20261116.json","url":"'
+            + WEEKLY_FILE.format(date="20261116").encode()
+            + b'"}]}};'
+            b'</script><a href="' + WEEKLY_FILE.format(date="20261123").encode() + b'">download</a>',
+            "20261123",
+        ),
+    ],
+    ids=["page-data-not-json", "escaped-elsewhere", "two-links", "page-data-older"],
+)
+def test_azures_weekly_file_is_found_by_its_url_pattern_wherever_the_page_puts_it(
+    page: bytes, date: str
+) -> None:
+    # Microsoft documents the file's URL, not the page's markup: the file is found by its URL
+    assert discover_url(CATALOGUE["azure"], page) == WEEKLY_FILE.format(date=date)
