@@ -111,7 +111,6 @@ def test_each_kind_answers_for_ipv4_and_ipv6_and_an_unchanged_rerun_loads_nothin
                 "34.80.0.1",
                 "2600:1900:4010::1",
                 "185.220.101.1",
-                "2001:67c:e60:c0c:192:42:116:16",
                 "172.224.224.1",
                 "2a02:26f7:b3c0:4000::1",
                 "66.249.66.1",
@@ -123,7 +122,7 @@ def test_each_kind_answers_for_ipv4_and_ipv6_and_an_unchanged_rerun_loads_nothin
     assert answers["34.80.0.1"]["cloud_provider"] == "gcp"
     assert answers["2600:1900:4010::1"]["cloud_region"] == "europe-west1"
     assert answers["185.220.101.1"] == {"network_kinds": ["tor"], "tor_exit": True}
-    assert answers["2001:67c:e60:c0c:192:42:116:16"]["tor_exit"] is True
+    # Tor's bulk exit list holds no IPv6 address (tests/fixtures/network/README.md)
     assert answers["172.224.224.1"]["relay_city"] == "London"
     assert answers["2a02:26f7:b3c0:4000::1"]["relay_country"] == "FR"
     assert answers["66.249.66.1"]["crawler"] == "googlebot"
