@@ -173,8 +173,9 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _services(value: Any) -> list[str]:
-    return [value] if _text(value) else []
+def _services(value: Any) -> list[str] | None:
+    """A service as a one-item list; none (absent from the answer, not ``[]``) where it is empty."""
+    return [value] if _text(value) else None
 
 
 def _aws(body: bytes, name: str) -> Iterator[Entry]:
@@ -227,7 +228,7 @@ def _oracle(body: bytes, name: str) -> Iterator[Entry]:
             cidr = _object(entry)
             tags = cidr.get("tags")
             services = [tag for tag in tags if _text(tag)] if isinstance(tags, list) else []
-            fields = {"cloud_region": _text(region.get("region")), "cloud_services": services}
+            fields = {"cloud_region": _text(region.get("region")), "cloud_services": services or None}
             yield str(cidr.get("cidr", "")), f"{name}: regions[{index}].cidrs[{position}]", fields
 
 

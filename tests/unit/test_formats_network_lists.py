@@ -89,7 +89,6 @@ EXPECTED: dict[str, tuple[Sample, Sample]] = {
                 "network_kinds": CLOUD,
                 "cloud_provider": "azure",
                 "cloud_region": "westeurope",
-                "cloud_services": [],
             },
         ),
         (
@@ -309,3 +308,17 @@ def test_cloudflares_list_without_a_final_newline_is_read_whole(tmp_path: Path) 
     # Then every prefix is read, the last one included
     assert list(read(v4)[1]) == ["173.245.48.0/20", "103.21.244.0/22"]
     assert list(read(v6)[1]) == ["2400:cb00::/32", "2606:4700::/32"]
+
+
+def test_a_list_entry_without_a_service_answers_no_cloud_services(tmp_path: Path) -> None:
+    # An Azure regional tag has systemService "", an Oracle CIDR may have no tags: the field is
+    # absent from the answer (docs/feeds.md: a field a list does not set is absent), not []
+    azure = b'{"values": [{"name": "AzureCloud.westus", "properties": {"region": "westus", '
+    azure += b'"systemService": "", "addressPrefixes": ["13.64.0.0/16"]}}]}'
+    oracle = b'{"regions": [{"region": "us-phoenix-1", "cidrs": [{"cidr": "129.146.0.0/21", "tags": []}]}]}'
+    for name, body in (("azure.json", azure), ("oracle.json", oracle)):
+        _, rows, errors = read(copy_with(tmp_path, name, body))
+        assert errors == []
+        (fields,) = rows.values()
+        assert "cloud_services" not in fields
+        assert fields["cloud_region"] in {"westus", "us-phoenix-1"}
