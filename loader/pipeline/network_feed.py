@@ -182,9 +182,9 @@ def refuse_lists_under_floor(
     """Refuse the run when a renewed list from its owner holds fewer ranges than its floor.
 
     A list's first fetch has no current file to be measured against, so a download cut at a
-    line's end, or a JSON list the owner published half-empty, would load; what the owner's
-    list has always held more of is the one measure left. Its files are counted together (a
-    list of two files is judged whole), the current ones where only the other changed.
+    line's end would load; the size the owner's list is known to have (its floor, about a
+    tenth of a count of it) is the one measure left. Its files are counted together (a list
+    of two files is judged whole), the current ones where only the other changed.
     """
     with tempfile.TemporaryDirectory(prefix="ipmeta-floor-", dir=workdir) as folder:
         scratch = Path(folder)
@@ -198,8 +198,9 @@ def refuse_lists_under_floor(
             )
             if ranges < floor:
                 raise DownloadTruncated(
-                    f"network:{name}: {ranges:,} ranges, fewer than the {floor:,} its owner's list "
-                    "has always held (docs/feeds.md): a cut download; refused, nothing loaded"
+                    f"network:{name}: {ranges:,} ranges, under the floor of {floor:,} set for the "
+                    "owner's list (about a tenth of its counted size, docs/feeds.md): a cut download; "
+                    "refused, nothing loaded"
                 )
 
 

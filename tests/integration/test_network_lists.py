@@ -414,7 +414,7 @@ def test_a_list_from_its_owner_under_its_known_floor_is_refused_even_on_its_firs
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given Tor's list served where the catalogue names the owner's file, cut at a line's end to 50
-    # exits, under the 100 the owner's list has always held more than
+    # exits, under a floor of 100
     exits = tor_release(50)
     with serving(file_route({**published, "tor.txt": exits, "mirror.txt": exits})) as server:
         owner = replace(CATALOGUE["tor"], urls=(f"{server.url}/files/tor.txt",), min_ranges=100)
@@ -424,7 +424,7 @@ def test_a_list_from_its_owner_under_its_known_floor_is_refused_even_on_its_firs
         err = capsys.readouterr().err
         # Then it is refused as truncated, naming the list, its count and the floor; nothing serves
         assert status == 1
-        assert "tor: 50 ranges, fewer than the 100" in err
+        assert "tor: 50 ranges, under the floor of 100 set for the owner's list" in err
         assert "(FEED_DOWNLOAD_TRUNCATED)" in err
         assert active(store) is None
         # And the same list on a URL of its own (a mirror of part of it, a test) has no known size
