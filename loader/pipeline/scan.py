@@ -162,9 +162,7 @@ def _stage_row(
     values: list[Any],
     keep_origin: bool,
 ) -> None:
-    tail = json.dumps(
-        [values, row.origin] if keep_origin else [values], separators=(",", ":"), default=_as_json
-    )[1:]
+    tail = _ROW_JSON.encode([values, row.origin] if keep_origin else [values])[1:]
     cover = None
     pieces = split_row(row.family, row.start, row.end)
     if len(pieces) > 1:
@@ -190,6 +188,10 @@ def _as_json(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return staged_bytes(value)
     raise TypeError(f"cannot stage a {type(value).__name__}")
+
+
+#: A staged row's JSON: one encoder for every row, since ``json.dumps`` with options builds one per call.
+_ROW_JSON: Final = json.JSONEncoder(separators=(",", ":"), default=_as_json)
 
 
 @dataclass(frozen=True, slots=True)
