@@ -70,6 +70,8 @@ _NOT_A_NUMBER: Final = frozenset(
 )
 #: Exact arithmetic for normalizing: no rounding ever.
 _EXACT: Final = Context(prec=1000)
+#: Integers below this have no more digits than ``_EXACT`` keeps: ``normalize`` leaves them whole.
+_EXACT_DIGITS: Final = 10**1000
 #: Magnitudes of doubles that always fit.
 _SAFE_MAGNITUDE: Final = (1e-129, 9e125)
 #: A plain number this short always fits: at most 38 digits and 1E-36 ≤ |x| < 1E38.
@@ -418,7 +420,12 @@ def stored_bytes(value: Any) -> int:
 
 
 def _number_bytes(value: int | Decimal) -> int:
-    digits = len(Decimal(value).normalize(_EXACT).as_tuple().digits) if value else 1
+    if type(value) is int and -_EXACT_DIGITS < value < _EXACT_DIGITS:
+        # An integer's significant digits are its decimal digits without the trailing zeros: what
+        # ``normalize`` keeps, read off its text at a fraction of the cost (a load sizes every item).
+        digits = len(str(abs(value)).rstrip("0")) if value else 1
+    else:
+        digits = len(Decimal(value).normalize(_EXACT).as_tuple().digits) if value else 1
     if isinstance(value, int) and digits > MAX_SIGNIFICANT_DIGITS:
         return len(str(value))  # the store keeps it as a one-element String Set (ipmeta.store.dynamodb)
     return (digits + 1) // 2 + 1

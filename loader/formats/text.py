@@ -68,17 +68,20 @@ class TextLines(Iterator[str]):
             raise SourceError(f"{self._name}: line {self.number}: not valid UTF-8 text") from None
 
     def _read(self) -> bytes:
-        where = f"{self._name}: line {self.number + 1}"
         try:
             raw = self._handle.readline(self._limit + 1)
         except (OSError, EOFError) as error:  # a truncated or corrupt gzip stream
-            raise SourceError(f"{where}: cannot read: {error}") from None
+            raise SourceError(f"{self._where()}: cannot read: {error}") from None
         if len(raw) > self._limit:
-            raise SourceError(f"{where}: line longer than {self._limit} bytes; refused")
+            raise SourceError(f"{self._where()}: line longer than {self._limit} bytes; refused")
         self._record_bytes += len(raw)
         if self._record_bytes > self._limit:
             raise SourceError(
-                f"{where}: the record that starts at line {self._record_first_line} is longer than "
-                f"{self._limit} bytes (a quoted field left open?); refused"
+                f"{self._where()}: the record that starts at line {self._record_first_line} is longer "
+                f"than {self._limit} bytes (a quoted field left open?); refused"
             )
         return raw
+
+    def _where(self) -> str:
+        """The line being read, for an error: spelled only then, not once per line read."""
+        return f"{self._name}: line {self.number + 1}"

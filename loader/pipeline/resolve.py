@@ -338,17 +338,22 @@ def _items(
 ) -> list[_Item]:
     """Segments cut at bucket edges, each piece with its run, edge flags and whole segment bounds;
     ``low_edges`` gets each run's low-edge segment (its place in ``segments``) and run."""
+    family = spec.family
     runs = bucket_runs(spec.buckets)
     run_of = {bucket: index for index, (first, last) in enumerate(runs) for bucket in range(first, last + 1)}
+    # Each run's first and last address, once: the loop below runs once per segment (a million).
+    run_bounds = [
+        (keys.bucket_bounds(family, first)[0], keys.bucket_bounds(family, last)[1]) for first, last in runs
+    ]
     edges: dict[int, list[Any]] = {}
     items: list[_Item] = []
+    per_bucket: dict[int, int] = {}
     for place, segment in enumerate(segments):
-        run = run_of[keys.bucket_of_value(spec.family, segment.start)]
-        run_first = keys.bucket_bounds(spec.family, runs[run][0])[0]
-        run_last = keys.bucket_bounds(spec.family, runs[run][1])[1]
-        flags = (LOW_EDGE if segment.start == run_first else 0) | (
-            HIGH_EDGE if segment.end == run_last else 0
-        )
+        start, end = segment.start, segment.end
+        first_bucket = keys.bucket_of_value(family, start)
+        run = run_of[first_bucket]
+        run_first, run_last = run_bounds[run]
+        flags = (LOW_EDGE if start == run_first else 0) | (HIGH_EDGE if end == run_last else 0)
         if flags & LOW_EDGE:
             low_edges[place] = run
         if flags:
@@ -356,13 +361,20 @@ def _items(
             _note_edge(edges, (run, run_first, run_last), segment, flags, key)
         identity = rows.data[segment.row]
         text = rows.texts[identity]
-        bounds = sizes.bounds(segment.start, segment.end)
-        for piece in keys.split_at_buckets(spec.family, segment.start, segment.end):
-            bucket, first = piece.bucket, piece.first
-            items.append((bucket, f"[{run},{flags},{bucket},{first},{segment.start},{segment.end},{text}]"))
+        bounds = sizes.bounds(start, end)
+        # Nearly every segment lies in one bucket: it is its own piece, with no split to make.
+        pieces = (
+            ((first_bucket, start),)
+            if keys.bucket_of_value(family, end) == first_bucket
+            else [(piece.bucket, piece.first) for piece in keys.split_at_buckets(family, start, end)]
+        )
+        for bucket, first in pieces:
+            items.append((bucket, f"[{run},{flags},{bucket},{first},{start},{end},{text}]"))
             sizes.add(summary, identity, bucket, first, bounds)
-            label = format(bucket, "x")
-            summary.items_per_bucket[label] = summary.items_per_bucket.get(label, 0) + 1
+            per_bucket[bucket] = per_bucket.get(bucket, 0) + 1
+    for bucket, count in per_bucket.items():
+        label = format(bucket, "x")
+        summary.items_per_bucket[label] = summary.items_per_bucket.get(label, 0) + count
     summary.items = len(items)
     summary.edges = [edges[run] for run in sorted(edges)]
     return items
@@ -383,6 +395,7 @@ class _ItemSizes:
         self.key_head = len(sample_key.rsplit("#", 1)[0]) + 1
         self.texts = texts
         self._data: dict[int, int] = {}
+        self._keys: dict[int, int] = {}
 
     def bounds(self, start: int, end: int) -> int:
         ends = (format_address(self.family, start), format_address(self.family, end))
@@ -393,9 +406,11 @@ class _ItemSizes:
         if data is None:
             values = stored_data(self.columns, json.loads(self.texts[identity]), self.types)
             data = self._data[identity] = len(keys.ATTR_DATA) + stored_bytes(values)
-        key = len(keys.PARTITION_KEY) + self.key_head + len(keys.bucket_label(self.family, bucket))
-        key += len(keys.SORT_KEY) + stored_bytes(keys.encode_sort_key_value(self.family, first))
-        size = key + bounds + data
+        key = self._keys.get(bucket)
+        if key is None:
+            label = len(keys.bucket_label(self.family, bucket))
+            key = self._keys[bucket] = len(keys.PARTITION_KEY) + self.key_head + label + len(keys.SORT_KEY)
+        size = key + stored_bytes(keys.encode_sort_key_value(self.family, first)) + bounds + data
         summary.item_bytes += size
         summary.max_item_bytes = max(summary.max_item_bytes, size)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -163,11 +162,9 @@ def _stage_row(
     values: list[Any],
     keep_origin: bool,
 ) -> None:
-    tail = json.dumps(
-        [values, row.origin] if keep_origin else [values], separators=(",", ":"), default=_as_json
-    )[1:]
+    tail = _ROW_JSON.encode([values, row.origin] if keep_origin else [values])[1:]
     cover = None
-    pieces = list(split_row(row.family, row.start, row.end))
+    pieces = split_row(row.family, row.start, row.end)
     if len(pieces) > 1:
         summary.splits += 1
     for piece in pieces:
@@ -193,6 +190,10 @@ def _as_json(value: Any) -> Any:
     raise TypeError(f"cannot stage a {type(value).__name__}")
 
 
+#: A staged row's JSON: one encoder for every row, since ``json.dumps`` with options builds one per call.
+_ROW_JSON: Final = json.JSONEncoder(separators=(",", ":"), default=_as_json)
+
+
 @dataclass(frozen=True, slots=True)
 class CoverRun:
     """Whole buckets ``first_bucket..last_bucket`` of one row."""
@@ -201,20 +202,22 @@ class CoverRun:
     last_bucket: int
 
 
-def split_row(family: int, start: int, end: int) -> Iterator[tuple[int, int, int] | CoverRun]:
-    """``(bucket, first, last)`` pieces of a row, with a ``CoverRun`` for a long run of whole buckets."""
+def split_row(family: int, start: int, end: int) -> list[tuple[int, int, int] | CoverRun]:
+    """``(bucket, first, last)`` pieces of a row, with a ``CoverRun`` for a long run of whole buckets.
+
+    A list, not a generator: nearly every row is one piece, and the scan splits each of millions.
+    """
     first_bucket, last_bucket = keys.bucket_of_value(family, start), keys.bucket_of_value(family, end)
     if first_bucket == last_bucket:
-        yield first_bucket, start, end
-        return
+        return [(first_bucket, start, end)]
     whole_first = first_bucket if start == keys.bucket_bounds(family, first_bucket)[0] else first_bucket + 1
     whole_last = last_bucket if end == keys.bucket_bounds(family, last_bucket)[1] else last_bucket - 1
     if whole_last - whole_first + 1 >= COVER_MIN_BUCKETS:
+        pieces: list[tuple[int, int, int] | CoverRun] = []
         if whole_first > first_bucket:
-            yield first_bucket, start, keys.bucket_bounds(family, first_bucket)[1]
-        yield CoverRun(whole_first, whole_last)
+            pieces.append((first_bucket, start, keys.bucket_bounds(family, first_bucket)[1]))
+        pieces.append(CoverRun(whole_first, whole_last))
         if whole_last < last_bucket:
-            yield last_bucket, keys.bucket_bounds(family, last_bucket)[0], end
-        return
-    for piece in keys.split_at_buckets(family, start, end):
-        yield piece.bucket, piece.first, piece.last
+            pieces.append((last_bucket, keys.bucket_bounds(family, last_bucket)[0], end))
+        return pieces
+    return [(piece.bucket, piece.first, piece.last) for piece in keys.split_at_buckets(family, start, end)]

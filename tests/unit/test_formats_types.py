@@ -21,6 +21,7 @@ from loader.formats import (
     open_rows,
     parse_declared_types,
     parse_field_map,
+    stored_bytes,
     typed_value,
 )
 from loader.formats.column_types import PLAIN_NUMBER, decimal_problem
@@ -89,6 +90,17 @@ def test_a_number_with_trailing_zeros_past_38_digits_is_stored_without_them() ->
     big = "1" + "0" * 45
     assert decimal_problem(Decimal(big)) is None
     assert TypeSerializer().serialize(typed_value(big, "N")) == {"N": "1E+45"}
+
+
+@given(st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1), st.integers(min_value=0, max_value=30))
+def test_an_integer_takes_the_size_of_its_significant_digits_as_its_decimal_does(
+    number: int, zeros: int
+) -> None:
+    # Given an integer of at most 38 significant digits, perhaps with trailing zeros past them
+    value = number * 10**zeros if len(str(abs(number)).rstrip("0")) + zeros <= 38 else number
+    # Then it counts what the same number as a Decimal counts (normalized, trailing zeros dropped)
+    assert stored_bytes(value) == stored_bytes(Decimal(value))
+    assert stored_bytes(value * 10**40) == stored_bytes(value)
 
 
 @pytest.mark.parametrize(
