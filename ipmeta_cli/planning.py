@@ -76,24 +76,21 @@ def counted_bytes(load_id: str, chunks: int, staging: Any) -> CountedBytes:
 
     from ipmeta.schema import keys
     from ipmeta.store.dynamodb import deserialize_item
-    from loader.formats import stored_bytes
+    from loader.item_units import item_units
     from loader.pipeline.write import chunk_items
-    from loader.planning.write_model import write_units_per_item
 
     partitions: Counter[str] = Counter()
     index_keys: Counter[tuple[str, str]] = Counter()
     write_units = 0
+    indexes = {index.name: index for index in keys.INDEXES}
     for chunk in range(chunks):
         for wire in chunk_items(load_id, chunk, staging):
             item = deserialize_item(wire)
-            sizes = {name: len(name.encode()) + stored_bytes(value) for name, value in item.items()}
-            partitions[str(item[keys.PARTITION_KEY])] += sum(sizes.values())
-            write_units += write_units_per_item(sum(sizes.values()))
-            for index in keys.INDEXES:
-                if index.partition_key in item:
-                    projected = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key)
-                    entry = sum(sizes.get(name, 0) for name in (*projected, *index.projected))
-                    index_keys[(index.name, str(item[index.partition_key]))] += entry
+            units = item_units(item)
+            partitions[str(item[keys.PARTITION_KEY])] += units.item_bytes
+            write_units += units.table
+            for name, entry in units.entries:
+                index_keys[(name, str(item[indexes[name].partition_key]))] += entry
     return CountedBytes(list(partitions.values()), list(index_keys.values()), write_units)
 
 
