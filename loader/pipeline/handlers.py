@@ -306,6 +306,10 @@ def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         os.environ[ENV_SOURCE_BUCKET],
         workdir=Path(tempfile.gettempdir()),
         until=time.time() + left * EXPORT_CHECK_SHARE,
+        # The file gets what the check may leave: the rest of the invocation.
+        max_items=export_task.max_export_items(
+            int(context.memory_limit_in_mb), left * (1 - EXPORT_CHECK_SHARE)
+        ),
     )
     logger.info("exported", extra={"load_id": event["load_id"], **exported.to_event()})
     return exported.to_event()
