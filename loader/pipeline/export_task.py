@@ -128,8 +128,8 @@ def _refuse_past(load_id: str, table: LoaderTable, version: int, max_items: int)
     if items > max_items:
         raise ExportTooLarge(
             f"load {load_id}: {items:,} items are more than the {max_items:,} the Export task writes "
-            "within its time (docs/decisions.md, the MaxMind DB export); turn exportMmdb off for this "
-            "dataset and run ipmeta export on a machine"
+            "within its time (docs/decisions.md, the MaxMind DB export); write this version's file "
+            "with ipmeta export on a machine"
         )
 
 
