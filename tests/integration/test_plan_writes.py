@@ -290,3 +290,9 @@ def test_the_load_report_shows_the_write_units_the_load_sent(
     record = store.loads.get(result.version)
     assert record is not None
     assert record.report.write_units == item_units + index_units
+    # And the summary a person reads prints them
+    from ipmeta_cli.loading import summarize
+
+    outcome = {"report": report, "version": result.load_id, "status": "activated", "report_path": "-"}
+    printed = f"write units {item_units + index_units:,} (index keys included), {index_units:,} of them GSI"
+    assert printed in summarize(outcome)
