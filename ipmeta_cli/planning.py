@@ -441,7 +441,7 @@ def _region_lines(regions: Mapping[str, Any]) -> list[str]:
             f"deletes in every region, ${load['replication_transfer_usd']:,.2f} of transfer, "
             f"${load['count_reads_usd']:,.2f} of counts in home and the arrival checks "
             f"({load['count_read_units_per_region']:,g} read units a count; "
-            f"{load['arrival_check_passes']} in each replica for items up to "
+            f"{load['arrival_check_passes']} counts in each replica for items up to "
             f"{load['arrival_seconds']:g} s late); storage "
             f"${load['storage_usd_per_month']:,.2f} and backups ${load['pitr_usd_per_month']:,.2f} a month"
         )
