@@ -133,9 +133,10 @@ def check_export(out: Path, limit: int | None) -> int:
     return mismatches
 
 
-def run_child(*arguments: str) -> dict[str, Any]:
+def run_child(*arguments: str, module: str = "bench.formats") -> dict[str, Any]:
+    """``module --child arguments`` in a process of its own (its peak RSS its own): its last line."""
     output = subprocess.run(
-        [sys.executable, "-m", "bench.formats", "--child", *arguments],
+        [sys.executable, "-m", module, "--child", *arguments],
         check=True,
         capture_output=True,
         text=True,

@@ -40,6 +40,14 @@ def share(text: str) -> float:
 non_negative_int = _whole_number_at_least(0, "must not be negative")
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number, 0 or above (seconds, say)."""
+    value = _number(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} must be a finite number, 0 or above")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number above 0 (seconds, say)."""
     value = _number(text)

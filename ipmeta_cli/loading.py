@@ -131,6 +131,11 @@ def summarize(outcome: Mapping[str, Any]) -> str:
             f"({report['items_per_second']:,.0f} items/s); retries {report['retries']}, "
             f"throttles {report['throttles']}"
         )
+        if "write_units" in report:
+            lines.append(
+                f"  write units {report['write_units']:,} (index keys included), "
+                f"{report.get('index_write_units', 0):,} of them GSI entries"
+            )
     lines.append(f"  report: {outcome['report_path']}")
     return "\n".join(lines)
 

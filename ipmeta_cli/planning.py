@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipmeta_cli.arguments import positive_int, share
+from ipmeta_cli.arguments import non_negative_float, positive_int, share
 from ipmeta_cli.loading import add_source_arguments, load_options
 from loader.planning.costs import (
     DEFAULT_EDGE_HIT_RATIO,
@@ -37,6 +37,7 @@ from loader.planning.costs import (
     IndexWrites,
     UrlLogging,
 )
+from loader.planning.regions import DEFAULT_ARRIVING_SECONDS
 from loader.planning.write_model import DEFAULT_ITEM_BYTES
 
 
@@ -76,24 +77,21 @@ def counted_bytes(load_id: str, chunks: int, staging: Any) -> CountedBytes:
 
     from ipmeta.schema import keys
     from ipmeta.store.dynamodb import deserialize_item
-    from loader.formats import stored_bytes
+    from loader.item_units import item_units
     from loader.pipeline.write import chunk_items
-    from loader.planning.write_model import write_units_per_item
 
     partitions: Counter[str] = Counter()
     index_keys: Counter[tuple[str, str]] = Counter()
     write_units = 0
+    indexes = {index.name: index for index in keys.INDEXES}
     for chunk in range(chunks):
         for wire in chunk_items(load_id, chunk, staging):
             item = deserialize_item(wire)
-            sizes = {name: len(name.encode()) + stored_bytes(value) for name, value in item.items()}
-            partitions[str(item[keys.PARTITION_KEY])] += sum(sizes.values())
-            write_units += write_units_per_item(sum(sizes.values()))
-            for index in keys.INDEXES:
-                if index.partition_key in item:
-                    projected = (keys.PARTITION_KEY, keys.SORT_KEY, index.partition_key, index.sort_key)
-                    entry = sum(sizes.get(name, 0) for name in (*projected, *index.projected))
-                    index_keys[(index.name, str(item[index.partition_key]))] += entry
+            units = item_units(item)
+            partitions[str(item[keys.PARTITION_KEY])] += units.item_bytes
+            write_units += units.table
+            for name, entry in units.entries:
+                index_keys[(name, str(item[indexes[name].partition_key]))] += entry
     return CountedBytes(list(partitions.values()), list(index_keys.values()), write_units)
 
 
@@ -245,7 +243,12 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
         load = report["load"]
         index = _index_of(load)
         found["load"] = replicated_load_costs(
-            load["items"], load["item_bytes"], regions, index, load["count_reads"]
+            load["items"],
+            load["item_bytes"],
+            regions,
+            index,
+            load["count_reads"],
+            arriving_seconds=args.arrival_seconds,
         )
     if "reload" in report:
         cycle = reload_cycle(
@@ -257,7 +260,9 @@ def region_report(report: Mapping[str, Any], args: argparse.Namespace) -> dict[s
             index=index,
             count=report["load"]["count_reads"],
         )
-        found["reload"] = replicated_reload_costs(cycle, regions, releases_per_month=args.releases_per_month)
+        found["reload"] = replicated_reload_costs(
+            cycle, regions, releases_per_month=args.releases_per_month, arriving_seconds=args.arrival_seconds
+        )
     if args.lookups_per_month:
         found["lookups"] = regional_lookup_costs(args.lookups_per_month, regions, lookup_batching(args))
     return found
@@ -435,7 +440,9 @@ def _region_lines(regions: Mapping[str, Any]) -> list[str]:
             f"  a load: ${load['write_usd_replacing_a_version']:,.2f} of writes and the old version's "
             f"deletes in every region, ${load['replication_transfer_usd']:,.2f} of transfer, "
             f"${load['count_reads_usd']:,.2f} of counts in home and the arrival checks "
-            f"({load['count_read_units_per_region']:,g} read units a region); storage "
+            f"({load['count_read_units_per_region']:,g} read units a count; "
+            f"{load['arrival_check_passes']} counts in each replica for items up to "
+            f"{load['arrival_seconds']:g} s late); storage "
             f"${load['storage_usd_per_month']:,.2f} and backups ${load['pitr_usd_per_month']:,.2f} a month"
         )
     if "reload" in regions:
@@ -741,6 +748,15 @@ def _add_lookup_arguments(plan: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --lookups-per-month: lookup containers publishing their metrics line every minute "
         f"of the month (default {DEFAULT_METRIC_CONTAINERS}); the metrics cost grows with these, not lookups",
+    )
+    plan.add_argument(
+        "--arrival-seconds",
+        type=non_negative_float,
+        default=DEFAULT_ARRIVING_SECONDS,
+        metavar="S",
+        help="with --regions: how long after a version's pointer its last items may still arrive in a "
+        "replica region; its arrival check counts again every 5 s for 40 s of each run a minute, "
+        f"each pass priced as a whole count (default {DEFAULT_ARRIVING_SECONDS:g})",
     )
     plan.add_argument(
         "--regions",

@@ -21,7 +21,8 @@ The parts, by role (``tests/unit/test_layout.py`` holds each to its imports):
 The modules at this level are the vocabulary the packages share: ``errors``
 (stable codes), ``settings`` (environment names and defaults), ``options``
 (``LoadOptions``), ``records`` (the load item, report and manifest),
-``reverse_index`` (the index's shard plan) and ``batching``. They import
+``reverse_index`` (the index's shard plan), ``item_units`` (what an item's write takes,
+its GSI entries included) and ``batching``. They import
 nothing from the packages but ``loader.formats``.
 
 Imports point one way: ``pipeline`` may use ``store``, ``export``, ``feeds``

@@ -97,6 +97,14 @@ class VerificationPending(LoadError):
     code = "LOAD_VERIFICATION_PENDING"
 
 
+class ExportTooLarge(LoadError):
+    """The Export task (a Lambda) would not write a version this large within its time
+    (``loader.pipeline.export_task.max_export_items``, measured by ``bench.mmdb_export``); it
+    refuses before any work, and ``ipmeta export`` writes it on a machine instead."""
+
+    code = "EXPORT_TOO_LARGE"
+
+
 class VersionNotRestorable(LoadError):
     """Rollback (or an activation) named a version that cleanup is deleting, or partly deleted."""
 

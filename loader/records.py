@@ -117,6 +117,10 @@ class LoadReport:
     resumed: bool | None = None
     chunks_already_written: int | None = None
     items_written: int | None = None
+    #: What the written items took in write units, index keys included, with their GSI entries';
+    #: ``index_write_units`` is the GSI entries' part (``loader.item_units``)
+    write_units: int | None = None
+    index_write_units: int | None = None
     retries: int | None = None
     throttles: int | None = None
     duration_seconds: float | None = None
@@ -172,6 +176,8 @@ class LoadItem:
     updated_at: int = 0
     done: frozenset[int] = frozenset()  #: chunks written, each exactly once
     items_written: int = 0
+    write_units: int = 0
+    index_write_units: int = 0
     retries: int = 0
     throttles: int = 0
     report: LoadReport = field(default_factory=LoadReport)
@@ -202,6 +208,8 @@ class LoadItem:
             updated_at=int(item.get("updated_at", 0)),
             done=frozenset(int(index) for index in item.get("done", ())),
             items_written=int(item.get("items_written", 0)),
+            write_units=int(item.get("write_units", 0)),
+            index_write_units=int(item.get("index_write_units", 0)),
             retries=int(item.get("retries", 0)),
             throttles=int(item.get("throttles", 0)),
             report=LoadReport.from_dict(item.get("report") or {}),

@@ -82,6 +82,12 @@ assert DEFAULT_CLEANUP_GRACE_SECONDS > DEFAULT_POINTER_CACHE_SECONDS
 #: A replica region's arrival check (``loader.pipeline.arrival``): between two counts of the
 #: partitions that did not match yet. Here, not there, so the CLI's start imports no botocore.
 DEFAULT_POLL_SECONDS: Final = 5.0
+#: How long a run of the arrival check recounts what is still short: less than the minute between
+#: scheduled runs (``ARRIVAL_PERIOD_SECONDS``, the stack's ``ARRIVAL_RATE``), so runs do not
+#: overlap; a version still arriving is the next run's to count. ``ipmeta plan`` prices the
+#: recounts by this schedule (``loader.planning.regions.arrival_count_passes``).
+ARRIVAL_WAIT_SECONDS: Final = 40.0
+ARRIVAL_PERIOD_SECONDS: Final = 60
 
 #: ``ipmeta enrich`` on AWS (``loader.pipeline.enrich_task``): a part a Lambda sorts and merges
 #: well within its 15 minutes, whose sorted addresses fit its memory beside the snapshot's ranges.

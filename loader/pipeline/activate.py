@@ -274,6 +274,8 @@ def _final_report(load: LoadItem, finished: LoadItem, at: float, staging: Stagin
         load_id=load.load_id,
         status=str(LoadStatus.ACTIVATED),
         items_written=finished.items_written,
+        write_units=finished.write_units,
+        index_write_units=finished.index_write_units,
         retries=finished.retries,
         throttles=finished.throttles,
         duration_seconds=round(duration, 3),

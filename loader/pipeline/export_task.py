@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from ipmeta.schema.keys import format_version
 from ipmeta.schema.records import VersionMeta
-from loader.errors import LoadNotFound
+from loader.errors import ExportTooLarge, LoadNotFound
 from loader.export.files import ExportStats, write_mmdb
 from loader.export.version_ranges import ranges_of_version
 from loader.pipeline.activate import activatable_load, verify
@@ -47,6 +47,18 @@ from loader.store.table import LoaderTable
 #: Exports live under ``exports/`` of the source bucket; the stack grants PutObject there only.
 EXPORT_PREFIX: Final = "exports"
 DATABASE_TYPE: Final = "ipmeta"
+#: CPU seconds an exported item takes: the writer's 30.83 µs a range (``bench.mmdb_export``, its
+#: slope from 1 M to 2 M ranges, ``bench/results/mmdb_export.json``), doubled for reading the
+#: version from the table and uploading the file, which were not measured at that size.
+EXPORT_CPU_SECONDS_PER_ITEM: Final = 2 * 30.83e-6
+#: Lambda's memory that buys one whole vCPU; less buys a share of one (the writer is one thread).
+FULL_VCPU_MB: Final = 1_769
+
+
+def max_export_items(memory_mb: int, seconds: float) -> int:
+    """The most items one Export invocation of ``memory_mb`` writes as a file in ``seconds``
+    (docs/decisions.md, "One Export task's limit"); a larger version is refused before any work."""
+    return int(seconds * min(1.0, memory_mb / FULL_VCPU_MB) / EXPORT_CPU_SECONDS_PER_ITEM)
 
 
 @dataclass(frozen=True)
@@ -80,14 +92,18 @@ def export_version(
     lease_seconds: float = DEFAULT_LOCK_LEASE_SECONDS,
     now: float | None = None,
     until: float | None = None,
+    max_items: int | None = None,
 ) -> Exported:
     """Verify the load's version, write it as a MaxMind DB under ``workdir`` (/tmp), upload it, delete it.
 
     ``until`` bounds the verification (``VerificationPending`` past it, its progress saved);
-    without it (locally) the check runs to the end.
+    without it (locally) the check runs to the end. ``max_items`` (the Lambda's
+    ``MAX_EXPORT_ITEMS``) refuses a larger version before any of it is counted or written.
     """
     table = table.for_load(load_id)
     load = activatable_load(load_id, table)
+    if max_items is not None:
+        _refuse_past(load_id, table, load.version, max_items)
     if load.status == LoadStatus.PREPARED:
         table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
         verify(load, table, until=until)
@@ -101,6 +117,20 @@ def export_version(
         s3.upload(out, bucket, key)
     left_out = int(stats.details.get("ipv6_ranges_in_ipv4_space", 0))
     return Exported(bucket, key, "mmdb", stats.file_bytes, stats.ranges, left_out, stats.seconds)
+
+
+def _refuse_past(load_id: str, table: LoaderTable, version: int, max_items: int) -> None:
+    """``ExportTooLarge`` when the version's items (a delta's with its base's: the file holds
+    both) are more than ``max_items``."""
+    meta = table.lookup.get_version_meta(version)
+    base = table.lookup.get_version_meta(meta.base) if meta is not None and meta.base else None
+    items = (meta.items if meta else 0) + (base.items if base else 0)
+    if items > max_items:
+        raise ExportTooLarge(
+            f"load {load_id}: {items:,} items are more than the {max_items:,} the Export task writes "
+            "within its time (docs/decisions.md, the MaxMind DB export); write this version's file "
+            "with ipmeta export on a machine"
+        )
 
 
 def write_version_mmdb(table: LoaderTable, meta: VersionMeta, out: Path) -> ExportStats:

@@ -79,6 +79,7 @@ from loader.pipeline.resolve import resolve_partition  # noqa: E402
 from loader.pipeline.scan import scan_source  # noqa: E402
 from loader.records import LoadStatus, dataset_of  # noqa: E402
 from loader.settings import (  # noqa: E402
+    ARRIVAL_WAIT_SECONDS,
     ENV_EXPORTS_ENABLED,
     ENV_FEEDS,
     ENV_SOURCE_BUCKET,
@@ -305,6 +306,10 @@ def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         os.environ[ENV_SOURCE_BUCKET],
         workdir=Path(tempfile.gettempdir()),
         until=time.time() + left * EXPORT_CHECK_SHARE,
+        # The file gets what the check may leave: the rest of the invocation.
+        max_items=export_task.max_export_items(
+            int(context.memory_limit_in_mb), left * (1 - EXPORT_CHECK_SHARE)
+        ),
     )
     logger.info("exported", extra={"load_id": event["load_id"], **exported.to_event()})
     return exported.to_event()
@@ -364,9 +369,6 @@ def cleanup(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return {"datasets": outcomes}
 
 
-#: How long a run of the arrival check recounts what is still short: less than the minute between
-#: scheduled runs, so runs do not overlap; a version still arriving is the next run's to count.
-ARRIVAL_WAIT_SECONDS = 40.0
 #: Kept back from the function's timeout: a run counts until then, and the next run counts the rest.
 ARRIVAL_TIMEOUT_MARGIN_SECONDS = 60.0
 

@@ -26,6 +26,7 @@ from loader import reverse_index
 from loader.batching import batched
 from loader.errors import LoadNotFound, LoadNotWritable
 from loader.formats import stored_data
+from loader.item_units import wire_item_units
 from loader.options import DEFAULT_WRITE_WORKERS
 from loader.pipeline import staged
 from loader.pipeline.descriptor import PerLoad
@@ -96,6 +97,11 @@ def write_chunk(
     table.lock.acquire(load_id, lease_seconds=lease_seconds, now=time.time() if now is None else now)
     items = chunk_items(load_id, index, staging)
     stats = WriteStats()
+    # A marked chunk had every item written once, so its items' units are what it wrote.
+    units = [wire_item_units(item) for item in items]
+    stats.add(
+        write_units=sum(unit.total for unit in units), index_write_units=sum(unit.gsi for unit in units)
+    )
     with ThreadPoolExecutor(max_workers=workers) as pool:
         batches = batched(items, BATCH_WRITE_LIMIT)
         for _ in pool.map(lambda batch: table.writer.put_serialized(batch, stats), batches):

@@ -35,20 +35,35 @@ THROTTLING_CODES: Final = frozenset(
 
 @dataclass
 class WriteStats:
-    """What the writes cost: retried requests and throttled calls (thread-safe)."""
+    """What the writes cost: retried requests and throttled calls, and the write units of the
+    items written (index keys included) and of their GSI entries, which the writer that built
+    the items counts (``loader.item_units``) (thread-safe)."""
 
     requests: int = 0
     retries: int = 0
     throttles: int = 0
     items: int = 0
+    write_units: int = 0  #: the items' and their GSI entries' together
+    index_write_units: int = 0  #: the GSI entries' part of ``write_units``
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, requests: int = 0, retries: int = 0, throttles: int = 0, items: int = 0) -> None:
+    def add(
+        self,
+        *,
+        requests: int = 0,
+        retries: int = 0,
+        throttles: int = 0,
+        items: int = 0,
+        write_units: int = 0,
+        index_write_units: int = 0,
+    ) -> None:
         with self._lock:
             self.requests += requests
             self.retries += retries
             self.throttles += throttles
             self.items += items
+            self.write_units += write_units
+            self.index_write_units += index_write_units
 
     def as_dict(self) -> dict[str, int]:
         with self._lock:
@@ -57,10 +72,12 @@ class WriteStats:
                 "retries": self.retries,
                 "throttles": self.throttles,
                 "items": self.items,
+                "write_units": self.write_units,
+                "index_write_units": self.index_write_units,
             }
 
     def merge(self, other: WriteStats) -> None:
-        self.add(requests=other.requests, retries=other.retries, throttles=other.throttles, items=other.items)
+        self.add(**other.as_dict())
 
 
 def backoff_delay(attempt: int, *, base: float = 0.05, cap: float = 5.0) -> float:

@@ -77,8 +77,8 @@ class Loads(DatasetItems):
                 TableName=self.table_name,
                 Key=item_key(self.space.meta(LOADS), version),
                 UpdateExpression=(
-                    "ADD #done :chunk, #items :items, #retries :retries, #throttles :throttles "
-                    "SET #updated = :now"
+                    "ADD #done :chunk, #items :items, #retries :retries, #throttles :throttles, "
+                    "#units :units, #index_units :index_units SET #updated = :now"
                 ),
                 ConditionExpression="attribute_exists(#pk) AND NOT contains(#done, :index)",
                 ExpressionAttributeNames={
@@ -87,6 +87,8 @@ class Loads(DatasetItems):
                     "#items": "items_written",
                     "#retries": "retries",
                     "#throttles": "throttles",
+                    "#units": "write_units",
+                    "#index_units": "index_write_units",
                     "#updated": "updated_at",
                 },
                 ExpressionAttributeValues={
@@ -95,6 +97,8 @@ class Loads(DatasetItems):
                     ":items": {"N": str(stats.get("items", 0))},
                     ":retries": {"N": str(stats.get("retries", 0))},
                     ":throttles": {"N": str(stats.get("throttles", 0))},
+                    ":units": {"N": str(stats.get("write_units", 0))},
+                    ":index_units": {"N": str(stats.get("index_write_units", 0))},
                     ":now": {"N": str(int(now))},
                 },
             )

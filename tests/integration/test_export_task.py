@@ -275,3 +275,32 @@ def test_a_named_datasets_export_is_its_own_file_of_its_own_items(
         item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/")["Contents"]
     }
     assert keys_now == {exported["key"], f"{EXPORT_PREFIX}/{default['load_id']}.mmdb"}
+
+
+def test_the_export_task_refuses_a_version_past_its_measured_limit_before_any_work(
+    s3: Any, table_environment: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader.errors import ExportTooLarge
+    from loader.pipeline import export_task
+
+    # Given a written version of more items than the Export task's limit (lowered to fit the fixture)
+    started = prepare(s3)
+    table = LoaderTable.from_settings(table_environment)
+    load = table.for_load(started["load_id"]).loads.get(version_of(started["load_id"]))
+    assert load is not None
+    assert load.items > 3
+    # (the measured CPU per item made slow enough that 3 items fill the file's half of 15 minutes
+    # at the function's 1,024 MB, 0.58 of a vCPU)
+    share = 1024 / export_task.FULL_VCPU_MB
+    monkeypatch.setattr(export_task, "EXPORT_CPU_SECONDS_PER_ITEM", 450 * share / 3.5)
+    assert export_task.max_export_items(1024, 450) == 3
+    # When the state machine's Export runs, it refuses with a stable code, naming both figures
+    with pytest.raises(ExportTooLarge) as refused:
+        handlers.export({"load_id": started["load_id"]}, loader_context())
+    assert refused.value.code == "EXPORT_TOO_LARGE"
+    assert f"{load.items:,} items are more than the 3 " in refused.value.message
+    # And it wrote nothing: the refusal comes before the check and the file
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{EXPORT_PREFIX}/").get("KeyCount") == 0
+    # While an export run without the Lambda's limit (locally) writes the file
+    exported = export_version(started["load_id"], table, BUCKET)
+    assert exported.ranges > 3

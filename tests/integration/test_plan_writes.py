@@ -266,3 +266,33 @@ def test_the_census_counts_the_index_entries_the_load_writes_when_ranges_cross_p
         carried = sum(1 for item in written if index.partition_key in item)
         assert manifest.indexes[index.name].entries == carried
     assert manifest.indexes[keys.RANGES_BY_VALUE.name].entries == 8 * 8
+
+
+def test_the_load_report_shows_the_write_units_the_load_sent(
+    counted_store: tuple[LoaderTable, RequestCounter], tmp_path: Path
+) -> None:
+    store, counter = counted_store
+    # Given an indexed, flagged load, its requests counted at botocore
+    path = indexed_csv(tmp_path / "indexed.csv")
+    counter.reset()
+    result = driver.run_load(
+        [path], LoadOptions(index_field="asn", flag_column="rule"), store, LocalStaging(tmp_path / "staging")
+    )
+    items, item_units, index_units = counted_write_units(counter)
+    # Then its report shows what it wrote: its items' write units, index keys included, and
+    # its GSI entries', the same as the requests DynamoDB billed
+    report = result.report.to_dict()
+    assert report["items_written"] == items
+    assert index_units > 0
+    assert report["index_write_units"] == index_units
+    assert report["write_units"] == item_units + index_units
+    # And the record of the load in the table says the same
+    record = store.loads.get(result.version)
+    assert record is not None
+    assert record.report.write_units == item_units + index_units
+    # And the summary a person reads prints them
+    from ipmeta_cli.loading import summarize
+
+    outcome = {"report": report, "version": result.load_id, "status": "activated", "report_path": "-"}
+    printed = f"write units {item_units + index_units:,} (index keys included), {index_units:,} of them GSI"
+    assert printed in summarize(outcome)

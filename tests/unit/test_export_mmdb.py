@@ -223,3 +223,16 @@ def test_memory_does_not_grow_with_the_ranges(tmp_path: Path) -> None:
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] < peaks[0] * 1.5, peaks
+
+
+def test_one_export_invocations_limit_follows_its_cpu_share_and_time() -> None:
+    from loader.pipeline.export_task import EXPORT_CPU_SECONDS_PER_ITEM, max_export_items
+
+    # The default loader function (1,024 MB: 0.58 of a vCPU) with the file's half of 15 minutes
+    default = max_export_items(1024, 450)
+    assert default == int(450 * 1024 / 1769 / EXPORT_CPU_SECONDS_PER_ITEM)
+    assert 4_000_000 < default < 4_500_000  # GeoLite2-City's 3.6 M items fit, DB-IP City's 14.8 M not
+    # A whole vCPU (1,769 MB and more) writes 7.3 M; more memory buys no more of one thread
+    assert max_export_items(1769, 450) == max_export_items(10_240, 450) > 7_000_000
+    # And less time, fewer items
+    assert max_export_items(1024, 225) < default

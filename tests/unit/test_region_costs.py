@@ -9,6 +9,7 @@ import pytest
 
 from ipmeta_cli.main import main
 from loader.planning.costs import (
+    TWICE_A_WEEK_PER_MONTH,
     count_read_costs,
     load_costs,
     lookup_costs,
@@ -36,15 +37,17 @@ def test_a_full_reload_in_three_regions_is_each_regions_write_bill() -> None:
     # Then the writes and the old version's deletes are billed in every region: about $13
     assert three["write_usd_replacing_a_version"] == pytest.approx(3 * one["write_usd_replacing_a_version"])
     assert three["write_usd_replacing_a_version"] == pytest.approx(13.47, abs=0.01)
-    # And home's activation and each replica's arrival check count every item once, consistently:
-    # a read unit per 4 KB of the version, about 0.5 M read units
+    # And home's activation counts every item once, consistently: a read unit per 4 KB of the
+    # version, about 0.5 M read units; each replica's arrival check as many at each of its 7
+    # passes while the items arrive (by default up to 30 s after the pointer)
     count = count_read_costs(None, items=CITY_ITEMS, item_bytes=CITY_ITEM_BYTES)
-    assert three["arrival_check_read_units_per_region"] == three["count_read_units_per_region"]
+    assert three["arrival_check_passes"] == 7
+    assert three["arrival_check_read_units_per_region"] == 7 * three["count_read_units_per_region"]
     assert three["count_read_units_per_region"] == count["read_units"]
     assert count["read_units"] == -(-CITY_ITEMS * CITY_ITEM_BYTES // 4096)
     assert 510_000 < count["read_units"] < 515_000
-    assert three["arrival_check_usd"] == pytest.approx(2 * 0.064, abs=0.001)
-    assert three["count_reads_usd"] == pytest.approx(3 * 0.064, abs=0.001)
+    assert three["arrival_check_usd"] == pytest.approx(2 * 7 * 0.064, abs=0.01)
+    assert three["count_reads_usd"] == pytest.approx((1 + 2 * 7) * 0.064, abs=0.01)
     # And storage is paid in every region
     assert three["storage_usd_per_month"] == pytest.approx(3 * one["storage_usd_per_month"], abs=1e-3)
 
@@ -56,11 +59,13 @@ def test_following_every_release_in_three_regions_triples_the_writes_not_the_dif
     # One region is the model of one region, its count of each new version included
     assert one["usd_per_month"] == home["delta_usd_per_month"]
     assert one["breakdown"]["replication_transfer"] == 0
-    assert three["breakdown"]["counts"] == pytest.approx(3 * one["breakdown"]["counts"], abs=0.02)
+    # Three: home's count once, and each replica's at each of its check's 7 passes
+    per_month = CITY_CYCLE.lines()["counts"] * TWICE_A_WEEK_PER_MONTH / CITY_CYCLE.versions
+    assert three["breakdown"]["counts"] == round((1 + 2 * 7) * per_month, 2)
     # Three: the writes three times, the diff's reads of the base once (in home)
     assert three["breakdown"]["writes"] == pytest.approx(3 * one["breakdown"]["writes"], abs=0.02)
     assert three["breakdown"]["diff_reads"] == one["breakdown"]["diff_reads"]
-    assert three["usd_per_month"] == pytest.approx(19.23, abs=0.01)
+    assert three["usd_per_month"] == pytest.approx(20.29, abs=0.01)
 
 
 def test_lookups_spread_over_regions_cost_what_they_cost_in_one_but_for_the_tiers() -> None:
@@ -173,3 +178,44 @@ def test_the_plans_month_of_reloads_prices_the_count_the_dry_run_measured() -> N
         modelled["breakdown"]["counts"] + extra / 9, abs=0.01
     )
     assert month["full_usd_per_month"] == pytest.approx(modelled["full_usd_per_month"] + extra, abs=0.01)
+
+
+def test_the_arrival_checks_count_passes_follow_its_schedule() -> None:
+    from loader.planning.regions import arrival_count_passes
+    from loader.settings import ARRIVAL_PERIOD_SECONDS, ARRIVAL_WAIT_SECONDS, DEFAULT_POLL_SECONDS
+    from stacks.regions.arrival_check import ARRIVAL_RATE
+
+    # The schedule the plan prices is the one deployed: a run a minute, recounting every 5 s for 40 s
+    assert ARRIVAL_RATE.to_seconds() == ARRIVAL_PERIOD_SECONDS == 60
+    assert (ARRIVAL_WAIT_SECONDS, DEFAULT_POLL_SECONDS) == (40.0, 5.0)
+    # A version whole when its pointer arrives is counted once
+    assert arrival_count_passes(0) == 1
+    # Items still arriving 30 s later: counts at 0, 5, ..., 25 find them short, the one at 30 whole
+    assert arrival_count_passes(30) == 7
+    assert arrival_count_passes(2) == 2
+    # Past the run's 40 s of recounts, the next run (a minute after) goes on: 9 passes, then 60, 65
+    assert arrival_count_passes(40) == 9
+    assert arrival_count_passes(41) == 10
+    assert arrival_count_passes(62) == 11
+
+
+def test_the_plan_prices_every_recount_of_a_version_still_arriving() -> None:
+    # Given GeoLite2-City in three regions, its items arriving in each replica up to 30 s late
+    count = count_read_costs(None, items=CITY_ITEMS, item_bytes=CITY_ITEM_BYTES)
+    three = replicated_load_costs(CITY_ITEMS, CITY_ITEM_BYTES, 3, arriving_seconds=30)
+    # Then each replica's check is priced at its 7 passes, each at most a whole count (items
+    # arrive in no order, so any partition may be short until the last one arrives)
+    assert three["arrival_check_passes"] == 7
+    assert three["arrival_check_read_units_per_region"] == 7 * count["read_units"]
+    assert three["arrival_check_usd"] == pytest.approx(2 * 7 * count["read_usd"], abs=1e-3)
+    # And home's count once, with both replicas' checks
+    assert three["count_reads_usd"] == pytest.approx((1 + 2 * 7) * count["read_usd"], abs=1e-3)
+    # And a version already whole is one count a region, as before
+    whole = replicated_load_costs(CITY_ITEMS, CITY_ITEM_BYTES, 3, arriving_seconds=0)
+    assert whole["arrival_check_read_units_per_region"] == count["read_units"]
+    # And a reload cycle's counts the same way: home once, each replica at its passes
+    per_month = CITY_CYCLE.lines()["counts"] * TWICE_A_WEEK_PER_MONTH / CITY_CYCLE.versions
+    cycle = replicated_reload_costs(CITY_CYCLE, 3, arriving_seconds=30)
+    once = replicated_reload_costs(CITY_CYCLE, 3, arriving_seconds=0)
+    assert cycle["breakdown"]["counts"] == round((1 + 2 * 7) * per_month, 2)
+    assert once["breakdown"]["counts"] == round(3 * per_month, 2)
