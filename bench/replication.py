@@ -110,6 +110,7 @@ from testing.replicas import (
     asn_subset,
     changed_edges,
     changed_release,
+    kill_after_the_switch,
     plain_lookup,
     probe_addresses,
     wait_until_following,
@@ -585,11 +586,11 @@ def activation_killed(scenario: Scenario) -> None:
 
     def killed_activation() -> dict[str, Any]:
         table = scenario._home_table()
-        KillSwitch(table.client, after_writing=keys.key_space(DATASET).pointer)
-        try:
-            return scenario.load(scenario.releases["b"], table, full=True, lease=1.0)
-        except Killed as kill:
-            return {"killed": str(kill)}
+        return {
+            "killed": kill_after_the_switch(
+                table, lambda: scenario.load(scenario.releases["b"], table, full=True, lease=1.0)
+            )
+        }
 
     scenario.phase("activation killed", killed_activation)
 

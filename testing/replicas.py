@@ -21,7 +21,8 @@ beside the replicator (``testing.replication``):
   pointer (home's, in home) still names the deleted item's version;
 - ``KillSwitch``: a client's process "killed" at its n-th DynamoDB call, or at its
   first call after one that wrote a given key (activation killed after the pointer
-  switch), as SIGKILL would leave it: nothing after that call happens.
+  switch), as SIGKILL would leave it: nothing after that call happens;
+  ``kill_after_the_switch`` runs a load so killed.
 """
 
 from __future__ import annotations
@@ -443,3 +444,16 @@ class KillSwitch:
             and written == self.after_writing
         ):
             self.armed = True
+
+
+def kill_after_the_switch(table: LoaderTable, load: Callable[[], object]) -> str:
+    """Run ``load``, a load of ``table``'s dataset through ``table.client``, killed at its first DynamoDB
+    call after it switched the pointer. SIGKILL would leave the same: the pointer names the new version,
+    whose load record stays ``prepared`` and whose lock stays held until its lease runs out. Returns
+    how it was killed; fails if the load never switched the pointer."""
+    KillSwitch(table.client, after_writing=keys.key_space(table.dataset).pointer)
+    try:
+        load()
+    except Killed as kill:
+        return str(kill)
+    raise AssertionError(f"the load of {table.dataset} ended without switching its pointer")

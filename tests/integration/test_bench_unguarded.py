@@ -17,18 +17,15 @@ from bench import unguarded
 from ipmeta.schema.records import VersionStatus
 from loader.errors import VersionNotRestorable
 from loader.options import LoadOptions
-from loader.pipeline import activate, driver, retention
+from loader.pipeline import driver, retention
 from loader.records import load_id_of
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
+from testing.replicas import Killed, kill_after_the_switch
 
 pytestmark = pytest.mark.integration
 
 FULL = LoadOptions(chunk_size=2, delta="never")
-
-
-class Killed(BaseException):
-    """A SIGKILL, as far as the code under test can tell: nothing after it runs."""
 
 
 def load(store: LoaderTable, tmp_path: Path, label: str) -> int:
@@ -81,19 +78,12 @@ def test_without_the_deleting_mark_a_rollback_takes_a_half_deleted_version(
 
 @pytest.mark.parametrize("guarded", [True, False])
 def test_without_the_ever_activated_rule_a_served_version_is_an_abandoned_load(
-    store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guarded: bool
+    store: LoaderTable, tmp_path: Path, guarded: bool
 ) -> None:
     load(store, tmp_path, "a")
-
-    def killed(*args: object, **kwargs: object) -> None:
-        raise Killed
-
     # Given v2's activation killed right after the switch, and v3 loaded after it
-    monkeypatch.setattr(activate, "_final_report", killed)
-    with pytest.raises(Killed):
-        load(store, tmp_path, "b")
-    monkeypatch.undo()
-    store.lock.release(load_id_of(2, store.dataset))
+    kill_after_the_switch(store, lambda: load(store, tmp_path, "b"))
+    store.lock.release(load_id_of(2, store.dataset))  # its lease ran out
     load(store, tmp_path, "c")
 
     def clean_up() -> dict[str, Any]:

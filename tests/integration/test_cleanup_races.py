@@ -21,11 +21,12 @@ from ipmeta.schema.records import VersionStatus
 from ipmeta.store.dynamodb import Store
 from loader.errors import VersionNotRestorable
 from loader.options import LoadOptions
-from loader.pipeline import activate, driver, retention
+from loader.pipeline import driver, retention
 from loader.records import load_id_of
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from testing.in_process_api import get
+from testing.replicas import Killed, kill_after_the_switch
 from tests.one_version import lookup_version
 
 pytestmark = pytest.mark.integration
@@ -117,10 +118,6 @@ def test_a_rollback_that_claims_first_keeps_its_version_from_cleanup(
     assert wrong_answers(store, 1, "a") == 0
 
 
-class Killed(BaseException):
-    """A SIGKILL, as far as the code under test can tell: nothing after it runs."""
-
-
 def test_a_killed_cleanup_leaves_a_version_rollback_refuses_and_the_next_cleanup_finishes(
     store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,18 +156,11 @@ def test_a_killed_cleanup_leaves_a_version_rollback_refuses_and_the_next_cleanup
 
 
 def test_a_version_whose_activation_died_after_the_switch_is_never_an_abandoned_load(
-    store: LoaderTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: LoaderTable, tmp_path: Path
 ) -> None:
     load(store, tmp_path, "a")
-
-    def killed(*args: object, **kwargs: object) -> None:
-        raise Killed
-
     # Given v2's activation killed right after it switched the pointer: its load record stays prepared
-    monkeypatch.setattr(activate, "_final_report", killed)
-    with pytest.raises(Killed):
-        load(store, tmp_path, "b")
-    monkeypatch.undo()
+    kill_after_the_switch(store, lambda: load(store, tmp_path, "b"))
     assert store.lookup.read_active_version(consistent=True) == 2
     store.lock.release(load_id_of(2, store.dataset))  # its lease ran out
     # When v3 replaces it, and a cleanup runs long after, keeping two retired versions
