@@ -103,7 +103,7 @@ def annotate(snapshot: Snapshot, parsed: ParsedAddresses) -> dict[str, pa.Array]
     chunk = sort_chunk(parsed)
     size = len(parsed.family)
     founds = [find(dataset, chunk, size) for dataset in snapshot.datasets]
-    columns = _data_columns(snapshot.datasets, founds)
+    columns = _data_columns(snapshot.datasets, founds, _address_order(chunk, size))
     any_match = np.zeros(size, dtype=bool)
     for found in founds:
         any_match |= found.matched
@@ -129,13 +129,36 @@ def output_fields(datasets: Sequence[DatasetSnapshot]) -> tuple[list[str], list[
     return merged, prefixed
 
 
-def _data_columns(datasets: Sequence[DatasetSnapshot], founds: Sequence[Found]) -> dict[str, pa.Array]:
+def _address_order(chunk: dict[int, SortedFamily], size: int) -> tuple[npt.NDArray[np.intp], pa.Array]:
+    """The chunk's rows in address order (IPv4's, IPv6's, then the invalid ones), and each row's
+    place in that order."""
+    ordered = [part.where[part.order] for part in chunk.values()]
+    invalid = np.ones(size, dtype=bool)
+    for rows in ordered:
+        invalid[rows] = False
+    order = np.concatenate([*ordered, np.flatnonzero(invalid)])
+    place = np.empty(size, dtype=np.int64)
+    place[order] = np.arange(size)
+    return order, pa.array(place)
+
+
+def _data_columns(
+    datasets: Sequence[DatasetSnapshot],
+    founds: Sequence[Found],
+    address_order: tuple[npt.NDArray[np.intp], pa.Array],
+) -> dict[str, pa.Array]:
+    """Each field's values for the chunk's rows: taken from the snapshot in address order (the
+    snapshot's rows are in that order too, so the reads sweep it once instead of jumping about
+    it: half the time on the city synthetic's 5 M ranges), then put back in the chunk's order
+    by a second take within the chunk."""
     merged_names, prefixed = output_fields(datasets)
+    order, place = address_order
     values: dict[tuple[str, str], pa.Array] = {}
     for dataset, found in zip(datasets, founds, strict=True):
-        indices = pa.array(found.rows, mask=~found.matched)
+        indices = pa.array(found.rows[order], mask=~found.matched[order])
         for name in dataset.fields:
-            values[dataset.dataset, name] = dataset.data.column(name).take(indices).combine_chunks()
+            taken = dataset.data.column(name).take(indices).combine_chunks()
+            values[dataset.dataset, name] = taken.take(place)
     columns: dict[str, pa.Array] = {}
     for name in merged_names:
         columns[name] = _merged(name, datasets, founds, values)
