@@ -15,15 +15,17 @@ parser over a fixed-width byte matrix was measured too: slower than these
 kernels on both families, so it is not here.)
 
 **Writing** (``v4_texts``, ``v6_texts``) gives ``format_address``'s text:
-dotted quads by Arrow kernels, and RFC 5952 for IPv6 (lowercase, no leading
-zeros, the first longest run of two or more zero groups as ``::``), built as a
-character matrix by numpy and packed into an Arrow string array. IPv6 values in ``::/80``
+dotted quads and RFC 5952 for IPv6 (lowercase, no leading zeros, the first
+longest run of two or more zero groups as ``::``), both joined by an Arrow
+kernel from texts taken from tables (an IPv4 address's two halves, an IPv6
+address's eight groups: 65,536 texts each). IPv6 values in ``::/80``
 (where Python writes some with a dotted tail) are written by
 ``format_address`` itself.
 """
 
 from __future__ import annotations
 
+import functools
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -47,8 +49,6 @@ DOTTED_QUAD: Final = rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}$"
 HEX_COLONS: Final = r"^[0-9A-Fa-f:]{2,39}$"
 #: ``::ffff:0:0/96``'s first twelve bytes: an IPv4-mapped address.
 _MAPPED: Final = np.frombuffer(bytes(10) + b"\xff\xff", dtype=np.uint8)
-_DOT, _COLON = ord("."), ord(":")
-_HEX_DIGITS: Final = np.frombuffer(b"0123456789abcdef", np.uint8)
 
 
 @dataclass
@@ -145,37 +145,41 @@ def _as_text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def v4_texts(values: npt.NDArray[np.int64]) -> pa.Array:
-    """Dotted quads, as ``format_address`` writes them, by Arrow kernels."""
-    octets = [pc.cast(pa.array((values >> shift) & 255), pa.string()) for shift in (24, 16, 8, 0)]
-    return pc.binary_join_element_wise(*octets, ".")
+    """Dotted quads, as ``format_address`` writes them: each half's text taken from a table of
+    the 65,536 ``a.b`` texts, and the halves joined."""
+    halves = _V4_HALVES()
+    return pc.binary_join_element_wise(
+        halves.take(pa.array(values >> 16)), halves.take(pa.array(values & 0xFFFF)), "."
+    )
 
 
 def v6_texts(values: npt.NDArray[Any]) -> pa.Array:
-    """RFC 5952 text of 16-byte values, as ``format_address`` writes it."""
+    """RFC 5952 text of 16-byte values, as ``format_address`` writes it.
+
+    Each group's text (lowercase hex, no leading zeros) is taken from a table of the 65,536, and
+    the eight are joined with ``:``; the first longest run of two or more zero groups is left
+    out (nulls, which the join skips), its first group standing for ``::`` (an empty text between
+    two separators; ``:`` or ``::`` where the run starts or ends the address).
+    """
     count = len(values)
-    hextets = np.ascontiguousarray(values, dtype=V6_DTYPE).view(">u2").reshape(count, 8).astype(np.int32)
+    hextets = np.ascontiguousarray(values, dtype=V6_DTYPE).view(">u2").reshape(count, 8)
     zero = hextets == 0
-    run = np.zeros((count, 9), dtype=np.int32)  # the zero groups from each group on
+    run = np.zeros((count, 9), dtype=np.int8)  # the zero groups from each group on
     for at in range(7, -1, -1):
         run[:, at] = np.where(zero[:, at], run[:, at + 1] + 1, 0)
     longest = run[:, :8].max(axis=1)
     squeezed = longest >= 2
     gap = np.where(squeezed, np.argmax(run[:, :8], axis=1), 8)  # the first longest run
     gap_end = np.where(squeezed, gap + longest, 8)
-    group = np.arange(8)
-    in_gap = (group >= gap[:, None]) & (group < gap_end[:, None])
-    sizes = 1 + (hextets >= 0x10) + (hextets >= 0x100) + (hextets >= 0x1000)
-    # Each group: a ':' slot, then four digit slots; one more ':' slot at the end.
-    keep = np.zeros((count, 8, 5), dtype=bool)
-    keep[:, :, 1:] = ~in_gap[:, :, None] & (np.arange(4) >= 4 - sizes[:, :, None])
-    keep[:, 1:, 0] = ~in_gap[:, 1:] | (group[1:] == gap[:, None])
-    keep[:, 0, 0] = gap == 0
-    chars = np.full((count, 8, 5), _COLON, dtype=np.uint8)
-    chars[:, :, 1:] = _HEX_DIGITS[(hextets[:, :, None] >> np.array([12, 8, 4, 0])) & 15]
-    trailing = (gap_end == 8) & squeezed
-    chars_all = np.concatenate([chars.reshape(count, -1), np.full((count, 1), _COLON, np.uint8)], axis=1)
-    keep_all = np.concatenate([keep.reshape(count, -1), trailing[:, None]], axis=1)
-    texts = _packed(chars_all, keep_all)
+    marker = _GAP_TEXT + (gap == 0).astype(np.int32) + (gap_end == 8)
+    table = _V6_GROUPS()
+    groups = []
+    for at in range(8):
+        index = hextets[:, at].astype(np.int32)
+        starts_gap = gap == at
+        index[starts_gap] = marker[starts_gap]
+        groups.append(table.take(pa.array(index, mask=(gap < at) & (at < gap_end))))
+    texts = pc.binary_join_element_wise(*groups, ":", null_handling="skip")
     low = (hextets[:, :5] == 0).all(axis=1)  # ::/80, where Python may write a dotted tail
     if not low.any():
         return texts
@@ -189,9 +193,16 @@ def v6_texts(values: npt.NDArray[Any]) -> pa.Array:
     return pa.array(listed, type=pa.string())
 
 
-def _packed(chars: npt.NDArray[Any], keep: npt.NDArray[np.bool_]) -> pa.Array:
-    """One string per row: the row's kept characters, in order."""
-    offsets = np.zeros(len(chars) + 1, dtype=np.int32)
-    np.cumsum(keep.sum(axis=1), out=offsets[1:])
-    data = chars[keep].astype(np.uint8)
-    return pa.StringArray.from_buffers(len(chars), pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
+#: In ``_V6_GROUPS``, past the 65,536 groups: the texts of a zero run's first group, inside the
+#: address, at one end, at both.
+_GAP_TEXT: Final = 1 << 16
+
+
+@functools.cache
+def _V4_HALVES() -> pa.Array:  # noqa: N802 - a table, built once
+    return pa.array([f"{high}.{low}" for high in range(256) for low in range(256)], pa.string())
+
+
+@functools.cache
+def _V6_GROUPS() -> pa.Array:  # noqa: N802 - a table, built once
+    return pa.array([f"{group:x}" for group in range(1 << 16)] + ["", ":", "::"], pa.string())

@@ -18,7 +18,6 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -93,7 +92,7 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
     kinds = [parquet.schema_arrow.field(f.name).type for f in fields]
     kept = _Kept({f.name: [] for f in fields})
     for group in range(parquet.num_row_groups):
-        kept.add(parquet.read_row_group(group))
+        kept.add(parquet.read_row_group(group, columns=_columns_of(parquet, group, fields)))
     starts4, ends4 = _joined(kept.v4, np.int64)
     starts6, ends6 = _joined(kept.v6, V6_DTYPE)
     v4 = FamilyRanges(starts4, ends4)
@@ -142,21 +141,40 @@ class _Kept:
         if len(family) and (family[0] < self._family or (np.diff(family) < 0).any()):
             raise ValueError("the snapshot's ranges are not in (family, start) order")
         self._family = int(family[-1]) if len(family) else self._family
-        is4 = pa.array(family == 4)
-        v4 = group.filter(is4)
-        self.v4.append(
-            (
-                v4.column("ip_start").to_numpy().astype(np.int64),
-                v4.column("ip_end").to_numpy().astype(np.int64),
+        is4 = family == 4
+        if is4.any():
+            v4 = group.select(["ip_start", "ip_end"]).filter(pa.array(is4))
+            self.v4.append(
+                (
+                    v4.column("ip_start").to_numpy().astype(np.int64),
+                    v4.column("ip_end").to_numpy().astype(np.int64),
+                )
             )
-        )
-        v6 = group.filter(pc.invert(is4))
-        self.v6.append((_hex_to_s16(v6.column("ip_start_hex")), _hex_to_s16(v6.column("ip_end_hex"))))
+        if not is4.all():
+            v6 = group.select(["ip_start_hex", "ip_end_hex"]).filter(pa.array(~is4))
+            self.v6.append((_hex_to_s16(v6.column("ip_start_hex")), _hex_to_s16(v6.column("ip_end_hex"))))
         for name, chunks in self.data.items():
             chunks.extend(group.column(name).chunks)
             if len(chunks) >= _COMBINE_EVERY:
                 # Each group brings its own dictionary: fold them into one as they come.
                 chunks[:] = [_combined(chunks, group.schema.field(name).type)]
+
+
+def _columns_of(parquet: pq.ParquetFile, group: int, fields: list[pa.Field]) -> list[str]:
+    """The columns a row group is read for: its families' bounds (by the group's ``ip_family``
+    statistics; both where it has none), never ``network_bucket`` (the warehouse's join key).
+    An IPv4 range's hex bounds are half the bytes of an IPv4 group and unused."""
+    low, high = 4, 6
+    meta = parquet.metadata.row_group(group)
+    for column in range(meta.num_columns):
+        chunk = meta.column(column)
+        stats = chunk.statistics
+        if chunk.path_in_schema == "ip_family" and stats is not None and stats.has_min_max:
+            low, high = int(stats.min), int(stats.max)
+    bounds = ["range_id", "ip_family"]
+    bounds += ["ip_start", "ip_end"] if low <= 4 else []
+    bounds += ["ip_start_hex", "ip_end_hex"] if high >= 6 else []
+    return [*bounds, *(f.name for f in fields)]
 
 
 def _joined(parts: list[_Bounds], dtype: Any) -> _Bounds:

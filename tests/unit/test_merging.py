@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta.lookup import merging
-from loader.enrich.merge import BOUNDS, COLUMNS, Bounds
+from loader.enrich.merge import BOUNDS, COLUMNS
 
 #: One dataset's answer for one address: None (a gap), or (has the field, value, start, end).
 answers = st.one_of(
@@ -63,14 +63,11 @@ def test_one_address_and_a_column_merge_alike(rows: list[list[Any]]) -> None:
         hit = np.array([holds(row, at) for row in rows])
         starts = np.array([row[at][2] if holds(row, at) else 0 for row in rows], dtype=np.int64)
         ends = np.array([row[at][3] if holds(row, at) else 0 for row in rows], dtype=np.int64)
-        owner = np.full(len(rows), at, dtype=np.int64)
-        bounds.append((hit, Bounds(starts, owner, owner), Bounds(ends, owner, owner)))
-    edges = [
-        Bounds(np.full(len(rows), edge, np.int64), *np.zeros((2, len(rows)), np.int64)) for edge in (-1, 100)
-    ]
+        bounds.append((hit, starts, ends))
+    edges = [np.full(len(rows), edge, np.int64) for edge in (-1, 100)]
     start, end = merging.span(bounds, BOUNDS, (edges[0], edges[1]))
     # And the range is the intersection of the answering datasets' ranges, alike both ways
-    assert spans == list(zip(start.value.tolist(), end.value.tolist(), strict=True))
+    assert spans == list(zip(start.tolist(), end.tolist(), strict=True))
     for row, (low, high) in zip(rows, spans, strict=True):
         held = [answer for answer in row if answer is not None]
         if held:
