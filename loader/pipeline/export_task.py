@@ -51,6 +51,8 @@ DATABASE_TYPE: Final = "ipmeta"
 #: slope from 1 M to 2 M ranges, ``bench/results/mmdb_export.json``), doubled for reading the
 #: version from the table and uploading the file, which were not measured at that size.
 EXPORT_CPU_SECONDS_PER_ITEM: Final = 2 * 30.83e-6
+#: The Export function's timeout (``stacks/load/loader_functions.py``: 15 minutes, Lambda's most).
+EXPORT_INVOCATION_SECONDS: Final = 900.0
 #: Lambda's memory that buys one whole vCPU; less buys a share of one (the writer is one thread).
 FULL_VCPU_MB: Final = 1_769
 

@@ -306,9 +306,10 @@ def export(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         os.environ[ENV_SOURCE_BUCKET],
         workdir=Path(tempfile.gettempdir()),
         until=time.time() + left * EXPORT_CHECK_SHARE,
-        # The file gets what the check may leave: the rest of the invocation.
+        # The limit is what a whole invocation leaves the file, not this one's remaining time: a
+        # retry after VerificationPending starts with the count done and writes the file then.
         max_items=export_task.max_export_items(
-            int(context.memory_limit_in_mb), left * (1 - EXPORT_CHECK_SHARE)
+            int(context.memory_limit_in_mb), export_task.EXPORT_INVOCATION_SECONDS * (1 - EXPORT_CHECK_SHARE)
         ),
     )
     logger.info("exported", extra={"load_id": event["load_id"], **exported.to_event()})
