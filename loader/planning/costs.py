@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ipmeta.schema.settings import LOOKUP_METRICS, Front
+from loader.item_units import write_units as write_units_per_item
 from loader.planning.write_model import (
     GB,
     INDEX_KEY_BYTES,
     ITEM_OVERHEAD_BYTES,
     KB,
     MILLION,
-    write_units_per_item,
 )
 
 WRITE_PRICE_PER_MILLION: Final = 0.625

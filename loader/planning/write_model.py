@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from loader.item_units import write_units as write_units_per_item
 from loader.reverse_index import KEYS_PER_PARTITION
 
 PARTITION_WRITE_UNITS: Final = 1_000
@@ -46,7 +47,6 @@ ON_DEMAND_START_PARTITIONS: Final = 4
 #: DynamoDB's default per-table on-demand write quota: an on-demand table never goes past it.
 ON_DEMAND_TABLE_QUOTA: Final = 40_000
 BATCH_ITEMS: Final = 25
-WRITE_UNIT_BYTES: Final = 1_024
 #: DynamoDB bills this much per item on top of its attributes.
 ITEM_OVERHEAD_BYTES: Final = 100
 #: What an index entry holds beside the item's projected attributes: the index's two key
@@ -79,10 +79,6 @@ class OrderKind(StrEnum):
 def key_hash(key: str) -> int:
     """Where a partition key lands in the hash space: blake2b, because ``hash()`` is salted per process."""
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-
-
-def write_units_per_item(item_bytes: float) -> int:
-    return max(1, math.ceil(item_bytes / WRITE_UNIT_BYTES))
 
 
 # -- what is written, where, by whom ---------------------------------------------------
