@@ -49,13 +49,14 @@ from loader.options import DEFAULT_WRITE_WORKERS, LoadOptions
 from loader.pipeline import driver
 from loader.pipeline.activate import activate
 from loader.pipeline.write import chunk_items, write_chunk
+from loader.settings import DEFAULT_PARALLEL_CHUNKS
 from loader.store.batch_writes import BATCH_WRITE_LIMIT
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
-WORKERS = DEFAULT_WRITE_WORKERS * driver.DEFAULT_PARALLEL_CHUNKS
+WORKERS = DEFAULT_WRITE_WORKERS * DEFAULT_PARALLEL_CHUNKS
 PROBES = 10_000
 
 
@@ -73,7 +74,7 @@ def loader_writes(table: LoaderTable, staging: LocalStaging, load_id: str, chunk
         bar.update(write_chunk(load_id, index, table, staging).items)
 
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=driver.DEFAULT_PARALLEL_CHUNKS) as pool:
+    with ThreadPoolExecutor(max_workers=DEFAULT_PARALLEL_CHUNKS) as pool:
         for _ in pool.map(write, range(chunks)):
             pass
     seconds = time.monotonic() - started

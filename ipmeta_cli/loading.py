@@ -40,6 +40,7 @@ def load_files(
     """
     from loader.options import LoadOptions
     from loader.pipeline import driver
+    from loader.settings import DEFAULT_PARALLEL_CHUNKS, default_workers
     from loader.store.edge_cache import find_edge
     from loader.store.staging import LocalStaging
     from loader.store.table import LoaderTable
@@ -52,8 +53,8 @@ def load_files(
         LoaderTable.from_settings(settings),
         LocalStaging(data_dir / "staging"),
         resume=resume,
-        parallel_chunks=parallel_chunks or driver.DEFAULT_PARALLEL_CHUNKS,
-        workers=workers or driver.default_workers(),
+        parallel_chunks=parallel_chunks or DEFAULT_PARALLEL_CHUNKS,
+        workers=workers or default_workers(),
         progress=True,
         edge=edge.cache,
     )
@@ -277,7 +278,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     """How the sources are read and what the load builds: shared by ``load`` and ``plan``."""
     from loader import reverse_index
     from loader.options import DEFAULT_CHUNK_SIZE, DEFAULT_PARTITION_ROWS, OVERLAP_POLICIES
-    from loader.pipeline import driver
+    from loader.settings import default_workers
 
     parser.add_argument(
         "--columns", help="column names for files without a header row, e.g. start,end,asn,org"
@@ -292,7 +293,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         type=positive_int,
-        default=driver.default_workers(),
+        default=default_workers(),
         help="processes that scan sources and resolve partitions (default: one per core)",
     )
     parser.add_argument(
@@ -401,7 +402,8 @@ def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from loader.pipeline import driver
+    # Only what the arguments need: the driver brings boto3, which every command would pay for.
+    from loader.settings import DEFAULT_PARALLEL_CHUNKS
 
     load = commands.add_parser(
         "load", help="load CSV or MaxMind DB files (paths or s3:// URIs) as one new dataset version"
@@ -413,5 +415,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load.add_argument(
         "--resume", metavar="LOAD_ID", help="finish an interrupted load (e.g. v7, or city.v7 in dataset city)"
     )
-    load.add_argument("--parallel-chunks", type=positive_int, default=driver.DEFAULT_PARALLEL_CHUNKS)
+    load.add_argument("--parallel-chunks", type=positive_int, default=DEFAULT_PARALLEL_CHUNKS)
     load.set_defaults(run=command_load)

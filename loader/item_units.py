@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from ipmeta.schema import keys
-from ipmeta.store.dynamodb import deserialize_item
 from loader.formats import stored_bytes
 
 #: A write unit covers an item (or GSI entry) of up to 1 KB; a larger one takes one per KB begun.
@@ -67,4 +66,8 @@ def item_units(item: Mapping[str, Any]) -> ItemUnits:
 
 def wire_item_units(wire: Mapping[str, Any]) -> ItemUnits:
     """``item_units`` of an item in DynamoDB's attribute-value form, as BatchWriteItem sends it."""
+    # Here, not at the top: the store module brings botocore, and the planner, which imports
+    # this module for ``write_units``, is imported by every `ipmeta` command.
+    from ipmeta.store.dynamodb import deserialize_item
+
     return item_units(deserialize_item(wire))

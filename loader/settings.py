@@ -7,6 +7,7 @@ re-exports the names so the stack sets exactly what the code reads.
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 from ipmeta.schema.settings import DEFAULT_POINTER_CACHE_SECONDS
@@ -97,3 +98,11 @@ ENRICH_PART_BYTES: Final = 256 << 20
 ENRICH_PART_MEMORY_MB: Final = 2048
 #: The stack output naming the enrich state machine, which ``ipmeta enrich s3://… --stack`` starts.
 OUTPUT_ENRICH_STATE_MACHINE_ARN: Final = "EnrichStateMachineArn"
+
+#: Chunks a local load writes at once; with DEFAULT_WRITE_WORKERS each, 16 requests are in flight.
+DEFAULT_PARALLEL_CHUNKS: Final = 2
+
+
+def default_workers() -> int:
+    """Processes a local load scans and resolves on: one per core."""
+    return max(1, os.cpu_count() or 1)

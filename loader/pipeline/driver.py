@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import logging
 import multiprocessing
-import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
@@ -40,13 +39,12 @@ from loader.pipeline.resolve import resolve_partition
 from loader.pipeline.scan import scan_source
 from loader.pipeline.write import write_chunk
 from loader.records import LoadReport, LoadStatus
+from loader.settings import DEFAULT_PARALLEL_CHUNKS
 from loader.store.batch_writes import WriteStats
 from loader.store.edge_cache import EdgeCache
 from loader.store.staging import Staging
 from loader.store.table import LoaderTable
 
-#: Chunks written at once; with DEFAULT_WRITE_WORKERS each, 16 requests are in flight.
-DEFAULT_PARALLEL_CHUNKS = 2
 #: Passes over the chunks a write pass left unrecorded, before activation refuses the load.
 UNRECORDED_PASSES = 2
 
@@ -64,10 +62,6 @@ class LoadResult:
     seconds: float
     write: dict[str, int] = field(default_factory=dict)
     report: LoadReport = field(default_factory=LoadReport)
-
-
-def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 def run_load(

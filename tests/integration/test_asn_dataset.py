@@ -25,6 +25,7 @@ from ipmeta_cli.server import LocalApiServer
 from loader.batching import batched
 from loader.options import LoadOptions
 from loader.pipeline import driver
+from loader.settings import default_workers
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
@@ -43,7 +44,7 @@ def asn_server(dynalite_endpoint: str, tmp_path_factory: pytest.TempPathFactory)
     folder = tmp_path_factory.mktemp("asn")
     options = LoadOptions(columns=list(ASN_COLUMNS))
     staging = LocalStaging(folder / "staging")
-    result = driver.run_load(list(ASN_FILES), options, store, staging, workers=driver.default_workers())
+    result = driver.run_load(list(ASN_FILES), options, store, staging, workers=default_workers())
     assert result.status == "activated"
     with running_api_server(store, pointer_cache_seconds=60.0) as server:
         yield server

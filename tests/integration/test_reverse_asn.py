@@ -25,6 +25,7 @@ from ipmeta.schema.settings import Settings
 from loader.options import LoadOptions
 from loader.pipeline import driver
 from loader.records import LoadStatus
+from loader.settings import default_workers
 from loader.store.staging import LocalStaging
 from loader.store.table import LoaderTable
 from loader.store.table_creation import create_table_if_missing
@@ -62,7 +63,7 @@ def asn_subset(
     create_table_if_missing(store.client, store.table_name)
     options = LoadOptions(columns=["start", "end", "asn", "organization"], index_field="asn")
     staging = LocalStaging(folder / "staging")
-    result = driver.run_load([path], options, store, staging, workers=driver.default_workers())
+    result = driver.run_load([path], options, store, staging, workers=default_workers())
     assert result.status == LoadStatus.ACTIVATED
     dependencies.install(dependencies.Dependencies(store=store.lookup, pointer_cache_seconds=0.0))
     yield [row for row in rows if row.position in wanted], store

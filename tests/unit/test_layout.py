@@ -283,6 +283,24 @@ def test_the_loader_cold_start_leaves_the_feeds_and_the_export_for_their_handler
     assert report["collecting"] is True
 
 
+#: What a command of the CLI imports when it runs, never when the parser is built: botocore
+#: (through the store's client) and the load driver (boto3) cost every command about 0.3 s.
+CLI_DEFERRED_PACKAGES = ("botocore", "boto3", "loader.pipeline.driver", "ipmeta.store.dynamodb")
+
+
+def test_building_the_cli_parser_leaves_aws_and_the_load_driver_to_their_commands() -> None:
+    # Given a fresh interpreter with the CLI on the path, as `ipmeta` starts
+    child = (
+        "import json, sys\n"
+        "from ipmeta_cli.main import parser\n"
+        "parser()\n"
+        "print(json.dumps(sorted(name for name in sys.modules if name.startswith(tuple(sys.argv[1:])))))\n"
+    )
+    # When every command's arguments are registered, none of them came with it (`ipmeta enrich`
+    # on a local snapshot, `ipmeta plan`, `--help` never need them)
+    assert report_of_a_fresh_import(child, *CLI_DEFERRED_PACKAGES, folders=(ROOT / "lambdas", ROOT)) == []
+
+
 @pytest.mark.parametrize("path", list(python_files("lambdas")), ids=lambda path: path.name)
 def test_no_lookup_module_imports_the_loader_or_writes_to_the_table(path: Path) -> None:
     tree = tree_of(path)
