@@ -11,7 +11,8 @@ one part at a time (``docs/enrich.md``):
   columns each row gets: the merged data, the range, the bogon flag, the error;
 - ``parts``: one part of an input (a file or an S3 object, a byte range or row
   groups) read in bounded chunks, and the output written under a temporary name;
-- ``job``: ``enrich_part``, the contract below, and its ``EnrichSummary``.
+- ``job``: ``enrich_part``, the contract below, and its ``EnrichSummary``;
+- ``memory``: ``keep_freed_memory``, the allocators of a process that runs enrich.
 
 **Contract of ``enrich_part(part, snapshot, output)``.** It reads ``part`` in
 chunks of ``EnrichOptions.chunk_rows`` rows; for each chunk it parses the
