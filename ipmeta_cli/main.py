@@ -12,14 +12,14 @@ under ``--data-dir``, ``dynalite``) for all of them.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ipmeta.schema.settings import DEFAULT_FRONT, ENV_SHOW_SOURCES, Front
-from ipmeta_cli import enriching, exporting, loading, lookups, planning, replicas, reverse, updating, versions
 from ipmeta_cli.arguments import ENV_API_KEY, key_file, positive_int
 from ipmeta_cli.backend import add_backend_arguments, backend
 from ipmeta_cli.demo import demo_datasets
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 def load_demo(settings: Settings, data_dir: Path) -> None:
     """`make run`'s datasets, each loaded unless its active version already holds these files."""
+    from ipmeta_cli import loading
+
     for dataset in demo_datasets(data_dir):
         print(
             f"Loading dataset {dataset.name} unless it is already active. {dataset.attribution}", flush=True
@@ -147,24 +149,50 @@ def register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     serve.set_defaults(run=command_serve)
 
 
-def parser() -> argparse.ArgumentParser:
+#: What registers each command's arguments (``module.function``), in ``--help``'s order. A
+#: command line imports only its own command's module: each module imports what its commands
+#: need (boto3, pyarrow, the feeds), and a command should not wait for the others' (0.1 s).
+COMMAND_REGISTRARS: Final = {
+    "load": "ipmeta_cli.loading.register",
+    "plan": "ipmeta_cli.planning.register",
+    "export": "ipmeta_cli.exporting.register",
+    "enrich": "ipmeta_cli.enriching.register",
+    "lookup": "ipmeta_cli.lookups.register",
+    "versions": "ipmeta_cli.versions.register",
+    "activate": "ipmeta_cli.versions.register",
+    "rollback": "ipmeta_cli.versions.register",
+    "cleanup": "ipmeta_cli.versions.register",
+    "ranges": "ipmeta_cli.reverse.register",
+    "flagged": "ipmeta_cli.reverse.register",
+    "update": "ipmeta_cli.updating.register",
+    "follow": "ipmeta_cli.replicas.register",
+}
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every command, or (``command``, a known name) only that one."""
     root = argparse.ArgumentParser(prog="ipmeta", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
-    register_serve(commands)
-    loading.register(commands)
-    planning.register(commands)
-    exporting.register(commands)
-    enriching.register(commands)
-    lookups.register(commands)
-    versions.register(commands)
-    reverse.register(commands)
-    updating.register(commands)
-    replicas.register(commands)
+    if command in (None, "serve"):
+        register_serve(commands)
+    if command == "serve":
+        return root
+    registrars = [COMMAND_REGISTRARS[command]] if command is not None else COMMAND_REGISTRARS.values()
+    for registrar in dict.fromkeys(registrars):  # in order, each once
+        module, function = registrar.rsplit(".", maxsplit=1)
+        getattr(importlib.import_module(module), function)(commands)
     return root
 
 
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, when it is its first word; None (every command) otherwise."""
+    first = argv[0] if argv else None
+    return first if first == "serve" or first in COMMAND_REGISTRARS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = parser(_command_named(words)).parse_args(words)
     # `serve` prints the lookup function's metrics line as Lambda does, on stderr; the other
     # commands that call the handler (`lookup --endpoint` aside) have no minute to count.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "false" if args.command == "serve" else "true")
