@@ -1,6 +1,7 @@
 """`ipmeta enrich` against DuckDB's ASOF JOIN on the same snapshot and input, its memory, and its exactness.
 
     python -m bench.enrich [--rows 10000000] [--big-rows 50000000] [--exact 100000] [--city-ranges 5000000]
+                           [--rounds 3]
     python -m bench.enrich --compare-only | --memory-only | --exact-only [--rows N]   # one point again
 
 1. The demo datasets (``ipmeta_cli.demo``: ASN, 412k IPv4 and 103k IPv6 ranges, and the cloud
@@ -11,7 +12,9 @@
    hour here; the snapshot is what enrich reads either way).
 3. ``--rows`` addresses (80% IPv4, 20% IPv6, 0.1% invalid; most inside ranges) as Parquet and CSV.
 4. Timed, each in a fresh process (wall time and the child's peak RSS): `ipmeta enrich`
-   Parquet→Parquet, DuckDB's ASOF JOIN Parquet→Parquet on the same snapshot and input,
+   Parquet→Parquet against DuckDB's ASOF JOIN Parquet→Parquet on the same snapshot and input,
+   ``--rounds`` runs of each (default 3), interleaved and taking turns to go first, each
+   engine's median compared (this 2-core machine moves a single run by 10% either way);
    `ipmeta enrich` CSV→CSV; then peak memory: `ipmeta enrich` against the city synthetic on
    ``--rows`` and on ``--big-rows`` (the same rows repeated). Both sides write snappy Parquet.
 5. Exactness: the first ``--exact`` rows of the two-dataset output against the served
@@ -26,12 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -376,21 +380,52 @@ def throughput(rows: int, run: dict[str, Any]) -> float:
     return round(rows / float(run["seconds"]) / 1e6, 2)
 
 
-def compare(name: str, snapshots: list[Path], source: Path, rows: int) -> dict[str, Any]:
+#: Runs of each engine per comparison: the machine's load moves a single run by 10% either way.
+ROUNDS: Final = 3
+
+
+def compare(
+    name: str, snapshots: list[Path], source: Path, rows: int, rounds: int = ROUNDS
+) -> dict[str, Any]:
     """`ipmeta enrich` and DuckDB on one snapshot and input, Parquet to Parquet, both writing
-    Parquet with snappy compression (each one's default), one right after the other."""
+    Parquet with snappy compression (each one's default).
+
+    ``rounds`` runs of each, interleaved and taking turns to go first (ABBA: drift in the machine's
+    load falls on both alike); each engine's figure is its median run, its peak the highest of
+    its runs, and every run's seconds are in the report.
+    """
     load_before = os.getloadavg()[0]
-    ours = timed_child(enrich_command(source, WORK / f"{name}-out.parquet", snapshots))
-    duck = duckdb_run(snapshots[0], source, WORK / f"{name}-duckdb.parquet")
+    runs: dict[str, list[dict[str, Any]]] = {"enrich": [], "duckdb_asof": []}
+    measure = {
+        "enrich": lambda: timed_child(enrich_command(source, WORK / f"{name}-out.parquet", snapshots)),
+        "duckdb_asof": lambda: duckdb_run(snapshots[0], source, WORK / f"{name}-duckdb.parquet"),
+    }
+    for round_number in range(rounds):
+        order = list(measure) if round_number % 2 == 0 else list(reversed(measure))
+        for engine in order:
+            runs[engine].append(measure[engine]())
+    figures = {engine: _median_run(each, rows) for engine, each in runs.items()}
     result = {
         "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "compression": "snappy",
+        "rounds": rounds,
         "snapshot_ranges": sum(pq.read_metadata(path).num_rows for path in snapshots),
-        "enrich": {**_public(ours), "million_rows_per_second": throughput(rows, ours)},
-        "duckdb_asof": {**_public(duck), "million_rows_per_second": throughput(rows, duck)},
+        **figures,
     }
-    result["ratio_enrich_over_duckdb"] = round(duck["seconds"] / ours["seconds"], 2)
+    result["ratio_enrich_over_duckdb"] = round(
+        figures["duckdb_asof"]["seconds"] / figures["enrich"]["seconds"], 2
+    )
     return result
+
+
+def _median_run(runs: list[dict[str, Any]], rows: int) -> dict[str, Any]:
+    median = round(statistics.median(float(run["seconds"]) for run in runs), 2)
+    return {
+        "seconds": median,
+        "peak_rss_mb": max(float(run["peak_rss_mb"]) for run in runs),
+        "million_rows_per_second": throughput(rows, {"seconds": median}),
+        "runs_seconds": [float(run["seconds"]) for run in runs],
+    }
 
 
 def _public(run: dict[str, Any]) -> dict[str, Any]:
@@ -425,6 +460,12 @@ def main() -> None:
     parser.add_argument("--big-rows", type=int, default=50_000_000)
     parser.add_argument("--exact", type=int, default=100_000)
     parser.add_argument("--city-ranges", type=int, default=5_000_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=ROUNDS,
+        help="runs of each engine per comparison, interleaved; each one's median is compared",
+    )
     parser.add_argument(
         "--demo-from-files",
         action="store_true",
@@ -487,9 +528,11 @@ def _measure(report: dict[str, Any], demo: dict[str, Any], args: argparse.Namesp
     asn_input, city_input = WORK / "asn-input.parquet", WORK / "city-input.parquet"
     pq.write_table(addresses(demo["paths"]["asn"], args.rows), asn_input)
     pq.write_table(addresses(city, args.rows, seed=11), city_input)
-    report["parquet_to_parquet"] = {"asn": compare("asn", [demo["paths"]["asn"]], asn_input, args.rows)}
+    report["parquet_to_parquet"] = {
+        "asn": compare("asn", [demo["paths"]["asn"]], asn_input, args.rows, args.rounds)
+    }
     save(report)
-    report["parquet_to_parquet"]["city"] = compare("city", [city], city_input, args.rows)
+    report["parquet_to_parquet"]["city"] = compare("city", [city], city_input, args.rows, args.rounds)
     save(report)
     report["demo_two_datasets"] = _two_datasets(demo, asn_input, args)
     save(report)
@@ -536,8 +579,8 @@ def _compare_again(args: argparse.Namespace) -> None:
     report.setdefault("previous_runs", []).append({"parquet_to_parquet": report["parquet_to_parquet"]})
     report["parquet_to_parquet"] = {
         "command": _command(),
-        "asn": compare("asn", [WORK / "asn.parquet"], WORK / "asn-input.parquet", args.rows),
-        "city": compare("city", [WORK / "city.parquet"], WORK / "city-input.parquet", args.rows),
+        "asn": compare("asn", [WORK / "asn.parquet"], WORK / "asn-input.parquet", args.rows, args.rounds),
+        "city": compare("city", [WORK / "city.parquet"], WORK / "city-input.parquet", args.rows, args.rounds),
         "measured_again_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     save(report)

@@ -39,11 +39,11 @@ def command_enrich(args: argparse.Namespace) -> int:
         return command_enrich_job(args)
     from ipmeta.schema.errors import IpmetaError
     from loader.enrich.job import Output, enrich_part
-    from loader.enrich.memory import keep_freed_memory
+    from loader.enrich.memory import tune_allocators
     from loader.enrich.parts import EnrichInputError, Part
     from loader.export.parquet import resolve
 
-    keep_freed_memory()  # before the snapshot's load, whose arrays come from the same heap
+    tune_allocators()  # before the snapshot's load, whose arrays come from the same heap
     part = Part(args.input, column=args.column, format=args.input_format)
     try:
         output = Output(args.out, args.format or _named_format(args.out) or part.kind, args.overwrite)

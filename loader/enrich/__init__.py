@@ -12,7 +12,7 @@ one part at a time (``docs/enrich.md``):
 - ``parts``: one part of an input (a file or an S3 object, a byte range or row
   groups) read in bounded chunks, and the output written under a temporary name;
 - ``job``: ``enrich_part``, the contract below, and its ``EnrichSummary``;
-- ``memory``: ``keep_freed_memory``, the allocators of a process that runs enrich.
+- ``memory``: ``tune_allocators``, the heap and page settings of a process that runs enrich.
 
 **Contract of ``enrich_part(part, snapshot, output)``.** It reads ``part`` in
 chunks of ``EnrichOptions.chunk_rows`` rows; for each chunk it parses the

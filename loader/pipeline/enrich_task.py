@@ -304,11 +304,11 @@ def ensure_snapshot(pinned: Mapping[str, Any], table: Any, filesystem: Any = Non
 def run_part(item: Mapping[str, Any], filesystem: Any = None) -> dict[str, Any]:
     """One child's item (``{"part", "job"}``): its part enriched by the engine, and the part's summary."""
     from loader.enrich.job import Output, enrich_part
-    from loader.enrich.memory import keep_freed_memory
+    from loader.enrich.memory import tune_allocators
     from loader.enrich.parts import Part as EnginePart
     from loader.enrich.snapshot import Snapshot, load_dataset_snapshot
 
-    keep_freed_memory()  # this container runs parts and nothing else
+    tune_allocators()  # this container runs parts and nothing else
     part = Part.from_item(item["part"])
     job = item["job"]
     column = job.get("column")
