@@ -22,6 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from loader.enrich.addresses import V6_DTYPE
+from loader.enrich.parts import EnrichInputError
 from loader.export.parquet import LAYOUT_COLUMNS, METADATA_KEY, SnapshotInfo, resolve
 from loader.formats.column_types import NATIVE
 
@@ -79,12 +80,25 @@ def load_dataset_snapshot(path: str, filesystem: pafs.FileSystem | None = None) 
 
     One pass, a row group at a time: memory holds what is kept (bounds as numpy, data columns
     as Arrow) and one group, never the whole file nor a Python object per range.
+
+    A file that is no readable ipmeta snapshot (not Parquet, another Parquet file, one cut or
+    corrupt) is refused as ``EnrichInputError``, naming the file and why; a missing one raises
+    ``FileNotFoundError``.
     """
+    try:
+        return _loaded(path, filesystem)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as error:
+        raise EnrichInputError(f"{path}: not a readable ipmeta snapshot ({str(error)[:300]})") from None
+
+
+def _loaded(path: str, filesystem: pafs.FileSystem | None) -> DatasetSnapshot:
     fs, where = resolve(path, filesystem)
     parquet = pq.ParquetFile(where, filesystem=fs)
     metadata = parquet.schema_arrow.metadata or {}
     if METADATA_KEY not in metadata:
-        raise ValueError(f"{path} is not an ipmeta snapshot: its footer has no {METADATA_KEY.decode()} key")
+        raise ValueError(f"its footer has no {METADATA_KEY.decode()} key")
     info = SnapshotInfo.from_json(metadata[METADATA_KEY])
     fields = [f for f in parquet.schema_arrow if f.name not in LAYOUT_COLUMNS]
     strings = [f.name for f in fields if pa.types.is_string(f.type)]

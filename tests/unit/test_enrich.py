@@ -237,6 +237,36 @@ def test_an_unknown_dataset_or_version_of_the_snapshots_is_refused(
     assert main([*base, "--version", "v3"]) == 0
 
 
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [("other-parquet", "footer has no ipmeta key"), ("not-parquet", "Parquet"), ("cut", "")],
+)
+def test_a_snapshot_that_is_no_ipmeta_snapshot_is_refused_in_one_line(
+    snapshot: Snapshot, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, why: str
+) -> None:
+    # Given a --snapshot that is another Parquet file, not Parquet at all, or a real one cut short
+    given = tmp_path / "given.parquet"
+    if kind == "other-parquet":
+        pq.write_table(pa.table({"ip": ["8.8.8.8"]}), given)
+    elif kind == "not-parquet":
+        given.write_bytes(b"not a parquet file")
+    else:
+        whole = (tmp_path / "asn.parquet").read_bytes()
+        given.write_bytes(whole[: len(whole) // 2] + whole[-2000:])
+    source = write_csv(tmp_path / "in.csv", ["ip", "8.8.8.8"])
+    out = tmp_path / "out.csv"
+    # When enrich is run with it
+    code = main(["enrich", str(source), "--out", str(out), "--snapshot", str(given)])
+    # Then it is refused (exit 2) in one line naming the file, and nothing is written
+    error = capsys.readouterr().err.strip()
+    assert code == 2
+    assert error.startswith(f"ipmeta enrich: {given}: not a readable ipmeta snapshot")
+    assert why in error
+    assert "Traceback" not in error
+    assert not out.exists()
+    assert left_behind(tmp_path, source, given) == []
+
+
 # -- S3 ----------------------------------------------------------------------------------------
 
 
