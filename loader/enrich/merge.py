@@ -40,7 +40,7 @@ from ipmeta.lookup import merging
 from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
 from loader.enrich.addresses import INVALID, V6_DTYPE, ParsedAddresses, v4_texts, v6_texts
-from loader.enrich.snapshot import DatasetSnapshot, Snapshot
+from loader.enrich.snapshot import DatasetSnapshot, FamilyRanges, Snapshot, v6_halves
 
 RANGE_START: Final = "ip_range_start"
 RANGE_END: Final = "ip_range_end"
@@ -88,7 +88,7 @@ def find(dataset: DatasetSnapshot, chunk: dict[int, SortedFamily], size: int) ->
         part = chunk[family]
         if not len(part.where) or not len(ranges):
             continue
-        at = np.searchsorted(ranges.starts, part.ordered, side="right") - 1
+        at = _range_positions(ranges, part.ordered)
         held = at >= 0
         held[held] = part.ordered[held] <= ranges.ends[at[held]]
         # Back to the chunk's order: ordered[i] is the address of row where[order[i]].
@@ -96,6 +96,28 @@ def find(dataset: DatasetSnapshot, chunk: dict[int, SortedFamily], size: int) ->
         found.positions[hits] = at[held]
         found.rows[hits] = ranges.first_row + at[held]
     return found
+
+
+def _range_positions(ranges: FamilyRanges, values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The position of the last range starting at or below each value (-1 where none): one
+    ``searchsorted`` over IPv4's integers; for IPv6, one over the starts' upper 64 bits, then
+    the lower 64 bits where a start shares a value's upper bits, and the 16-byte values only
+    where several starts share them (ranges narrower than a /64)."""
+    if ranges.start_halves is None:
+        return np.searchsorted(ranges.starts, values, side="right") - 1
+    highs, lows = ranges.start_halves
+    high, low = v6_halves(values)
+    # The last start whose upper bits are at most the value's: below it only when it shares them
+    at = np.searchsorted(highs, high, side="right") - 1
+    safe = np.maximum(at, 0)
+    above = (at >= 0) & (highs[safe] == high) & (lows[safe] > low)
+    at[above] -= 1
+    # Then the one before it is the answer, unless it shares the upper bits too
+    safe = np.maximum(at, 0)
+    shared = above & (at >= 0) & (highs[safe] == high)
+    if shared.any():
+        at[shared] = np.searchsorted(ranges.starts, values[shared], side="right") - 1
+    return at
 
 
 def annotate(snapshot: Snapshot, parsed: ParsedAddresses) -> dict[str, pa.Array]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -35,9 +35,24 @@ class FamilyRanges:
     starts: npt.NDArray[Any]
     ends: npt.NDArray[Any]
     first_row: int = 0
+    #: IPv6 only: each start's upper and lower 64 bits as integers, which ``merge.find``
+    #: searches instead of the 16-byte values (numpy compares those byte by byte: 5 times slower)
+    start_halves: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None = field(
+        init=False, default=None, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.starts.dtype == V6_DTYPE:
+            object.__setattr__(self, "start_halves", v6_halves(self.starts))
 
     def __len__(self) -> int:
         return len(self.starts)
+
+
+def v6_halves(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """16-byte big-endian values as their upper and lower 64 bits (native integers)."""
+    halves = np.ascontiguousarray(values, dtype=V6_DTYPE).view(">u8").reshape(-1, 2)
+    return halves[:, 0].astype(np.uint64), halves[:, 1].astype(np.uint64)
 
 
 @dataclass(frozen=True)

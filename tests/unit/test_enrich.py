@@ -122,6 +122,42 @@ def test_each_row_gets_the_range_a_scan_finds_in_input_order(
     assert summary.rows == len(picked)
 
 
+#: IPv6 ranges of a few addresses each, several within one /64, one across two /64s
+_BASE = ip("2a01:4f8::")
+_NARROW = [
+    ExportRange(6, _BASE + low, _BASE + high, {"asn": n, "org": f"N{n}"})
+    for n, (low, high) in enumerate(
+        [
+            (0, 3),
+            (4, 4),
+            (9, 15),
+            (1 << 40, (1 << 40) + 7),
+            ((1 << 64) - 2, (1 << 64) + 1),
+            ((1 << 64) + 9, (1 << 64) + 9),
+        ]
+    )
+]
+
+
+@settings(max_examples=20, deadline=None)
+@given(offsets=st.lists(st.integers(-3, (1 << 64) + 12), min_size=1, max_size=120))
+def test_ipv6_ranges_within_one_64_bit_half_are_found_as_a_scan_finds_them(
+    tmp_path_factory: Any, offsets: list[int]
+) -> None:
+    # Given ranges narrower than a /64 (the search goes over the starts' 64-bit halves)
+    folder = tmp_path_factory.mktemp("narrow")
+    write_parquet(_NARROW, str(folder / "narrow.parquet"), SnapshotInfo("n", 1, 0, {"asn": "N", "org": "S"}))
+    snapshot = Snapshot((load_dataset_snapshot(str(folder / "narrow.parquet")),))
+    spaced = [*offsets, *(r.start - _BASE + d for r in _NARROW for d in (-1, 0, 1))]
+    source = write_csv(folder / "in.csv", ["ip", *(str(ipaddress.IPv6Address(_BASE + o)) for o in spaced)])
+    enrich_part(Part(str(source)), snapshot, Output(str(folder / "out.parquet")))
+    # Then each address gets the range that holds it, and none in a gap
+    for offset, row in zip(spaced, pq.read_table(folder / "out.parquet").to_pylist(), strict=True):
+        held = [r for r in _NARROW if r.start <= _BASE + offset <= r.end]
+        assert row["org"] == (held[0].data["org"] if held else None)
+        assert row["ip_range_start"] == (str(ipaddress.IPv6Address(held[0].start)) if held else None)
+
+
 def test_byte_ranges_tile_a_file_and_row_groups_select(tmp_path: Path) -> None:
     # Given a CSV and cuts at awkward places (inside lines, on newlines, at the ends)
     source = write_csv(tmp_path / "in.csv", ["ip,n", *(f"1.0.0.{n % 256},{n}" for n in range(5000))])
