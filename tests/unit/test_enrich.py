@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import duckdb
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -187,6 +188,31 @@ def test_json_lines_and_gzip_keep_the_format(snapshot: Snapshot, tmp_path: Path)
         (2, None, "IP_ADDRESS_NOT_FOUND"),
     ]
     assert (summary.rows, summary.unmatched_rows) == (2, 1)
+
+
+@pytest.mark.parametrize(("chunk_rows", "paged"), [(1000, True), (7, False)])
+def test_parquet_output_pages_a_small_dictionary_and_keeps_the_inputs_statistics(
+    snapshot: Snapshot, tmp_path: Path, chunk_rows: int, paged: bool
+) -> None:
+    # Given a log with a time column, whose addresses hit 4 organizations
+    addresses = ["8.8.8.8", "1.0.0.1", "20.1.2.3", "2001:4860::1", "9.9.9.9"]
+    lines = [f"{addresses[n % 5]},2026-11-{1 + n // 20:02d}" for n in range(600)]
+    source = write_csv(tmp_path / "in.csv", ["ip,day", *lines])
+    out = tmp_path / "out.parquet"
+    enrich_part(Part(str(source)), snapshot, Output(str(out)), chunk_rows=chunk_rows)
+    group = pq.read_metadata(out).row_group(0)
+    columns = {group.column(at).path_in_schema: group.column(at) for at in range(group.num_columns)}
+    # Then the organizations are a dictionary page and indices where a chunk repeats them enough
+    assert ("RLE_DICTIONARY" in columns["org"].encodings) is paged
+    # And the log's own columns keep their statistics (a reader prunes a time range by them),
+    # but for its addresses; the added text has none, the added numbers have theirs
+    with_statistics = {name for name, column in columns.items() if column.is_stats_set}
+    assert {"day", "asn", "ip_bogon"} <= with_statistics
+    assert not {"ip", "org", "ip_range_start"} & with_statistics
+    # And every reader reads the same values
+    expected = {"8.8.8.8": "G", "1.0.0.1": "CF", "20.1.2.3": "MS", "2001:4860::1": "G6", "9.9.9.9": None}
+    rows = duckdb.connect().execute(f"SELECT ip, org FROM read_parquet('{out}')").fetchall()
+    assert rows == [(ip, expected[ip]) for ip in (line.split(",")[0] for line in lines)]
 
 
 # -- bad input ---------------------------------------------------------------------------------
