@@ -291,6 +291,9 @@ def _span_text(
                 held |= hit
         if not hits:
             continue
+        if len(hits) == 1:
+            _one_span_text(hits[0], rows[held], texts, at, written)
+            continue
         # Only the rows some dataset holds get a range.
         bounds = []
         for ranges, positions, hit in hits:
@@ -312,6 +315,29 @@ def _span_text(
         )
         for side in texts
     )
+
+
+def _one_span_text(
+    hit: tuple[FamilyRanges, npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+    rows: npt.NDArray[np.intp],
+    texts: dict[str, list[pa.Array]],
+    at: dict[str, npt.NDArray[np.int32]],
+    written: dict[str, int],
+) -> None:
+    """``_span_text`` where one dataset holds the family's rows: the span is its range (what
+    ``merging.span`` gives for one), and the rows, in address order, hold its ranges in order,
+    so the distinct ranges are runs of equal positions; the text is written for those alone."""
+    ranges, positions, held = hit
+    positions = positions[held]
+    first = np.ones(len(positions), dtype=bool)
+    first[1:] = positions[1:] != positions[:-1]
+    distinct = positions[first]
+    index = (np.cumsum(first) - 1).astype(np.int32)
+    write = v4_texts if ranges.starts.dtype != V6_DTYPE else v6_texts
+    for side, bounds in zip(texts, (ranges.starts[distinct], ranges.ends[distinct]), strict=True):
+        texts[side].append(write(bounds))
+        at[side][rows] = written[side] + index
+        written[side] += len(distinct)
 
 
 def _distinct(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int32]]:
@@ -367,9 +393,13 @@ def _bogons(chunk: dict[int, SortedFamily], size: int) -> npt.NDArray[np.bool_]:
 def _errors(
     parsed: ParsedAddresses, any_match: npt.NDArray[np.bool_], bogon: npt.NDArray[np.bool_]
 ) -> pa.Array:
-    codes = np.full(len(parsed.family), None, dtype=object)
+    codes = np.zeros(len(parsed.family), dtype=np.int8)  # an index into _ERROR_CODES
     unmatched = ~any_match & ~parsed.invalid
-    codes[unmatched & bogon] = IpAddressReserved.code
-    codes[unmatched & ~bogon] = IpAddressNotFound.code
-    codes[parsed.invalid] = INVALID
-    return pa.array(codes, type=pa.string())
+    codes[unmatched & bogon] = 1
+    codes[unmatched & ~bogon] = 2
+    codes[parsed.invalid] = 3
+    return _ERROR_CODES.take(pa.array(codes))
+
+
+#: ``ip_error``'s values: none, then the API's codes.
+_ERROR_CODES: Final = pa.array([None, IpAddressReserved.code, IpAddressNotFound.code, INVALID], pa.string())

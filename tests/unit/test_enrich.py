@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipmeta.schema.bogons import is_bogon
-from ipmeta.schema.ips import Address
+from ipmeta.schema.ips import Address, format_address
 from ipmeta_cli.main import main
 from loader.enrich import parts
 from loader.enrich.job import Output, enrich_part
@@ -116,6 +116,11 @@ def test_each_row_gets_the_range_a_scan_finds_in_input_order(
         family, value = (4, int(mapped)) if mapped else (address.version, int(address))
         found = brute_force(value, family)
         assert row["org"] == (found.data["org"] if found else None)
+        assert (row["ip_range_start"], row["ip_range_end"]) == (
+            (format_address(family, found.start), format_address(family, found.end))
+            if found
+            else (None, None)
+        )
         assert row["ip_bogon"] == is_bogon(Address(family, value))  # type: ignore[arg-type]
         if found is None:
             assert row["ip_error"] in ("IP_ADDRESS_NOT_FOUND", "IP_ADDRESS_RESERVED")
@@ -157,6 +162,7 @@ def test_ipv6_ranges_within_one_64_bit_half_are_found_as_a_scan_finds_them(
         held = [r for r in _NARROW if r.start <= _BASE + offset <= r.end]
         assert row["org"] == (held[0].data["org"] if held else None)
         assert row["ip_range_start"] == (str(ipaddress.IPv6Address(held[0].start)) if held else None)
+        assert row["ip_range_end"] == (str(ipaddress.IPv6Address(held[0].end)) if held else None)
 
 
 def test_byte_ranges_tile_a_file_and_row_groups_select(tmp_path: Path) -> None:
