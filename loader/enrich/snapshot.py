@@ -121,16 +121,15 @@ def _loaded(path: str, filesystem: pafs.FileSystem | None) -> DatasetSnapshot:
     strings = [f.name for f in fields if pa.types.is_string(f.type)]
     parquet = pq.ParquetFile(where, filesystem=fs, read_dictionary=strings, pre_buffer=False)
     kinds = [parquet.schema_arrow.field(f.name).type for f in fields]
-    kept = _Kept({f.name: [] for f in fields})
-    for group in _row_groups_read_ahead(parquet, fields):
-        kept.add(group)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-fold") as folder:
+        kept = _Kept({f.name: kind for f, kind in zip(fields, kinds, strict=True)}, folder)
+        for group in _row_groups_read_ahead(parquet, fields):
+            kept.add(group)
+        data = pa.table({f.name: kept.column(f.name) for f in fields})
     starts4, ends4 = _joined(kept.v4, np.int64)
     starts6, ends6 = _joined(kept.v6, V6_DTYPE)
     v4 = FamilyRanges(starts4, ends4)
     v6 = FamilyRanges(starts6, ends6, first_row=len(v4))
-    data = pa.table(
-        {f.name: _combined(kept.data.pop(f.name), kind) for f, kind in zip(fields, kinds, strict=True)}
-    )
     _release_freed_memory()
     return DatasetSnapshot(info, v4, v6, data)
 
@@ -170,10 +169,21 @@ class _Kept:
     """Each range's first bucket row, kept group by group: the export repeats a range once per
     bucket it touches, and puts its first bucket row first (rows in bucket order, ``range_id``
     in (family, start) order), so a row is a range's first when its ``range_id`` is above every
-    one before it, and the kept rows come in (family, start) order with no sort."""
+    one before it, and the kept rows come in (family, start) order with no sort.
 
-    def __init__(self, data: dict[str, list[pa.Array]]) -> None:
-        self.data = data
+    Each group brings its own dictionaries: every ``_COMBINE_EVERY`` groups a data column's
+    chunks are folded into one array on ``folder`` (one thread, so the folds of a column run in
+    order), while the groups after them are read and kept: on the 5 M-range city synthetic the
+    load took 1.40 s instead of 1.74 s (medians of 5 fresh processes each), and the memory it
+    keeps is about 20 MB more.
+    """
+
+    def __init__(self, kinds: dict[str, pa.DataType], folder: ThreadPoolExecutor) -> None:
+        self._kinds = kinds
+        self._folder = folder
+        #: each data column's chunks since its last fold, and that fold
+        self._chunks: dict[str, list[pa.Array]] = {name: [] for name in kinds}
+        self._folded: dict[str, Future[pa.Array]] = {}
         self._family = 4
         self.v4: list[_Bounds] = []
         self.v6: list[_Bounds] = []
@@ -202,11 +212,18 @@ class _Kept:
         if not is4.all():
             v6 = group.select(["ip_start_hex", "ip_end_hex"]).filter(pa.array(~is4))
             self.v6.append((_hex_to_s16(v6.column("ip_start_hex")), _hex_to_s16(v6.column("ip_end_hex"))))
-        for name, chunks in self.data.items():
+        for name, chunks in self._chunks.items():
             chunks.extend(group.column(name).chunks)
             if len(chunks) >= _COMBINE_EVERY:
-                # Each group brings its own dictionary: fold them into one as they come.
-                chunks[:] = [_combined(chunks, group.schema.field(name).type)]
+                self._folded[name] = self._folder.submit(self._fold, self._folded.get(name), chunks[:], name)
+                chunks.clear()
+
+    def column(self, name: str) -> pa.Array:
+        """A data column's chunks, all folded into one array."""
+        return self._fold(self._folded.pop(name, None), self._chunks.pop(name), name)
+
+    def _fold(self, folded: Future[pa.Array] | None, chunks: list[pa.Array], name: str) -> pa.Array:
+        return _combined(([folded.result()] if folded is not None else []) + chunks, self._kinds[name])
 
 
 def _columns_of(parquet: pq.ParquetFile, group: int, fields: list[pa.Field]) -> list[str]:
