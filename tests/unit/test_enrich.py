@@ -30,9 +30,11 @@ from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.ips import Address, format_address
 from ipmeta_cli.main import main
 from loader.enrich import parts
+from loader.enrich import snapshot as snapshot_module
 from loader.enrich.job import Output, enrich_part
 from loader.enrich.parts import EnrichInputError, Part, read_chunks
 from loader.enrich.snapshot import Snapshot, load_dataset_snapshot
+from loader.export import parquet as parquet_export
 from loader.export.files import ExportRange
 from loader.export.parquet import SnapshotInfo, write_parquet
 from loader.formats.text import MAX_RECORD_BYTES
@@ -163,6 +165,36 @@ def test_ipv6_ranges_within_one_64_bit_half_are_found_as_a_scan_finds_them(
         assert row["org"] == (held[0].data["org"] if held else None)
         assert row["ip_range_start"] == (str(ipaddress.IPv6Address(held[0].start)) if held else None)
         assert row["ip_range_end"] == (str(ipaddress.IPv6Address(held[0].end)) if held else None)
+
+
+def test_a_snapshot_of_many_row_groups_keeps_each_ranges_data_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a snapshot in row groups of 4 rows, each group with its own dictionaries, folded
+    # every 2 groups, with ranges across buckets (repeated rows) and both families
+    monkeypatch.setattr(parquet_export, "ROW_GROUP_ROWS", 4)
+    monkeypatch.setattr(snapshot_module, "_COMBINE_EVERY", 2)
+    ranges = [
+        ExportRange(
+            4,
+            n << 20,
+            (n << 20) + (3 << 16 if n % 5 == 0 else 9),
+            {"org": f"o{n % 7}", "name": None if n % 4 else f"n{n}"},
+        )
+        for n in range(1, 41)
+    ] + [
+        ExportRange(6, (0x2A00 + n) << 112, ((0x2A00 + n) << 112) + 5, {"org": f"o{n}", "name": f"six{n}"})
+        for n in range(10)
+    ]
+    path = tmp_path / "many.parquet"
+    write_parquet(ranges, str(path), SnapshotInfo("many", 1, 0, {"org": "S", "name": "S"}))
+    assert pq.ParquetFile(path).num_row_groups > 10
+    # When it is loaded
+    loaded = load_dataset_snapshot(str(path))
+    # Then each range is kept once, in (family, start) order, with its own data
+    assert loaded.data.to_pylist() == [r.data for r in ranges]
+    assert loaded.v4.starts.tolist() == [r.start for r in ranges if r.family == 4]
+    assert len(loaded.v6) == 10
 
 
 def test_byte_ranges_tile_a_file_and_row_groups_select(tmp_path: Path) -> None:
