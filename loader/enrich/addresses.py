@@ -47,8 +47,6 @@ QUOTED_ERRORS: Final = 5
 _OCTET: Final = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 DOTTED_QUAD: Final = rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}$"
 HEX_COLONS: Final = r"^[0-9A-Fa-f:]{2,39}$"
-#: ``::ffff:0:0/96``'s first twelve bytes: an IPv4-mapped address.
-_MAPPED: Final = np.frombuffer(bytes(10) + b"\xff\xff", dtype=np.uint8)
 
 
 @dataclass
@@ -86,29 +84,42 @@ def parse_addresses(column: pa.Array | pa.ChunkedArray) -> ParsedAddresses:
         hexy = pc.fill_null(pc.match_substring_regex(rest_text, HEX_COLONS), False).to_numpy(
             zero_copy_only=False
         )
-        packed = [_packed_v6(value) for value in rest_text.filter(pa.array(hexy)).to_pylist()]
-        taken = np.array([value is not None for value in packed], dtype=bool)
-        _store_v6(parsed, rest[hexy][taken], b"".join(value for value in packed if value is not None))
+        taken, packed = _packed_v6(rest_text.filter(pa.array(hexy)).to_pylist())
+        _store_v6(parsed, rest[hexy][taken], packed)
         others = np.sort(np.concatenate([rest[~hexy], rest[hexy][~taken]]))
     for at, value in zip(others.tolist(), text.take(pa.array(others)).to_pylist(), strict=True):
         _parse_one(parsed, at, value)
     return parsed
 
 
-def _packed_v6(value: str) -> bytes | None:
+#: ``inet_pton`` of IPv6 text, called by ``map`` without a Python frame per value.
+_PTON_V6: Final = functools.partial(socket.inet_pton, socket.AF_INET6)
+
+
+def _packed_v6(texts: list[str]) -> tuple[npt.NDArray[np.bool_], bytes]:
+    """Which ``texts`` ``inet_pton`` reads, and their 16-byte values, joined. All of them on the
+    usual road (one ``map``, no Python frame per value: a third of the time of a loop); where one
+    is refused, each one on its own (``parse_ip`` words the refusal)."""
     try:
-        return socket.inet_pton(socket.AF_INET6, value)
+        return np.ones(len(texts), dtype=bool), b"".join(map(_PTON_V6, texts))
     except OSError:
-        return None  # parse_ip words the refusal
+        pass
+    packed: list[bytes | None] = []
+    for text in texts:
+        try:
+            packed.append(_PTON_V6(text))
+        except OSError:
+            packed.append(None)
+    return np.array([value is not None for value in packed], dtype=bool), b"".join(filter(None, packed))
 
 
 def _store_v6(parsed: ParsedAddresses, rows: npt.NDArray[np.intp], packed: bytes) -> None:
-    values = np.frombuffer(packed, dtype=np.uint8).reshape(-1, 16)
-    mapped = (values[:, :12] == _MAPPED).all(axis=1)
+    halves = np.frombuffer(packed, dtype=">u8").reshape(-1, 2)
+    mapped = (halves[:, 0] == 0) & (halves[:, 1] >> 32 == 0xFFFF)  # ::ffff:0:0/96
     parsed.family[rows[mapped]] = 4
-    parsed.v4[rows[mapped]] = values[mapped, 12:].astype(np.int64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1])
+    parsed.v4[rows[mapped]] = (halves[mapped, 1] & 0xFFFFFFFF).astype(np.int64)
     parsed.family[rows[~mapped]] = 6
-    parsed.v6[rows[~mapped]] = values[~mapped].copy().view(V6_DTYPE)[:, 0]
+    parsed.v6[rows[~mapped]] = np.frombuffer(packed, dtype=V6_DTYPE)[~mapped]
 
 
 def _parse_one(parsed: ParsedAddresses, at: int, value: str | None) -> None:
