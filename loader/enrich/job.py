@@ -38,8 +38,10 @@ DEFAULT_CHUNK_ROWS: Final = 250_000
 #: A dictionary column gets Parquet dictionary pages when its dictionary has at most 1/3 as
 #: many values as a chunk has rows (measured where it pays: ``_parquet_encoding``).
 SMALL_DICTIONARY: Final = 3
-#: The largest dictionary page written: a larger dictionary is written plainly instead.
-DICTIONARY_PAGE_LIMIT: Final = 64 << 20
+#: The largest dictionary written as a page (Arrow writes a dictionary column's whole
+#: dictionary as one page per row group, whatever the writer's page limit): a larger one is
+#: written plainly instead.
+DICTIONARY_PAGE_LIMIT: Final = 8 << 20
 #: Chunks merged at once, each on its own thread.
 MERGE_THREADS: Final = 2
 
@@ -262,10 +264,10 @@ def _parquet_encoding(table: pa.Table, address: str, added: tuple[str, ...]) -> 
 
     Arrow writes a dictionary column's own dictionary as the page (hashing its values, once per
     row group) and the rows as their indices; the values are copied and compressed per row
-    otherwise. Measured on 10 M rows: the ASN demo's 81 k organization names beside a
-    250 k-row chunk, 0.9 s against 1.2-1.4 s plainly and 83 MB against 149 MB; the city
-    synthetic's 120 k city names and 100 k postal codes, no faster either way, so plain. The
-    range text (nearly one bound per row) is always plain.
+    otherwise (and for a dictionary over ``DICTIONARY_PAGE_LIMIT``). Measured on 10 M rows: the
+    ASN demo's 81 k organization names beside a 250 k-row chunk, 0.9 s against 1.2-1.4 s plainly
+    and 83 MB against 149 MB; the city synthetic's 120 k city names and 100 k postal codes, no
+    faster either way, so plain. The range text (nearly one bound per row) is always plain.
 
     Min/max statistics for the input's columns but its addresses (a log's time column prunes),
     and for the added columns that are not text: an added text (a city, a country, a range)
@@ -280,12 +282,12 @@ def _parquet_encoding(table: pa.Table, address: str, added: tuple[str, ...]) -> 
         if pa.types.is_dictionary(f.type) and f.name not in texts
     ]
     paged = [
-        (name, largest) for name, largest in dictionaries if len(largest) * SMALL_DICTIONARY <= table.num_rows
+        name
+        for name, largest in dictionaries
+        if len(largest) * SMALL_DICTIONARY <= table.num_rows and largest.nbytes <= DICTIONARY_PAGE_LIMIT
     ]
-    page_bytes = max((largest.nbytes for _, largest in paged), default=0)
     return {
-        "use_dictionary": [*(name for name, _ in paged), ERROR],
-        "dictionary_pagesize_limit": min(max(2 * page_bytes, 1 << 20), DICTIONARY_PAGE_LIMIT),
+        "use_dictionary": [*paged, ERROR],
         "write_statistics": [
             f.name for f in table.schema if f.name not in texts and not (f.name in added and _is_text(f.type))
         ],

@@ -106,6 +106,8 @@ def _range_positions(ranges: FamilyRanges, values: npt.NDArray[Any]) -> npt.NDAr
     if ranges.start_halves is None:
         return np.searchsorted(ranges.starts, values, side="right") - 1
     highs, lows = ranges.start_halves
+    if not len(highs):
+        return np.full(len(values), -1, dtype=np.intp)
     high, low = v6_halves(values)
     # The last start whose upper bits are at most the value's: below it only when it shares them
     at = np.searchsorted(highs, high, side="right") - 1

@@ -13,6 +13,7 @@ import io
 import ipaddress
 import itertools
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from hypothesis import strategies as st
 from ipmeta.schema.bogons import is_bogon
 from ipmeta.schema.ips import Address, format_address
 from ipmeta_cli.main import main
-from loader.enrich import parts
+from loader.enrich import job, parts
 from loader.enrich import snapshot as snapshot_module
 from loader.enrich.job import Output, enrich_part
 from loader.enrich.parts import EnrichInputError, Part, read_chunks
@@ -194,7 +195,47 @@ def test_a_snapshot_of_many_row_groups_keeps_each_ranges_data_in_order(
     # Then each range is kept once, in (family, start) order, with its own data
     assert loaded.data.to_pylist() == [r.data for r in ranges]
     assert loaded.v4.starts.tolist() == [r.start for r in ranges if r.family == 4]
-    assert len(loaded.v6) == 10
+    six = [r for r in ranges if r.family == 6]
+    assert loaded.v6.starts.tolist() == [r.start.to_bytes(16, "big").rstrip(b"\0") for r in six]
+    assert loaded.v6.ends.tolist() == [r.end.to_bytes(16, "big").rstrip(b"\0") for r in six]
+    assert loaded.v6.start_halves is not None
+    assert [int(high) << 64 | int(low) for high, low in zip(*loaded.v6.start_halves, strict=True)] == [
+        r.start for r in six
+    ]
+
+
+@pytest.mark.parametrize("failing", ["read", "fold"])
+def test_a_row_group_that_fails_to_read_or_fold_refuses_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    # Given a snapshot of many row groups, whose fourth group cannot be read, or whose
+    # dictionaries cannot be folded (each on a thread of its own)
+    monkeypatch.setattr(parquet_export, "ROW_GROUP_ROWS", 4)
+    monkeypatch.setattr(snapshot_module, "_COMBINE_EVERY", 2)
+    ranges = [ExportRange(4, n << 20, (n << 20) + 9, {"org": f"o{n % 7}"}) for n in range(1, 41)]
+    path = tmp_path / "many.parquet"
+    write_parquet(ranges, str(path), SnapshotInfo("many", 1, 0, {"org": "S"}))
+    if failing == "read":
+        read = pq.ParquetFile.read_row_group
+
+        def read_but_the_fourth(self: pq.ParquetFile, group: int, **options: Any) -> pa.Table:
+            if group == 3:
+                raise OSError("the disk failed")
+            return read(self, group, **options)
+
+        monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_but_the_fourth)
+        why = "the disk failed"
+    else:
+
+        def fold_fails(chunks: list[pa.Array], kind: pa.DataType) -> pa.Array:
+            raise pa.ArrowInvalid("the dictionaries disagree")
+
+        monkeypatch.setattr(snapshot_module, "_combined", fold_fails)
+        why = "the dictionaries disagree"
+    # Then the load refuses it, naming why, and leaves no thread of its own running
+    with pytest.raises(EnrichInputError, match=why):
+        load_dataset_snapshot(str(path))
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("snapshot-")]
 
 
 def test_byte_ranges_tile_a_file_and_row_groups_select(tmp_path: Path) -> None:
@@ -228,10 +269,17 @@ def test_json_lines_and_gzip_keep_the_format(snapshot: Snapshot, tmp_path: Path)
     assert (summary.rows, summary.unmatched_rows) == (2, 1)
 
 
-@pytest.mark.parametrize(("chunk_rows", "paged"), [(1000, True), (7, False)])
+@pytest.mark.parametrize(
+    "case",
+    # The organizations' dictionary holds 4 values: a page at 1/3 of a chunk's rows or fewer,
+    # and only while it fits the page limit. (chunk rows, page limit in bytes, paged)
+    [(1000, 8 << 20, True), (20, 8 << 20, True), (11, 8 << 20, False), (1000, 8, False)],
+)
 def test_parquet_output_pages_a_small_dictionary_and_keeps_the_inputs_statistics(
-    snapshot: Snapshot, tmp_path: Path, chunk_rows: int, paged: bool
+    snapshot: Snapshot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: tuple[int, int, bool]
 ) -> None:
+    chunk_rows, page_limit, paged = case
+    monkeypatch.setattr(job, "DICTIONARY_PAGE_LIMIT", page_limit)
     # Given a log with a time column, whose addresses hit 4 organizations
     addresses = ["8.8.8.8", "1.0.0.1", "20.1.2.3", "2001:4860::1", "9.9.9.9"]
     lines = [f"{addresses[n % 5]},2026-11-{1 + n // 20:02d}" for n in range(600)]
