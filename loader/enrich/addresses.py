@@ -114,12 +114,20 @@ def _packed_v6(texts: list[str]) -> tuple[npt.NDArray[np.bool_], bytes]:
 
 
 def _store_v6(parsed: ParsedAddresses, rows: npt.NDArray[np.intp], packed: bytes) -> None:
-    halves = np.frombuffer(packed, dtype=">u8").reshape(-1, 2)
-    mapped = (halves[:, 0] == 0) & (halves[:, 1] >> 32 == 0xFFFF)  # ::ffff:0:0/96
+    values = np.frombuffer(packed, dtype=V6_DTYPE)
+    high, low = v6_halves(values)
+    mapped = (high == 0) & (low >> np.uint64(32) == 0xFFFF)  # ::ffff:0:0/96
     parsed.family[rows[mapped]] = 4
-    parsed.v4[rows[mapped]] = (halves[mapped, 1] & 0xFFFFFFFF).astype(np.int64)
+    parsed.v4[rows[mapped]] = (low[mapped] & np.uint64(0xFFFFFFFF)).astype(np.int64)
     parsed.family[rows[~mapped]] = 6
-    parsed.v6[rows[~mapped]] = np.frombuffer(packed, dtype=V6_DTYPE)[~mapped]
+    parsed.v6[rows[~mapped]] = values[~mapped]
+
+
+def v6_halves(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """16-byte big-endian values (``V6_DTYPE``) as their upper and lower 64 bits, native
+    integers: numpy compares those at once, and 16-byte values byte by byte."""
+    halves = np.ascontiguousarray(values, dtype=V6_DTYPE).view(">u8").reshape(-1, 2)
+    return halves[:, 0].astype(np.uint64), halves[:, 1].astype(np.uint64)
 
 
 def _parse_one(parsed: ParsedAddresses, at: int, value: str | None) -> None:

@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 from ipmeta.lookup import merging
 from ipmeta.schema.bogons import BOGONS_V4, BOGONS_V6, GLOBAL_EXCEPTIONS_V4, GLOBAL_EXCEPTIONS_V6
 from ipmeta.schema.errors import IpAddressNotFound, IpAddressReserved
-from loader.enrich.addresses import INVALID, V6_DTYPE, ParsedAddresses, v4_texts, v6_texts
-from loader.enrich.snapshot import DatasetSnapshot, FamilyRanges, Snapshot, v6_halves
+from loader.enrich.addresses import INVALID, V6_DTYPE, ParsedAddresses, v4_texts, v6_halves, v6_texts
+from loader.enrich.snapshot import DatasetSnapshot, FamilyRanges, Snapshot
 
 RANGE_START: Final = "ip_range_start"
 RANGE_END: Final = "ip_range_end"
@@ -395,13 +395,13 @@ def _bogons(chunk: dict[int, SortedFamily], size: int) -> npt.NDArray[np.bool_]:
 def _errors(
     parsed: ParsedAddresses, any_match: npt.NDArray[np.bool_], bogon: npt.NDArray[np.bool_]
 ) -> pa.Array:
-    codes = np.zeros(len(parsed.family), dtype=np.int8)  # an index into _ERROR_CODES
+    codes = np.zeros(len(parsed.family), dtype=np.int8)  # an index into _ERROR_CODES: none
     unmatched = ~any_match & ~parsed.invalid
-    codes[unmatched & bogon] = 1
-    codes[unmatched & ~bogon] = 2
-    codes[parsed.invalid] = 3
-    return _ERROR_CODES.take(pa.array(codes))
+    codes[unmatched & bogon] = _ERROR_CODES.index(IpAddressReserved.code)
+    codes[unmatched & ~bogon] = _ERROR_CODES.index(IpAddressNotFound.code)
+    codes[parsed.invalid] = _ERROR_CODES.index(INVALID)
+    return pa.array(_ERROR_CODES, pa.string()).take(pa.array(codes))
 
 
-#: ``ip_error``'s values: none, then the API's codes.
-_ERROR_CODES: Final = pa.array([None, IpAddressReserved.code, IpAddressNotFound.code, INVALID], pa.string())
+#: ``ip_error``'s values: none (the first), then the API's codes.
+_ERROR_CODES: Final = (None, IpAddressReserved.code, IpAddressNotFound.code, INVALID)

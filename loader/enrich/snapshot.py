@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from loader.enrich.addresses import V6_DTYPE
+from loader.enrich.addresses import V6_DTYPE, v6_halves
 from loader.enrich.parts import EnrichInputError
 from loader.export.parquet import LAYOUT_COLUMNS, METADATA_KEY, SnapshotInfo, resolve
 from loader.formats.column_types import NATIVE
@@ -49,12 +49,6 @@ class FamilyRanges:
 
     def __len__(self) -> int:
         return len(self.starts)
-
-
-def v6_halves(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-    """16-byte big-endian values as their upper and lower 64 bits (native integers)."""
-    halves = np.ascontiguousarray(values, dtype=V6_DTYPE).view(">u8").reshape(-1, 2)
-    return halves[:, 0].astype(np.uint64), halves[:, 1].astype(np.uint64)
 
 
 @dataclass(frozen=True)
