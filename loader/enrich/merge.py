@@ -270,9 +270,10 @@ def _span_text(
 ) -> tuple[pa.Array, pa.Array]:
     """Each row's range (``merging.span``: where every answering dataset agrees) as address text.
 
-    Each side is a dictionary array: the dictionary holds the text of each distinct bound the
-    chunk's rows hold, written here for this chunk only (memory holds no text of the whole
-    snapshot), the indices point each row at its bound's text. Parquet writes the dictionary
+    Each side is a dictionary array: the dictionary holds the text of each run's bound (a run:
+    rows in address order that every dataset answers with the same range), written here for
+    this chunk only (memory holds no text of the whole snapshot), the indices point each row
+    at its run's text. Parquet writes the dictionary
     once per row group and the rows as small integers.
     """
     texts: dict[str, list[pa.Array]] = {"start": [], "end": []}
@@ -280,8 +281,7 @@ def _span_text(
     written = dict.fromkeys(texts, 0)
     for family in (4, 6):
         part = chunk[family]
-        # The rows in address order: one dataset's bounds then come in order too, and a
-        # bound's rows are one run.
+        # The rows in address order: a range's rows are then one run.
         rows = part.where[part.order]
         hits, held = [], np.zeros(len(rows), dtype=bool)
         for dataset, found in zip(datasets, founds, strict=True):
@@ -293,23 +293,27 @@ def _span_text(
                 held |= hit
         if not hits:
             continue
-        if len(hits) == 1:
-            _one_span_text(hits[0], rows[held], texts, at, written)
-            continue
-        # Only the rows some dataset holds get a range.
+        # Only the rows some dataset holds get a range. In address order, rows that every
+        # dataset answers with the same range form a run, and a run has one span: it is
+        # narrowed (``merging.span``) and written once, from the run's first row.
+        answers = [(ranges, positions[held], hit[held]) for ranges, positions, hit in hits]
+        first = np.zeros(len(answers[0][1]), dtype=bool)
+        first[0] = True
+        for _, positions, _ in answers:
+            first[1:] |= positions[1:] != positions[:-1]
+        run = (np.cumsum(first) - 1).astype(np.int32)
         bounds = []
-        for ranges, positions, hit in hits:
-            safe = np.where(hit[held], positions[held], 0)
-            bounds.append((hit[held], ranges.starts[safe], ranges.ends[safe]))
-        count = int(held.sum())
+        for ranges, positions, hit in answers:
+            safe = np.where(hit[first], positions[first], 0)
+            bounds.append((hit[first], ranges.starts[safe], ranges.ends[safe]))
+        runs = int(first.sum())
         low, high = _WIDEST[family]
         kind = bounds[0][1].dtype
-        widest = (np.full(count, low, kind), np.full(count, high, kind))
+        widest = (np.full(runs, low, kind), np.full(runs, high, kind))
         for side, chosen in zip(texts, merging.span(bounds, BOUNDS, widest), strict=True):
-            distinct, index = _distinct(chosen)
-            texts[side].append(v4_texts(distinct) if family == 4 else v6_texts(distinct))
-            at[side][rows[held]] = written[side] + index
-            written[side] += len(distinct)
+            texts[side].append(v4_texts(chosen) if family == 4 else v6_texts(chosen))
+            at[side][rows[held]] = written[side] + run
+            written[side] += runs
     return tuple(
         pa.DictionaryArray.from_arrays(
             pa.array(at[side], mask=at[side] < 0),
@@ -317,42 +321,6 @@ def _span_text(
         )
         for side in texts
     )
-
-
-def _one_span_text(
-    hit: tuple[FamilyRanges, npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-    rows: npt.NDArray[np.intp],
-    texts: dict[str, list[pa.Array]],
-    at: dict[str, npt.NDArray[np.int32]],
-    written: dict[str, int],
-) -> None:
-    """``_span_text`` where one dataset holds the family's rows: the span is its range (what
-    ``merging.span`` gives for one), and the rows, in address order, hold its ranges in order,
-    so the distinct ranges are runs of equal positions; the text is written for those alone."""
-    ranges, positions, held = hit
-    positions = positions[held]
-    first = np.ones(len(positions), dtype=bool)
-    first[1:] = positions[1:] != positions[:-1]
-    distinct = positions[first]
-    index = (np.cumsum(first) - 1).astype(np.int32)
-    write = v4_texts if ranges.starts.dtype != V6_DTYPE else v6_texts
-    for side, bounds in zip(texts, (ranges.starts[distinct], ranges.ends[distinct]), strict=True):
-        texts[side].append(write(bounds))
-        at[side][rows] = written[side] + index
-        written[side] += len(distinct)
-
-
-def _distinct(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int32]]:
-    """The distinct ``values`` and each one's index among them: by runs where the values come in
-    order (one dataset's bounds, addresses sorted), else by a sort."""
-    if not len(values):
-        return values, np.zeros(0, dtype=np.int32)
-    if bool((values[1:] >= values[:-1]).all()):
-        first = np.ones(len(values), dtype=bool)
-        first[1:] = values[1:] != values[:-1]
-        return values[first], (np.cumsum(first) - 1).astype(np.int32)
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return distinct, inverse.ravel().astype(np.int32)
 
 
 def _intervals(blocks: Sequence[str], family: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
